@@ -1,0 +1,48 @@
+# The two commands a newcomer needs:
+#   make run   - set up and run the whole system on its embedded default
+#   make test  - set up and run the test suite against PostgreSQL and Redis
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+# Test services (started by tests/ensure-services.sh when they are not running).
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpurenthub
+TEST_REDIS_URL ?= redis://127.0.0.1:6379
+PYTEST_ARGS ?=
+
+.PHONY: run test install lock check clean services
+
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	DEBUG=$${DEBUG:-1} $(PY) manage.py serve_local
+
+services:
+	@bash tests/ensure-services.sh
+
+test: install services
+	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
+	  $(PY) -m pytest $(PYTEST_ARGS)
+
+check: install
+	DEBUG=1 $(PY) manage.py check
+	DEBUG=1 $(PY) manage.py makemigrations --check --dry-run
+
+# Re-resolve the pinned dependency set from pyproject.toml (run after editing it).
+lock:
+	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/pip install --quiet --disable-pip-version-check --upgrade pip
+	.venv-lock/bin/pip install --quiet --disable-pip-version-check ".[test]"
+	.venv-lock/bin/pip freeze --exclude-editable | grep -v '^gpurenthub' > requirements.lock
+	rm -rf .venv-lock build *.egg-info
+
+clean:
+	rm -rf $(VENV) staticfiles .pytest_cache

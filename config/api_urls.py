@@ -1,0 +1,6 @@
+"""Every API route under /api/v1/, one include per app."""
+
+from django.urls import include, path
+
+urlpatterns = [
+]

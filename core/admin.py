@@ -1,0 +1,74 @@
+from django.contrib import admin
+
+from core.audit import audit_record, model_snapshot, snapshot_diff
+from core.models import AuditEntry, Lease
+
+
+class AuditedModelAdmin(admin.ModelAdmin):
+    """A ModelAdmin whose every add, change and delete writes an audit row with
+    the fields that changed (old and new values)."""
+
+    def save_model(self, request, obj, form, change):
+        before = {}
+        if change and obj.pk:
+            old = type(obj).objects.filter(pk=obj.pk).first()
+            before = model_snapshot(old) if old else {}
+        super().save_model(request, obj, form, change)
+        diff = snapshot_diff(before, model_snapshot(obj))
+        if diff or not change:
+            audit_record(
+                actor=request.user,
+                action="admin.change" if change else "admin.add",
+                obj=obj,
+                changes=diff,
+            )
+
+    def delete_model(self, request, obj):
+        audit_record(actor=request.user, action="admin.delete", obj=obj, changes=model_snapshot(obj))
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            audit_record(actor=request.user, action="admin.delete", obj=obj, changes=model_snapshot(obj))
+        super().delete_queryset(request, queryset)
+
+    def save_formset(self, request, form, formset, change):
+        before = {
+            f.instance.pk: model_snapshot(type(f.instance).objects.get(pk=f.instance.pk))
+            for f in formset.forms
+            if f.instance.pk and f.has_changed()
+        }
+        super().save_formset(request, form, formset, change)
+        for obj in formset.new_objects:
+            audit_record(actor=request.user, action="admin.add", obj=obj, changes=model_snapshot(obj))
+        for obj, _fields in formset.changed_objects:
+            diff = snapshot_diff(before.get(obj.pk, {}), model_snapshot(obj))
+            audit_record(actor=request.user, action="admin.change", obj=obj, changes=diff)
+        for obj in formset.deleted_objects:
+            audit_record(actor=request.user, action="admin.delete", obj=obj)
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    list_display = ("created_at", "actor_name", "action", "content_type", "object_repr", "reason")
+    list_filter = ("action", "content_type")
+    search_fields = ("actor_name", "object_repr", "object_id", "reason")
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Lease)
+class LeaseAdmin(admin.ModelAdmin):
+    list_display = ("name", "owner", "expires_at")
+    readonly_fields = ("name", "owner", "expires_at")
+
+    def has_add_permission(self, request):
+        return False

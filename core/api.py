@@ -1,0 +1,115 @@
+"""One error shape for every API refusal:
+
+    {"error": {"code": "...", "message": "...", "details": {...}}}
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from core.errors import DomainError
+
+log = logging.getLogger(__name__)
+
+_DRF_CODES: dict[type[exceptions.APIException], str] = {
+    exceptions.ParseError: "parse_error",
+    exceptions.AuthenticationFailed: "authentication_failed",
+    exceptions.NotAuthenticated: "not_authenticated",
+    exceptions.PermissionDenied: "permission_denied",
+    exceptions.NotFound: "not_found",
+    exceptions.MethodNotAllowed: "method_not_allowed",
+    exceptions.NotAcceptable: "not_acceptable",
+    exceptions.UnsupportedMediaType: "unsupported_media_type",
+    exceptions.Throttled: "throttled",
+    exceptions.ValidationError: "invalid",
+}
+
+
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+def error_response(
+    code: str, message: str, http_status: int, details: dict[str, Any] | None = None
+) -> Response:
+    return Response(error_body(code, message, details), status=http_status)
+
+
+def _validation_message(detail: Any) -> str:
+    """The first human-readable message in a DRF validation detail."""
+    if isinstance(detail, dict):
+        for field, value in detail.items():
+            inner = _validation_message(value)
+            return inner if field == "non_field_errors" else f"{field}: {inner}"
+    if isinstance(detail, list) and detail:
+        return _validation_message(detail[0])
+    return str(detail)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, DomainError):
+        return error_response(exc.code, exc.message, exc.status, exc.details)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    elif isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(
+            exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+        )
+
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None  # a bug: Django's 500 handler (JSON under /api/) takes it
+
+    assert isinstance(exc, exceptions.APIException)
+    code = next((c for t, c in _DRF_CODES.items() if isinstance(exc, t)), "error")
+    if isinstance(exc, exceptions.ValidationError):
+        details = {"fields": exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}}
+        message = _validation_message(exc.detail)
+    else:
+        details = {}
+        message = str(exc.detail)
+        if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+            details["retry_after_seconds"] = int(exc.wait + 0.999)
+    response.data = error_body(code, message, details)
+    return response
+
+
+def _wants_json(request) -> bool:
+    return request.path.startswith("/api/") or request.path in ("/healthz", "/readyz")
+
+
+def json_page_not_found(request, exception=None):
+    if _wants_json(request):
+        return JsonResponse(error_body("not_found", "Not found."), status=status.HTTP_404_NOT_FOUND)
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)
+
+
+def json_server_error(request):
+    if _wants_json(request):
+        return JsonResponse(
+            error_body("server_error", "Internal error; it has been logged."),
+            status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+        )
+    from django.views.defaults import server_error
+
+    return server_error(request)
+
+
+def json_bad_request(request, exception=None):
+    if _wants_json(request):
+        return JsonResponse(error_body("bad_request", "Bad request."), status=400)
+    from django.views.defaults import bad_request
+
+    return bad_request(request, exception)

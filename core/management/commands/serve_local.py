@@ -1,0 +1,104 @@
+"""`make run`: prepare the embedded default and run web + worker + beat in the
+foreground. Ctrl-C stops all three."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Migrate, load the catalog, create a staff account if none exists, and run web, worker and beat."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument("--prepare-only", action="store_true", help="Set up, then exit without serving.")
+
+    def handle(self, *args, **opts):
+        self._prepare()
+        if opts["prepare_only"]:
+            return
+        self._serve(opts["host"], opts["port"])
+
+    def _prepare(self) -> None:
+        settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
+        for key in ("data_folder_in", "data_folder_out", "processed_folder"):
+            folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(key)
+            if folder:
+                os.makedirs(folder, exist_ok=True)
+        self.stdout.write("Migrating the database ...")
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)
+        call_command("seed_catalog")
+        self._ensure_staff()
+
+    def _ensure_staff(self) -> None:
+        Account = get_user_model()
+        if Account.objects.filter(is_staff=True).exists():
+            return
+        password = secrets.token_urlsafe(18)
+        Account.objects.create_superuser("staff", password)
+        self.stdout.write(self.style.WARNING(
+            "\nCreated the staff account (shown once, keep it):\n"
+            f"    username: staff\n    password: {password}\n"
+        ))
+
+    def _serve(self, host: str, port: int) -> None:
+        base = f"http://{host}:{port}"
+        py = sys.executable
+        bindir = os.path.dirname(py)
+        procs = {
+            "web": [os.path.join(bindir, "gunicorn"), "config.wsgi:application",
+                    "--bind", f"{host}:{port}", "--workers", "2", "--threads", "4",
+                    "--access-logfile", "-"],
+            "worker": [py, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO",
+                       "--pool", "threads", "--concurrency", "4"],
+            "beat": [py, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO",
+                     "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
+        }
+        running = {name: subprocess.Popen(cmd) for name, cmd in procs.items()}
+        self.stdout.write(self.style.SUCCESS(
+            f"\nGPU Rent Hub is running.\n"
+            f"    API:       {base}/api/v1/\n"
+            f"    API docs:  {base}/api/docs/\n"
+            f"    Admin:     {base}/admin/\n"
+            f"    Health:    {base}/healthz  {base}/readyz\n"
+            "Press Ctrl-C to stop.\n"
+        ))
+        stopping = False
+
+        def stop(*_):
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            while not stopping:
+                for name, proc in running.items():
+                    if proc.poll() is not None:
+                        self.stderr.write(f"{name} exited with {proc.returncode}; stopping the rest.")
+                        stopping = True
+                        break
+                time.sleep(0.5)
+        finally:
+            for proc in running.values():
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            deadline = time.time() + 15
+            for proc in running.values():
+                try:
+                    proc.wait(timeout=max(0.1, deadline - time.time()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            self.stdout.write("Stopped.")

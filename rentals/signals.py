@@ -1,0 +1,1 @@
+"""Receivers of billing's signals (billing never imports rentals)."""
