@@ -236,3 +236,53 @@ LOGGING = {
 }
 
 SESSION_COOKIE_AGE = int(timedelta(hours=12).total_seconds())
+
+# --- Billing ------------------------------------------------------------------
+# A currency is enabled exactly when its watch-only material is set. Never put
+# a key that can spend here: xprv/zprv/tprv/vprv and spend keys are refused.
+
+BTC_XPUB = env.str("BTC_XPUB", default="")
+BTC_NETWORK = env.str("BTC_NETWORK", default="mainnet")  # mainnet | testnet | regtest
+BTC_SCRIPT_TYPE = env.str("BTC_SCRIPT_TYPE", default="p2wpkh")  # states the script for xpub/tpub keys
+BTC_RPC_URL = env.str("BTC_RPC_URL", default="")
+LTC_XPUB = env.str("LTC_XPUB", default="")
+LTC_NETWORK = env.str("LTC_NETWORK", default="mainnet")
+LTC_SCRIPT_TYPE = env.str("LTC_SCRIPT_TYPE", default="p2wpkh")
+LTC_RPC_URL = env.str("LTC_RPC_URL", default="")
+ETH_XPUB = env.str("ETH_XPUB", default="")
+ETH_CHAIN_ID = env.int("ETH_CHAIN_ID", default=1)
+ETH_RPC_URL = env.str("ETH_RPC_URL", default="")
+USDT_CONTRACT = env.str("USDT_CONTRACT", default="0xdAC17F958D2ee523a2206206994597C13D831ec7")
+USDC_CONTRACT = env.str("USDC_CONTRACT", default="0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48")
+XMR_ADDRESS = env.str("XMR_ADDRESS", default="")
+XMR_VIEW_KEY = env.str("XMR_VIEW_KEY", default="")
+XMR_WALLET_RPC_URL = env.str("XMR_WALLET_RPC_URL", default="")
+SOL_RECIPIENT = env.str("SOL_RECIPIENT", default="")
+SOL_RPC_URL = env.str("SOL_RPC_URL", default="")
+
+# How long a quote's exchange rate is locked (the invoice's expiry), and how long
+# after expiry payments are still watched and matched.
+INVOICE_EXPIRY_MINUTES = env.int("INVOICE_EXPIRY_MINUTES", default=30)
+INVOICE_MONITORING_HOURS = env.int("INVOICE_MONITORING_HOURS", default=24)
+INVOICE_UNDERPAYMENT_TOLERANCE_PCT = env.decimal("INVOICE_UNDERPAYMENT_TOLERANCE_PCT", default="0.5")
+INVOICE_NUMBER_PREFIX = env.str("INVOICE_NUMBER_PREFIX", default="GRH")
+CONFIRMATIONS = {
+    "BTC": env.int("CONFIRMATIONS_BTC", default=2),
+    "LTC": env.int("CONFIRMATIONS_LTC", default=6),
+    "ETH": env.int("CONFIRMATIONS_ETH", default=12),
+    "USDT": env.int("CONFIRMATIONS_USDT", default=12),
+    "USDC": env.int("CONFIRMATIONS_USDC", default=12),
+    "XMR": env.int("CONFIRMATIONS_XMR", default=10),
+    "SOL": 1,  # Solana: a transaction counts once its commitment is `finalized`
+}
+
+# Exchange rates.
+MANUAL_RATES_USD = env.str("MANUAL_RATES_USD", default="")  # e.g. "BTC=95000,ETH=3500"
+RATE_PROVIDERS = env.list("RATE_PROVIDERS", default=["kraken", "coingecko"])
+RATE_MAX_AGE_SECONDS = env.int("RATE_MAX_AGE_SECONDS", default=600)
+RATE_REFRESH_SECONDS = env.int("RATE_REFRESH_SECONDS", default=60)
+STABLECOIN_DEPEG_PCT = env.decimal("STABLECOIN_DEPEG_PCT", default="2")
+KRAKEN_API_URL = env.str("KRAKEN_API_URL", default="https://api.kraken.com")
+COINGECKO_API_URL = env.str("COINGECKO_API_URL", default="https://api.coingecko.com")
+COINGECKO_API_KEY = env.str("COINGECKO_API_KEY", default="")
+RATE_HTTP_TIMEOUT_SECONDS = env.float("RATE_HTTP_TIMEOUT_SECONDS", default=5.0)
