@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import environ
@@ -264,7 +265,7 @@ SOL_RPC_URL = env.str("SOL_RPC_URL", default="")
 # after expiry payments are still watched and matched.
 INVOICE_EXPIRY_MINUTES = env.int("INVOICE_EXPIRY_MINUTES", default=30)
 INVOICE_MONITORING_HOURS = env.int("INVOICE_MONITORING_HOURS", default=24)
-INVOICE_UNDERPAYMENT_TOLERANCE_PCT = env.decimal("INVOICE_UNDERPAYMENT_TOLERANCE_PCT", default="0.5")
+INVOICE_UNDERPAYMENT_TOLERANCE_PCT = Decimal(env.str("INVOICE_UNDERPAYMENT_TOLERANCE_PCT", default="0.5"))
 INVOICE_NUMBER_PREFIX = env.str("INVOICE_NUMBER_PREFIX", default="GRH")
 CONFIRMATIONS = {
     "BTC": env.int("CONFIRMATIONS_BTC", default=2),
@@ -281,7 +282,7 @@ MANUAL_RATES_USD = env.str("MANUAL_RATES_USD", default="")  # e.g. "BTC=95000,ET
 RATE_PROVIDERS = env.list("RATE_PROVIDERS", default=["kraken", "coingecko"])
 RATE_MAX_AGE_SECONDS = env.int("RATE_MAX_AGE_SECONDS", default=600)
 RATE_REFRESH_SECONDS = env.int("RATE_REFRESH_SECONDS", default=60)
-STABLECOIN_DEPEG_PCT = env.decimal("STABLECOIN_DEPEG_PCT", default="2")
+STABLECOIN_DEPEG_PCT = Decimal(env.str("STABLECOIN_DEPEG_PCT", default="2"))
 KRAKEN_API_URL = env.str("KRAKEN_API_URL", default="https://api.kraken.com")
 COINGECKO_API_URL = env.str("COINGECKO_API_URL", default="https://api.coingecko.com")
 COINGECKO_API_KEY = env.str("COINGECKO_API_KEY", default="")
