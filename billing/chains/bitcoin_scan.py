@@ -394,8 +394,8 @@ def chain_advance(
     fork = fork_find(rpc, recent=recent)
     if fork is not None and fork.common is None:
         # Deeper than the stored window: every stored block is suspect. Resume
-        # from just below the lowest of them; the caller should keep a window
-        # comfortably deeper than any plausible reorg.
+        # at the lowest stored height; the caller should keep a window
+        # comfortably deeper than any plausible reorg (and may widen it).
         base: BlockRef | None = None
         next_height = min(b.height for b in recent)
     elif fork is not None:

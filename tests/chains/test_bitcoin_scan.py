@@ -23,6 +23,7 @@ from billing.chains.bitcoin_scan import (
     coins_to_base_units,
     fork_find,
 )
+from billing.chains.regtest import address_to_script
 
 pytestmark = pytest.mark.chain
 
@@ -128,6 +129,25 @@ def test_payment_seen_in_mempool_then_confirmed_in_its_block(node, destinations)
     assert len(step.blocks) == 5 and all(s.observations == () for s in step.blocks)
     assert observation.confirmations(tip_height=step.tip.height) == 6
     assert ledger.credited(d.script_hex) == 150_000_000
+
+
+def test_bitcoin_destination_is_matched_by_its_script(node, destinations):
+    # A BTC regtest address (bcrt1...) and the Litecoin node share the script
+    # format: the node pays the BTC script, and the same scanner finds it.
+    d = destinations.new()
+    btc_address = destinations.account.address(d.index, hrp="bcrt")
+    assert btc_address.startswith("bcrt1q")
+    script = address_to_script(btc_address, hrp="bcrt")
+    ledger = Ledger(node)
+    watcher = MempoolWatcher(node.rpc)
+    txid = node.send_to_script(script, 42_000)
+    assert [(o.txid, o.script_hex, o.amount) for o in watcher.scan(scripts={script}).observations] == [
+        (txid, script, 42_000)
+    ]
+    [block_hash] = node.mine(1)
+    ledger.follow({script})
+    [observation] = ledger.confirmed.values()
+    assert (observation.txid, observation.block_hash, observation.amount) == (txid, block_hash, 42_000)
 
 
 def test_mined_payment_reported_as_mined_without_block_bookkeeping(node, destinations):
@@ -329,6 +349,10 @@ def test_catch_up_after_downtime_in_bounded_steps(node, destinations):
     assert [b.height for b in ledger.recent] == list(range(start.height, start.height + 26))
     [observation] = ledger.confirmed.values()
     assert (observation.txid, observation.block_height) == (txid, start.height + 10)
+    # A worker killed after recording but before storing its cursor scans the
+    # same blocks again: the same (txid, vout) comes back, so it counts once.
+    rerun = chain_advance(node.rpc, recent=[start], scripts=scripts, max_blocks=25)
+    assert [o for s in rerun.blocks for o in s.observations] == [observation]
     # Nothing new: a step is cheap and changes nothing.
     [idle] = ledger.follow(scripts)
     assert idle.blocks == () and idle.fork is None and idle.caught_up
