@@ -4,6 +4,7 @@ loopback by a small threaded HTTP server (no network)."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -331,7 +332,10 @@ def test_dropped_connection_is_retried(server, clock):
 
 
 def test_connection_refused_fails_after_the_attempts(server, clock, settings):
-    settings.KRAKEN_API_URL = "http://127.0.0.1:9"  # discard port: nothing listens
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings.KRAKEN_API_URL = f"http://127.0.0.1:{port}"
     with pytest.raises(ProviderError, match="3 attempts.*ConnectError"):
         KrakenProvider().fetch(currencies=["BTC"])
 
