@@ -126,7 +126,7 @@ def _extended_private_name(payload: bytes) -> str | None:
     version = payload[:4]
     if version in PRIVATE_VERSIONS:
         return PRIVATE_VERSIONS[version]
-    if payload[45] == 0x00 and version not in PUBLIC_VERSIONS:
+    if payload[45] == 0x00:  # whatever its version says
         return f"version 0x{version.hex()}"
     return None
 

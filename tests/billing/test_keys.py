@@ -313,6 +313,12 @@ def test_private_keys_of_unknown_versions_and_inside_descriptors_are_refused():
         node.KeyObject(), node.Data(), Bip32KeyNetVersions(b"\x01\x02\x03\x04", b"\x05\x06\x07\x08")
     )
     assert keys.secret_material_kind(odd) == "an extended private key (version 0x05060708)"
+    # A private key wearing a public version is still private.
+    disguised = Bip32PrivateKeySerializer.Serialize(
+        node.KeyObject(), node.Data(), Bip32KeyNetVersions(b"\x05\x06\x07\x08", bytes.fromhex("04b24746"))
+    )
+    assert disguised.startswith("zpub")
+    assert keys.secret_material_kind(disguised) == "an extended private key (version 0x04b24746)"
     xprv = account_private(acc, "xpub")
     descriptor = f"wpkh([73c5da0a/84h/0h/0h]{xprv}/0/*)#abcdefgh"
     assert keys.secret_material_kind(descriptor) == "an extended private key (xprv)"
