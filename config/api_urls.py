@@ -3,4 +3,6 @@
 from django.urls import include, path
 
 urlpatterns = [
+    path("", include("catalog.urls")),
+    path("", include("billing.urls")),
 ]

@@ -10,4 +10,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 app = Celery("gpurenthub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-app.conf.beat_schedule = {}
+app.conf.beat_schedule = {
+    "billing.invoices_advance": {"task": "billing.invoices_advance", "schedule": 30.0},
+}

@@ -267,6 +267,12 @@ INVOICE_EXPIRY_MINUTES = env.int("INVOICE_EXPIRY_MINUTES", default=30)
 INVOICE_MONITORING_HOURS = env.int("INVOICE_MONITORING_HOURS", default=24)
 INVOICE_UNDERPAYMENT_TOLERANCE_PCT = Decimal(env.str("INVOICE_UNDERPAYMENT_TOLERANCE_PCT", default="0.5"))
 INVOICE_NUMBER_PREFIX = env.str("INVOICE_NUMBER_PREFIX", default="GRH")
+# Destinations of closed invoices stay watched this long: late money becomes credit.
+WATCH_AFTER_CLOSE_DAYS = env.int("WATCH_AFTER_CLOSE_DAYS", default=30)
+# A watcher without a successful scan for this long is reported unhealthy, and
+# invoices in its currency are not expired while it is blind.
+CHAIN_STALE_SECONDS = env.int("CHAIN_STALE_SECONDS", default=300)
+PAYMENT_LABEL = env.str("PAYMENT_LABEL", default="GPU Rent Hub")  # shown by wallets
 CONFIRMATIONS = {
     "BTC": env.int("CONFIRMATIONS_BTC", default=2),
     "LTC": env.int("CONFIRMATIONS_LTC", default=6),
