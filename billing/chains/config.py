@@ -261,6 +261,12 @@ def derivation_keyset(*, currency: str) -> str:
     return f"solana:{_solana_recipient().fingerprint}"
 
 
+def derivation_first_index(*, currency: str) -> int:
+    """The first index of `currency`'s sequence: 1 for XMR (subaddress (0, 0) is
+    the wallet's primary address, which is not a fresh destination), else 0."""
+    return 1 if _currency_code(currency) == "XMR" else 0
+
+
 def payment_uri(*, destination: Destination, amount: int, label: str = "", message: str = "") -> str:
     """The URI a wallet opens to pay `amount` base units to `destination`.
 

@@ -23,6 +23,7 @@ from billing.chains import config, keys
 from billing.chains.config import (
     Destination,
     chain_config_validate,
+    derivation_first_index,
     derivation_keyset,
     destination_derive,
     enabled_currencies,
@@ -163,6 +164,11 @@ def test_monero_destination_is_subaddress_0_i(chains, xmr_wallet):
         assert dest.match_key == f"0/{i}" and dest.index == i and dest.reference == ""
     with pytest.raises(ValueError, match="1\\.\\."):
         destination_derive(currency="XMR", index=0)  # (0, 0) is the primary address
+    assert derivation_first_index(currency="XMR") == 1
+    destination_derive(currency="XMR", index=derivation_first_index(currency="XMR"))
+    for code in ("BTC", "ETH", "USDT", "USDC", "SOL", "LTC"):
+        assert derivation_first_index(currency=code) == 0
+        destination_derive(currency=code, index=derivation_first_index(currency=code))
 
 
 def test_solana_destination_has_a_fresh_reference(chains, sol_recipient):
