@@ -8,7 +8,6 @@ from decimal import Decimal
 
 from django import forms
 from django.contrib import admin, messages
-from django.utils import timezone
 
 from billing import services
 from billing.currencies import CURRENCIES
@@ -23,6 +22,7 @@ from billing.models import (
     PaymentRequest,
     RateSample,
 )
+from billing.rates import rate_manual_end, rate_manual_set
 from billing.selectors import chain_health
 from core.admin import ReasonForm, reason_action
 from core.errors import DomainError
@@ -213,21 +213,26 @@ class ManualRateForm(forms.ModelForm):
         model = RateSample
         fields = ("currency", "usd", "valid_until", "note")
 
-    def clean_valid_until(self):
-        value = self.cleaned_data.get("valid_until")
-        if value is None or value <= timezone.now():
-            raise forms.ValidationError("A manual rate needs a time in the future after which it stops counting.")
-        return value
+
+class EndRateForm(ReasonForm):
+    pass
+
+
+def _end_rate(sample, *, actor, reason):
+    rate_manual_end(sample_id=sample.pk, actor=actor, reason=reason)
 
 
 @admin.register(RateSample)
 class RateSampleAdmin(admin.ModelAdmin):
-    """Fetched samples are read-only; staff add manual rates here."""
+    """Fetched samples are read-only; staff add manual rates (they take
+    precedence over the market median until `valid_until`) and end them early."""
 
-    list_display = ("currency", "usd", "source", "observed_at", "valid_until", "created_by")
+    list_display = ("currency", "usd", "source", "observed_at", "valid_until", "created_by", "note")
     list_filter = ("currency", "source")
     date_hierarchy = "observed_at"
     form = ManualRateForm
+    actions = [reason_action(name="end_manual_rate", description="End manual rate now", call=_end_rate,
+                             form_class=EndRateForm)]
 
     def has_change_permission(self, request, obj=None):
         return False
@@ -236,14 +241,22 @@ class RateSampleAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request, obj, form, change):
-        from core.audit import audit_record
+        try:
+            sample = rate_manual_set(
+                currency=obj.currency, usd=obj.usd, valid_until=obj.valid_until, actor=request.user, note=obj.note
+            )
+        except DomainError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            raise _Refused from exc
+        obj.pk = sample.pk
 
-        obj.source = "manual"
-        obj.observed_at = timezone.now()
-        obj.created_by = request.user
-        super().save_model(request, obj, form, change)
-        audit_record(actor=request.user, action="rate.manual", obj=obj, reason=obj.note,
-                     changes={"currency": obj.currency, "usd": str(obj.usd), "valid_until": obj.valid_until.isoformat()})
+    def add_view(self, request, form_url="", extra_context=None):
+        try:
+            return super().add_view(request, form_url, extra_context)
+        except _Refused:
+            from django.http import HttpResponseRedirect
+
+            return HttpResponseRedirect(request.get_full_path())
 
 
 @admin.register(ChainState)

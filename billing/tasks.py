@@ -3,6 +3,7 @@
 from celery import shared_task
 
 from billing import services
+from billing.tasks_rates import rate_samples_prune_task, rates_refresh_task  # noqa: F401  (registers them)
 
 
 @shared_task(name="billing.invoices_advance")

@@ -135,6 +135,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_TIMEZONE = "UTC"
+# The periodic jobs (bodies in each app's tasks.py). Each is idempotent: a run
+# that finds nothing to do changes nothing.
+CELERY_BEAT_SCHEDULE: dict = {}
 
 # --- Auth ---------------------------------------------------------------------
 
@@ -293,3 +296,17 @@ KRAKEN_API_URL = env.str("KRAKEN_API_URL", default="https://api.kraken.com")
 COINGECKO_API_URL = env.str("COINGECKO_API_URL", default="https://api.coingecko.com")
 COINGECKO_API_KEY = env.str("COINGECKO_API_KEY", default="")
 RATE_HTTP_TIMEOUT_SECONDS = env.float("RATE_HTTP_TIMEOUT_SECONDS", default=5.0)
+RATE_HTTP_ATTEMPTS = env.int("RATE_HTTP_ATTEMPTS", default=3)
+RATE_HTTP_BACKOFF_SECONDS = env.float("RATE_HTTP_BACKOFF_SECONDS", default=0.5)
+# Two sources further apart than this (percent) are not averaged: no rate until they agree.
+RATE_MAX_SPREAD_PCT = Decimal(env.str("RATE_MAX_SPREAD_PCT", default="5"))
+
+CELERY_BEAT_SCHEDULE.update({
+    "billing.invoices_advance": {"task": "billing.invoices_advance", "schedule": 30.0},
+    "billing.rates_refresh": {
+        "task": "billing.rates_refresh",
+        "schedule": float(RATE_REFRESH_SECONDS),
+        "options": {"expires": float(RATE_REFRESH_SECONDS)},
+    },
+    "billing.rate_samples_prune": {"task": "billing.rate_samples_prune", "schedule": 86400.0},
+})
