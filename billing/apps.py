@@ -10,3 +10,9 @@ class BillingConfig(AppConfig):
         from billing.chains.config import chain_config_validate
 
         chain_config_validate()
+
+        # Each watched chain's health in /readyz (non-critical: the API keeps
+        # serving while a node is away).
+        from billing.chains.watchers import readiness_checks_register
+
+        readiness_checks_register()

@@ -10,3 +10,11 @@ from billing.tasks_rates import rate_samples_prune_task, rates_refresh_task  # n
 def invoices_advance() -> int:
     """Expire, invalidate and credit what time has decided."""
     return services.invoices_advance_due()
+
+
+@shared_task(name="billing.chain_scan")
+def chain_scan(currency: str) -> dict:
+    """One run of a chain's watcher (a single flight per chain; see billing.chains.watchers)."""
+    from billing.chains.watchers import chain_scan as scan
+
+    return scan(currency=currency).as_dict()

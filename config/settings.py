@@ -21,6 +21,14 @@ env = environ.Env()
 DATA_DIR = Path(env.str("DATA_DIR", default=str(BASE_DIR / "data")))
 DEBUG = env.bool("DEBUG", default=False)
 
+# The local sandbox (`make run` with litecoind installed) writes the LTC settings of
+# its regtest node to this file while it runs. Local runs (DEBUG only) read it, so
+# commands in another shell (`manage.py sandbox_pay`) see the sandbox too; it never
+# overrides the environment, and is not read when LTC is configured there.
+SANDBOX_ENV_FILE = DATA_DIR / "sandbox" / "sandbox.env"
+if DEBUG and SANDBOX_ENV_FILE.is_file() and not (env.str("LTC_XPUB", default="") or env.str("LTC_RPC_URL", default="")):
+    environ.Env.read_env(SANDBOX_ENV_FILE)
+
 
 def _secret_key() -> str:
     key = env.str("SECRET_KEY", default="")
@@ -301,6 +309,31 @@ RATE_HTTP_ATTEMPTS = env.int("RATE_HTTP_ATTEMPTS", default=3)
 RATE_HTTP_BACKOFF_SECONDS = env.float("RATE_HTTP_BACKOFF_SECONDS", default=0.5)
 # Two sources further apart than this (percent) are not averaged: no rate until they agree.
 RATE_MAX_SPREAD_PCT = Decimal(env.str("RATE_MAX_SPREAD_PCT", default="5"))
+
+# Chain watchers (billing/chains/watchers.py). A chain whose watch-only key and node
+# RPC URL are both set is scanned every CHAIN_SCAN_SECONDS (new blocks, then the
+# mempool), by one worker at a time. A run reads at most CHAIN_SCAN_MAX_BLOCKS blocks
+# (catching up continues on the next run); the last CHAIN_REORG_WINDOW block hashes are
+# kept to find fork points; after failures runs back off exponentially, up to
+# CHAIN_BACKOFF_MAX_SECONDS between attempts.
+CHAIN_SCAN_SECONDS = env.float("CHAIN_SCAN_SECONDS", default=5.0)
+CHAIN_SCAN_MAX_BLOCKS = env.int("CHAIN_SCAN_MAX_BLOCKS", default=200)
+CHAIN_REORG_WINDOW = env.int("CHAIN_REORG_WINDOW", default=100)
+CHAIN_BACKOFF_MAX_SECONDS = env.int("CHAIN_BACKOFF_MAX_SECONDS", default=300)
+for _code, _xpub, _rpc_url in (("BTC", BTC_XPUB, BTC_RPC_URL), ("LTC", LTC_XPUB, LTC_RPC_URL)):
+    if _xpub and _rpc_url:
+        CELERY_BEAT_SCHEDULE[f"billing.chain_scan.{_code}"] = {
+            "task": "billing.chain_scan",
+            "schedule": CHAIN_SCAN_SECONDS,
+            "args": (_code,),
+            "options": {"expires": CHAIN_SCAN_SECONDS},
+        }
+
+# The local sandbox: set (with the LTC settings of a regtest node) by `make run` for
+# its own processes; `manage.py sandbox_pay` works only then. Never in production.
+SANDBOX = env.bool("SANDBOX", default=False)
+if SANDBOX and not DEBUG:
+    raise ImproperlyConfigured("SANDBOX is for local runs only: it needs DEBUG=1. Unset SANDBOX in production.")
 
 CELERY_BEAT_SCHEDULE.update({
     "billing.invoices_advance": {"task": "billing.invoices_advance", "schedule": 30.0},

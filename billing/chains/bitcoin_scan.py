@@ -134,6 +134,25 @@ class PaymentTx:
     def amount(self) -> int:
         return sum(o.amount for o in self.observations)
 
+    def as_json(self) -> dict:
+        """A JSON-ready form, for a watcher that stores its unconfirmed payments."""
+        return {
+            "inputs": [[i.txid, i.vout] for i in self.inputs],
+            "outputs": [[o.vout, o.script_hex, o.amount] for o in self.observations],
+            "replaceable": self.replaceable,
+        }
+
+    @classmethod
+    def from_json(cls, txid: str, data: Mapping) -> PaymentTx:
+        return cls(
+            txid=txid,
+            inputs=tuple(Outpoint(t, int(v)) for t, v in data.get("inputs", ())),
+            observations=tuple(
+                Observation(txid, int(vout), script, int(amount)) for vout, script, amount in data["outputs"]
+            ),
+            replaceable=bool(data.get("replaceable", False)),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Conflict:
@@ -370,6 +389,26 @@ def fork_find(rpc: BitcoinRpc, *, recent: Sequence[BlockRef]) -> Fork | None:
     return Fork(common=common, orphaned=tuple(orphaned))
 
 
+def height_at_time(rpc: BitcoinRpc, *, at: int, tip_height: int) -> int:
+    """The lowest height whose median time past is at or after `at` (epoch seconds).
+
+    Median time past never decreases along the chain, so a binary search over
+    heights finds it in about log2(tip) header reads. A transaction made at
+    `at` can only be in a block at or above the returned height, give or take
+    the hour or so median time lags behind the clock: callers subtract a margin
+    from `at`. Returns `tip_height` when even the tip is older.
+    """
+    low, high = 0, tip_height
+    while low < high:
+        middle = (low + high) // 2
+        header = rpc.call("getblockheader", rpc.call("getblockhash", middle))
+        if int(header["mediantime"]) >= at:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
 def chain_advance(
     rpc: BitcoinRpc,
     *,
@@ -493,6 +532,13 @@ class MempoolWatcher:
         for tx in payments:
             self._payments[tx.txid] = tx
             self._seen.add(tx.txid)
+
+    def pending_replace(self, payments: Iterable[PaymentTx]) -> None:
+        """Make `payments` exactly the pending set (e.g. what the database says,
+        when another worker process ran the previous passes)."""
+        wanted = {tx.txid: tx for tx in payments}
+        self.forget([txid for txid in self._payments if txid not in wanted])
+        self.track(wanted.values())
 
     def forget(self, txids: Iterable[str]) -> None:
         """Look at these txids afresh on the next pass.

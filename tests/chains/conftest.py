@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from billing.chains.regtest import RegtestNode, WatchOnlyAccount, watch_only_account_generate
-from tests.chains.harness import Destinations, node_start
+from tests.chains.harness import Destinations, WatchedChain, chain_configure, node_start
 
 
 @pytest.fixture(scope="session")
@@ -41,3 +41,21 @@ def watch_account(regtest_node: RegtestNode) -> WatchOnlyAccount:
 @pytest.fixture(scope="session")
 def destinations(watch_account: WatchOnlyAccount) -> Destinations:
     return Destinations(watch_account)
+
+
+@pytest.fixture
+def ltc(settings, node, customer) -> Iterator[WatchedChain]:
+    """LTC enabled against the session node (fresh watch-only account, cursor at the tip)."""
+    from billing.chains.bitcoin import process_state_clear
+
+    yield chain_configure(settings, currency="LTC", node=node, customer=customer)
+    process_state_clear()
+
+
+@pytest.fixture
+def btc(settings, node, customer) -> Iterator[WatchedChain]:
+    """BTC (regtest keys) enabled against the same Litecoin node: matching is by script."""
+    from billing.chains.bitcoin import process_state_clear
+
+    yield chain_configure(settings, currency="BTC", node=node, customer=customer)
+    process_state_clear()

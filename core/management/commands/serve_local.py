@@ -66,7 +66,10 @@ class Command(BaseCommand):
             "beat": [py, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO",
                      "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
         }
-        running = {name: subprocess.Popen(cmd) for name, cmd in procs.items()}
+        sandbox = self._sandbox_start()
+        # The children are separate processes: they see the sandbox through their environment.
+        env = {**os.environ, **sandbox.env} if sandbox else None
+        running = {name: subprocess.Popen(cmd, env=env) for name, cmd in procs.items()}
         self.stdout.write(self.style.SUCCESS(
             f"\nGPU Rent Hub is running.\n"
             f"    API:       {base}/api/v1/\n"
@@ -75,6 +78,13 @@ class Command(BaseCommand):
             f"    Health:    {base}/healthz  {base}/readyz\n"
             "Press Ctrl-C to stop.\n"
         ))
+        if sandbox:
+            self.stdout.write(self.style.SUCCESS(
+                f"LTC sandbox: a Litecoin regtest node at 127.0.0.1:{sandbox.node.rpc_port} (data in "
+                f"{sandbox.node.datadir}).\n"
+                "    Order or invoice in LTC, then pay it from the node's wallet:\n"
+                "    .venv/bin/python manage.py sandbox_pay <invoice-number> [--confirm]\n"
+            ))
         stopping = False
 
         def stop(*_):
@@ -101,4 +111,28 @@ class Command(BaseCommand):
                     proc.wait(timeout=max(0.1, deadline - time.time()))
                 except subprocess.TimeoutExpired:
                     proc.kill()
+            if sandbox:
+                sandbox.stop()
             self.stdout.write("Stopped.")
+
+    def _sandbox_start(self):
+        """A Litecoin regtest node to pay into, when litecoind is installed and LTC is
+        not configured otherwise (SANDBOX=0 turns it off)."""
+        if not settings.DEBUG or os.environ.get("SANDBOX", "").strip().lower() in ("0", "false", "no", "off"):
+            return None
+        if (settings.LTC_XPUB or settings.LTC_RPC_URL) and not settings.SANDBOX:
+            return None  # LTC is configured: no sandbox
+        import shutil
+
+        if shutil.which("litecoind") is None:
+            self.stdout.write("No LTC sandbox: install litecoind (bash tests/ensure-chain-nodes.sh) to get one.")
+            return None
+        from billing.chains.bitcoind import ChainUnavailable, RpcError
+        from billing.chains.regtest import NodeStartError, sandbox_start
+
+        self.stdout.write("Starting the LTC sandbox (a Litecoin regtest node) ...")
+        try:
+            return sandbox_start(folder=settings.SANDBOX_ENV_FILE.parent, manual_rates=settings.MANUAL_RATES_USD)
+        except (NodeStartError, ChainUnavailable, RpcError, OSError) as exc:
+            self.stderr.write(f"The LTC sandbox did not start: {exc}")
+            return None

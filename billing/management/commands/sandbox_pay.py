@@ -1,0 +1,30 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from billing.chains.bitcoin import sandbox_invoice_pay
+from billing.currencies import CURRENCIES
+from core.errors import DomainError
+
+
+class Command(BaseCommand):
+    help = (
+        "Sandbox only (make run with litecoind installed): pay an invoice's LTC address from the "
+        "regtest node's wallet; with --confirm, also mine the blocks the confirmation policy wants."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("invoice_number")
+        parser.add_argument("--amount", type=int, default=None,
+                            help="Litoshi (1e-8 LTC); default: what is still due on the invoice.")
+        parser.add_argument("--confirm", action="store_true", help="Mine the blocks that settle it.")
+
+    def handle(self, *args, **o):
+        try:
+            paid = sandbox_invoice_pay(invoice_number=o["invoice_number"], amount=o["amount"], confirm=o["confirm"])
+        except DomainError as exc:
+            raise CommandError(f"{exc.code}: {exc.message}") from exc
+        coins = CURRENCIES["LTC"].coins_str(paid.amount)
+        self.stdout.write(f"Paid {coins} LTC ({paid.amount} litoshi) to {paid.address}: {paid.txid}")
+        if paid.blocks_mined:
+            self.stdout.write(f"Mined {paid.blocks_mined} block(s).")
+        self.stdout.write(paid.scan.summary())
+        self.stdout.write(f"Invoice {paid.invoice_number} is {paid.status} ({paid.exception}).")

@@ -1,0 +1,397 @@
+"""The LTC watcher wired into the billing engine, on the real regtest node:
+0-conf, the confirmation policy, partial, over and late payments, reorgs,
+replacements, double spends, a worker killed mid-block, the lease, catching up."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from billing import services, signals
+from billing.chains import bitcoin
+from billing.chains.bitcoin_scan import height_at_time
+from billing.models import (
+    ChainBlock,
+    ChainState,
+    CreditEntry,
+    InvoiceException,
+    InvoiceStatus,
+    Payment,
+    PaymentDisposition,
+    PaymentStatus,
+)
+from billing.selectors import credit_balance_usd
+from billing.tasks import chain_scan as chain_scan_task
+from core.lease import single_flight
+
+pytestmark = [pytest.mark.chain, pytest.mark.django_db]
+
+
+def status(ltc, invoice) -> tuple[str, str]:
+    fresh = ltc.reload(invoice)
+    return fresh.status, fresh.exception
+
+
+def test_zero_conf_is_processing_and_the_policy_settles_it(ltc, node):
+    invoice = ltc.invoice()
+    request = invoice.active_request
+    assert request.address.startswith("rltc1q") and request.network == "litecoin-regtest"
+    assert ltc.due(invoice) == 10_000_000  # $9.00 at $90: 0.1 LTC
+    txid = ltc.pay(invoice)
+
+    # The real Celery task code, as beat runs it.
+    result = chain_scan_task.apply(args=["LTC"]).get()
+    assert (result["error"], result["skipped"], result["unconfirmed"]) == ("", "", 1)
+    assert status(ltc, invoice) == (InvoiceStatus.PROCESSING, InvoiceException.NONE)
+    [payment] = ltc.payments(invoice)
+    assert (payment.txid, int(payment.amount), payment.confirmations) == (txid, 10_000_000, 0)
+    assert payment.status == PaymentStatus.PENDING and payment.block_height is None
+    assert payment.chain == "litecoin" and payment.source == "watcher"
+
+    mined = node.mine(5)
+    report = ltc.scan()
+    assert (report.blocks, report.recorded, report.caught_up) == (5, 1, True)
+    assert status(ltc, invoice)[0] == InvoiceStatus.PROCESSING
+    payment.refresh_from_db()
+    assert (payment.confirmations, payment.block_hash) == (5, mined[0])
+    assert payment.block_height == node.height() - 4
+
+    [last] = node.mine(1)
+    report = ltc.scan()
+    assert report.confirmations_updated == 1
+    assert status(ltc, invoice) == (InvoiceStatus.SETTLED, InvoiceException.NONE)
+    payment.refresh_from_db()
+    assert (payment.confirmations, payment.status, payment.disposition) == (
+        6, PaymentStatus.CONFIRMED, PaymentDisposition.APPLIED)
+    state = ltc.state()
+    assert (state.height, state.block_hash, state.tip_height) == (node.height(), last, node.height())
+    assert state.consecutive_failures == 0 and state.last_ok_at is not None
+    assert ChainBlock.objects.filter(chain="litecoin").order_by("-height").first().block_hash == last
+    assert not CreditEntry.objects.exists()
+
+    # Running again changes nothing.
+    again = ltc.scan()
+    assert (again.blocks, again.recorded, again.unconfirmed, again.confirmations_updated, again.uncounted) == (
+        0, 0, 0, 0, 0)
+    assert Payment.objects.count() == 1
+
+
+def test_the_confirmation_policy_is_a_setting(ltc, node, settings):
+    settings.CONFIRMATIONS = {**settings.CONFIRMATIONS, "LTC": 2}
+    invoice = ltc.invoice()
+    ltc.pay(invoice)
+    node.mine(1)
+    ltc.scan()
+    assert status(ltc, invoice)[0] == InvoiceStatus.PROCESSING
+    node.mine(1)
+    ltc.scan()
+    assert status(ltc, invoice)[0] == InvoiceStatus.SETTLED
+
+
+def test_partial_payment_then_top_up(ltc, node):
+    invoice = ltc.invoice()
+    ltc.pay(invoice, 4_000_000)
+    ltc.scan()
+    assert status(ltc, invoice) == (InvoiceStatus.NEW, InvoiceException.PAID_PARTIAL)
+    ltc.pay(invoice, 6_000_000)
+    ltc.scan()
+    assert status(ltc, invoice) == (InvoiceStatus.PROCESSING, InvoiceException.NONE)
+    node.mine(6)
+    ltc.scan()
+    assert status(ltc, invoice) == (InvoiceStatus.SETTLED, InvoiceException.NONE)
+    assert [p.disposition for p in ltc.payments(invoice)] == [PaymentDisposition.APPLIED] * 2
+    assert not CreditEntry.objects.exists()
+
+
+def test_over_payment_becomes_credit(ltc, node, customer):
+    invoice = ltc.invoice()
+    ltc.pay(invoice, 15_000_000)
+    node.mine(6)
+    report = ltc.scan()
+    assert (report.recorded, report.unconfirmed) == (1, 0)  # mined before it was ever seen unconfirmed
+    assert status(ltc, invoice) == (InvoiceStatus.SETTLED, InvoiceException.PAID_OVER)
+    assert credit_balance_usd(account=customer) == Decimal("4.50")
+
+
+def test_late_payment_settles_late_and_expiry_needs_a_healthy_watcher(ltc, node):
+    invoice = ltc.invoice(now=timezone.now() - timedelta(minutes=40))  # its rate lock ended 10 minutes ago
+    ltc.scan()  # the watcher is healthy: nothing can be on chain unseen
+    assert services.invoices_advance_due() == 1
+    assert status(ltc, invoice) == (InvoiceStatus.EXPIRED, InvoiceException.NONE)
+    ltc.pay(invoice)
+    ltc.scan()
+    assert status(ltc, invoice) == (InvoiceStatus.EXPIRED, InvoiceException.PAID_LATE)
+    node.mine(6)
+    ltc.scan()
+    assert status(ltc, invoice) == (InvoiceStatus.SETTLED, InvoiceException.PAID_LATE)
+
+
+def test_reorg_puts_the_payment_back_to_unconfirmed_then_it_settles_once(ltc, node):
+    invoice = ltc.invoice()
+    txid = ltc.pay(invoice)
+    base = node.height()
+    mined = node.mine(3)
+    ltc.scan()
+    [payment] = ltc.payments(invoice)
+    assert (payment.confirmations, payment.block_hash) == (3, mined[0])
+    try:
+        node.invalidate(mined[0])
+        assert txid in node.mempool()
+        report = ltc.scan()
+        assert (report.reorgs, report.height) == (1, base)
+        payment.refresh_from_db()
+        assert (payment.status, payment.confirmations, payment.block_height, payment.block_hash) == (
+            PaymentStatus.PENDING, 0, None, "")
+        assert status(ltc, invoice)[0] == InvoiceStatus.PROCESSING
+        assert ltc.state().height == base
+        assert not ChainBlock.objects.filter(chain="litecoin", height__gt=base).exists()
+    finally:
+        node.reconsider(mined[0])
+    report = ltc.scan()
+    assert (report.reorgs, report.blocks) == (0, 3)
+    payment.refresh_from_db()
+    assert (payment.confirmations, payment.block_hash) == (3, mined[0])
+    node.mine(3)
+    ltc.scan()
+    assert status(ltc, invoice) == (InvoiceStatus.SETTLED, InvoiceException.NONE)
+    assert Payment.objects.count() == 1 and not CreditEntry.objects.exists()
+
+
+def test_reorg_that_loses_the_payment_returns_the_invoice_to_new(ltc, node):
+    invoice = ltc.invoice()
+    txid = ltc.pay(invoice)
+    [block] = node.mine(1)
+    ltc.scan()
+    assert status(ltc, invoice)[0] == InvoiceStatus.PROCESSING
+    try:
+        node.invalidate(block)
+        # While the payment is back in the mempool its coins are spent elsewhere,
+        # and that transaction is what the new branch confirms.
+        double_spend = node.replace(txid, address=node.new_address())
+        node.mine(1)
+        report = ltc.scan()
+        assert (report.reorgs, report.uncounted) == (1, 1)
+        [payment] = ltc.payments(invoice)
+        assert payment.status == PaymentStatus.REMOVED and payment.removal_reason.startswith("reorg: block")
+        assert status(ltc, invoice) == (InvoiceStatus.NEW, InvoiceException.NONE)
+        assert double_spend not in node.mempool()
+    finally:
+        node.reconsider(block)
+
+
+def test_a_settled_invoice_survives_a_reorg_and_its_return_without_double_credit(ltc, node):
+    invoice = ltc.invoice()
+    ltc.pay(invoice)
+    mined = node.mine(6)
+    ltc.scan()
+    assert status(ltc, invoice)[0] == InvoiceStatus.SETTLED
+    try:
+        node.invalidate(mined[0])
+        ltc.scan()
+        [payment] = ltc.payments(invoice)
+        assert (payment.status, payment.confirmations) == (PaymentStatus.PENDING, 0)
+        assert status(ltc, invoice)[0] == InvoiceStatus.SETTLED
+    finally:
+        node.reconsider(mined[0])
+    ltc.scan()
+    [payment] = ltc.payments(invoice)
+    assert (payment.status, payment.confirmations, payment.block_hash) == (PaymentStatus.CONFIRMED, 6, mined[0])
+    assert payment.disposition == PaymentDisposition.APPLIED
+    assert status(ltc, invoice) == (InvoiceStatus.SETTLED, InvoiceException.NONE)
+    assert not CreditEntry.objects.exists()
+
+
+def test_rbf_bumpfee_replaces_the_payment_without_reopening_the_invoice(
+    ltc, node, django_capture_on_commit_callbacks
+):
+    invoice = ltc.invoice()
+    txid = ltc.pay(invoice)
+    ltc.scan()
+    bumped = node.bumpfee(txid)
+    reopened = []
+
+    def on_reopened(sender, invoice_id, **kwargs):
+        reopened.append(invoice_id)
+
+    signals.invoice_reopened.connect(on_reopened)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            report = ltc.scan()
+    finally:
+        signals.invoice_reopened.disconnect(on_reopened)
+    assert (report.unconfirmed, report.uncounted) == (1, 1)
+    original, replacement = ltc.payments(invoice)
+    assert (original.txid, original.status) == (txid, PaymentStatus.REMOVED)
+    assert "conflicted" in original.removal_reason
+    assert (replacement.txid, replacement.status) == (bumped, PaymentStatus.PENDING)
+    assert status(ltc, invoice) == (InvoiceStatus.PROCESSING, InvoiceException.NONE)
+    assert reopened == []
+    node.mine(6)
+    ltc.scan()
+    assert status(ltc, invoice) == (InvoiceStatus.SETTLED, InvoiceException.NONE)
+    assert not CreditEntry.objects.exists()
+
+
+def test_replacement_paying_elsewhere_is_uncounted(ltc, node):
+    invoice = ltc.invoice()
+    txid = ltc.pay(invoice)
+    ltc.scan()
+    node.replace(txid, address=node.new_address())
+    report = ltc.scan()
+    assert (report.uncounted, report.unconfirmed) == (1, 0)
+    [payment] = ltc.payments(invoice)
+    assert payment.status == PaymentStatus.REMOVED
+    assert status(ltc, invoice) == (InvoiceStatus.NEW, InvoiceException.NONE)
+
+
+def test_a_conflicting_transaction_that_confirms_wins(ltc, node):
+    invoice = ltc.invoice()
+    txid = ltc.pay(invoice)
+    ltc.scan()
+    double_spend = node.replace(txid, address=node.new_address())
+    [block] = node.mine(1)  # confirmed before the watcher looked at the mempool again
+    report = ltc.scan()
+    assert (report.blocks, report.uncounted) == (1, 1)
+    [payment] = ltc.payments(invoice)
+    assert payment.status == PaymentStatus.REMOVED
+    assert payment.removal_reason == f"{txid} conflicted by {double_spend} in block {node.height()}"
+    assert ltc.state().block_hash == block
+    assert status(ltc, invoice) == (InvoiceStatus.NEW, InvoiceException.NONE)
+
+
+class Killed(Exception):
+    pass
+
+
+def test_a_worker_killed_between_recording_and_the_cursor_credits_once(ltc, node, monkeypatch, customer):
+    invoice = ltc.invoice()
+    ltc.pay(invoice, 15_000_000)  # over-paid: settling it also posts credit
+    start = ltc.state().height
+    node.mine(6)
+    cursor_store = bitcoin._cursor_store
+    recorded_before_the_kill = []
+
+    def killed(**kwargs):
+        recorded_before_the_kill.append(Payment.objects.count())
+        raise Killed
+
+    monkeypatch.setattr(bitcoin, "_cursor_store", killed)
+    with pytest.raises(Killed):
+        ltc.scan()
+    assert recorded_before_the_kill == [1]  # the payment was written, then the block's transaction died
+    assert Payment.objects.count() == 0 and not CreditEntry.objects.exists()
+    state = ltc.state()
+    assert (state.height, state.consecutive_failures) == (start, 1)
+    assert "Killed" in state.last_error
+
+    monkeypatch.setattr(bitcoin, "_cursor_store", cursor_store)
+    report = ltc.scan()
+    assert report.blocks == 6
+    assert status(ltc, invoice) == (InvoiceStatus.SETTLED, InvoiceException.PAID_OVER)
+    assert Payment.objects.count() == 1 and CreditEntry.objects.count() == 1
+    assert credit_balance_usd(account=customer) == Decimal("4.50")
+    assert ltc.state().consecutive_failures == 0
+    ltc.scan()
+    assert Payment.objects.count() == 1 and CreditEntry.objects.count() == 1
+
+
+def test_two_scans_at_once_one_runs(ltc, node):
+    invoice = ltc.invoice()
+    ltc.pay(invoice)
+    with single_flight(name="chain_scan:litecoin", ttl=timedelta(minutes=1)) as owner:
+        assert owner is not None
+        busy = ltc.scan()
+        assert (busy.skipped, busy.unconfirmed) == ("busy", 0)
+        assert chain_scan_task.apply(args=["LTC"]).get()["skipped"] == "busy"
+        assert not Payment.objects.exists()
+    assert ltc.scan().unconfirmed == 1
+
+
+def test_a_cursor_moved_by_another_scanner_stops_this_one(ltc, node):
+    invoice = ltc.invoice()
+    ltc.pay(invoice)
+    node.mine(1)
+    ChainState.objects.filter(chain="litecoin").update(block_hash="00" * 32)
+    report = ltc.scan()
+    assert report.skipped == "busy" and report.blocks == 0
+    assert not Payment.objects.exists()
+
+
+def test_catching_up_in_bounded_runs_with_progress(ltc, node):
+    invoice = ltc.invoice()
+    start = node.height()
+    node.mine(9)
+    ltc.pay(invoice)
+    node.mine(21)  # the payment is in block start + 10
+    first = ltc.scan(max_blocks=10)
+    assert (first.blocks, first.height, first.caught_up, first.tip_height) == (10, start + 10, False, start + 30)
+    assert status(ltc, invoice)[0] == InvoiceStatus.SETTLED  # 21 confirmations once found
+    second = ltc.scan(max_blocks=10)
+    assert (second.blocks, second.height, second.caught_up) == (10, start + 20, False)
+
+    node.mine(5)
+    lines = []
+    call_command("scan_chain", "LTC", "--max-blocks", "6", stdout=Capture(lines))
+    assert [line for line in lines if "scanned to" in line] == [
+        f"LTC: scanned to {start + 26} of {start + 35} (6 block(s), 0 payment(s) so far)",
+        f"LTC: scanned to {start + 32} of {start + 35} (6 block(s), 0 payment(s) so far)",
+        f"LTC: scanned to {start + 35} of {start + 35} (3 block(s), 0 payment(s) so far)",
+    ]
+    assert lines[-1].startswith(f"LTC: cursor at {start + 35} (node tip {start + 35}); 3 block(s)")
+    assert ltc.state().height == start + 35
+
+
+class Capture:
+    def __init__(self, lines):
+        self.lines = lines
+
+    def write(self, text):
+        self.lines.extend(t for t in text.splitlines() if t)
+
+    def flush(self):
+        pass
+
+
+def test_scan_chain_command_from_a_height_and_refusals(ltc, node):
+    invoice = ltc.invoice()
+    ltc.pay(invoice)
+    [block] = node.mine(1)
+    ltc.scan()
+    height = node.height()
+    Payment.objects.all().delete()  # as if never seen: rescanning finds it again
+    lines = []
+    call_command("scan_chain", "ltc", "--from-height", str(height), stdout=Capture(lines))
+    assert lines[0] == f"Cursor set to block {height - 1} {node.rpc.call('getblockhash', height - 1)}."
+    [payment] = ltc.payments(invoice)
+    assert payment.block_hash == block
+    with pytest.raises(CommandError, match="no_watcher"):
+        call_command("scan_chain", "DOGE")
+    with pytest.raises(CommandError, match="BTC is not watched: set BTC_XPUB and BTC_RPC_URL"):
+        call_command("scan_chain", "BTC")
+
+
+def test_first_run_without_a_cursor(ltc, node):
+    ChainBlock.objects.all().delete()
+    ChainState.objects.all().delete()
+    [tip] = node.mine(1)
+    # No destination watched: start at the node's tip.
+    report = ltc.scan()
+    assert (report.blocks, report.height, ltc.state().block_hash) == (1, node.height(), tip)
+
+
+def test_height_at_time_finds_the_first_block_at_a_median_time(node):
+    node.mine(3)
+    tip = node.height()
+
+    def median(height):
+        return int(node.rpc.call("getblockheader", node.rpc.call("getblockhash", height))["mediantime"])
+
+    at = median(tip - 20)
+    found = height_at_time(node.rpc, at=at, tip_height=tip)
+    assert median(found) >= at and (found == 0 or median(found - 1) < at)
+    assert height_at_time(node.rpc, at=median(tip) + 3600, tip_height=tip) == tip
+    assert height_at_time(node.rpc, at=0, tip_height=tip) == 0
