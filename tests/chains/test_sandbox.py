@@ -1,0 +1,159 @@
+"""The sandbox of `make run`: a Litecoin regtest node in the data folder, LTC
+pointed at it for every process, and `sandbox_pay` to pay invoices from it."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from billing.chains.bitcoin import bitcoin_cursor_set, process_state_clear
+from billing.chains.regtest import SANDBOX_MIN_HEIGHT, sandbox_start, watch_only_account_from_key
+from billing.models import InvoiceException, InvoiceStatus
+from core.management.commands import serve_local
+from tests.chains.harness import WatchedChain
+
+pytestmark = pytest.mark.chain
+
+
+@pytest.mark.django_db
+def test_sandbox_runs_a_persistent_node_and_pays_invoices(tmp_path, settings, customer):
+    folder = tmp_path / "sandbox"
+    sandbox = sandbox_start(folder=folder, manual_rates="BTC=95000")
+    try:
+        env = sandbox.env
+        assert env["LTC_NETWORK"] == "regtest" and env["SANDBOX"] == "1"
+        assert env["MANUAL_RATES_USD"] == "BTC=95000,LTC=90"
+        assert env["LTC_RPC_URL"] == sandbox.node.url and env["LTC_XPUB"] == sandbox.vpub
+        # Only the public key is kept.
+        assert (folder / "ltc-vpub").read_text() == sandbox.vpub + "\n"
+        assert sandbox.vpub.startswith("vpub")
+        assert watch_only_account_from_key(sandbox.vpub, hrp="rltc").vpub == sandbox.vpub
+        assert stat.S_IMODE(os.stat(sandbox.env_file).st_mode) == 0o600
+        assert f"LTC_RPC_URL='{sandbox.node.url}'" in sandbox.env_file.read_text()
+        assert sandbox.node.height() >= SANDBOX_MIN_HEIGHT
+
+        for name, value in env.items():
+            setattr(settings, name, value if name != "SANDBOX" else True)
+        process_state_clear()
+        bitcoin_cursor_set(currency="LTC", height=sandbox.node.height())
+        ltc = WatchedChain("LTC", sandbox.node, watch_only_account_from_key(sandbox.vpub, hrp="rltc"), customer)
+        invoice = ltc.invoice()
+
+        out = _call("sandbox_pay", invoice.number, "--amount", "4000000")
+        assert f"Paid 0.04000000 LTC (4000000 litoshi) to {invoice.active_request.address}" in out
+        assert out.endswith(f"Invoice {invoice.number} is new (paid_partial).")
+        out = _call("sandbox_pay", invoice.number, "--confirm")  # the rest, and 6 blocks
+        assert "Paid 0.06000000 LTC (6000000 litoshi)" in out and "Mined 6 block(s)." in out
+        assert out.endswith(f"Invoice {invoice.number} is settled (none).")
+        assert (ltc.reload(invoice).status, ltc.reload(invoice).exception) == (
+            InvoiceStatus.SETTLED, InvoiceException.NONE)
+        with pytest.raises(CommandError, match="already_paid"):
+            _call("sandbox_pay", invoice.number)
+        with pytest.raises(CommandError, match="not_found|No invoice"):
+            _call("sandbox_pay", "GRH-1999-000001")
+        height = sandbox.node.height()
+    finally:
+        sandbox.stop()
+    assert not sandbox.env_file.exists()
+
+    again = sandbox_start(folder=folder)
+    try:
+        assert again.vpub == sandbox.vpub  # same key, same chain: the data folder persists
+        assert again.node.height() == height
+        assert again.env["MANUAL_RATES_USD"] == "LTC=90"
+        assert again.node.url != sandbox.node.url  # fresh credentials each run
+    finally:
+        again.stop()
+
+
+def _call(*args) -> str:
+    from io import StringIO
+
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue().strip()
+
+
+@pytest.mark.django_db
+def test_sandbox_pay_is_refused_outside_the_sandbox(ltc, settings):
+    invoice = ltc.invoice()
+    settings.SANDBOX = False
+    with pytest.raises(CommandError, match="sandbox_off"):
+        _call("sandbox_pay", invoice.number)
+    settings.SANDBOX = True
+    settings.LTC_NETWORK = "mainnet"
+    with pytest.raises(CommandError, match="sandbox_off"):
+        _call("sandbox_pay", invoice.number)
+    assert ltc.payments(invoice) == []
+
+
+def test_production_refuses_the_sandbox_setting():
+    env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SANDBOX")}
+    env.update(SANDBOX="1", SECRET_KEY="x" * 50, DATABASE_URL="sqlite:///:memory:")
+    result = subprocess.run([sys.executable, "-c", "import config.settings"], env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode != 0
+    assert "SANDBOX is for local runs only: it needs DEBUG=1" in result.stderr
+    env["DEBUG"] = "1"
+    assert subprocess.run([sys.executable, "-c", "import config.settings"], env=env, timeout=60).returncode == 0
+
+
+class FakeProcess:
+    started: list = []
+
+    def __init__(self, cmd, env=None):
+        self.cmd, self.env, self.returncode = cmd, env, 0
+        FakeProcess.started.append(self)
+
+    def poll(self):
+        return 0  # exits at once: serve_local stops the rest and shuts down
+
+    def send_signal(self, sig):
+        pass
+
+    def wait(self, timeout=None):
+        return 0
+
+
+def test_serve_local_passes_the_sandbox_settings_to_web_worker_and_beat(monkeypatch):
+    stopped = []
+    sandbox = SimpleNamespace(env={"LTC_RPC_URL": "http://u:p@127.0.0.1:1", "SANDBOX": "1"},
+                              node=SimpleNamespace(rpc_port=1, datadir="data/sandbox/litecoind"),
+                              stop=lambda: stopped.append(True))
+    FakeProcess.started = []
+    monkeypatch.setattr(serve_local.subprocess, "Popen", FakeProcess)
+    monkeypatch.setattr(serve_local.Command, "_sandbox_start", lambda self: sandbox)
+    monkeypatch.setattr(serve_local.signal, "signal", lambda *a: None)
+    serve_local.Command(stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w"))._serve("127.0.0.1", 8000)
+    assert len(FakeProcess.started) == 3
+    for process in FakeProcess.started:
+        assert process.env["LTC_RPC_URL"] == "http://u:p@127.0.0.1:1" and process.env["SANDBOX"] == "1"
+        assert process.env["PATH"] == os.environ["PATH"]
+    assert stopped == [True]
+
+
+def test_serve_local_starts_no_sandbox_when_ltc_is_configured_or_in_production(settings, monkeypatch, tmp_path):
+    command = serve_local.Command(stdout=open(os.devnull, "w"))
+    monkeypatch.setattr("billing.chains.regtest.sandbox_start", lambda **kw: pytest.fail("no sandbox expected"))
+    settings.DEBUG = False
+    assert command._sandbox_start() is None
+    settings.DEBUG = True
+    settings.LTC_RPC_URL = "http://u:p@10.0.0.6:9332"
+    settings.SANDBOX = False
+    assert command._sandbox_start() is None
+    settings.LTC_RPC_URL = ""
+    monkeypatch.setenv("SANDBOX", "0")
+    assert command._sandbox_start() is None
+    monkeypatch.delenv("SANDBOX")
+    started = []
+    monkeypatch.setattr("billing.chains.regtest.sandbox_start", lambda **kw: started.append(kw) or "sandbox")
+    settings.SANDBOX_ENV_FILE = tmp_path / "sandbox" / "sandbox.env"
+    settings.MANUAL_RATES_USD = "BTC=1"
+    assert command._sandbox_start() == "sandbox"
+    assert started == [{"folder": tmp_path / "sandbox", "manual_rates": "BTC=1"}]
