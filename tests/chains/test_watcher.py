@@ -4,6 +4,7 @@ replacements, double spends, a worker killed mid-block, the lease, catching up."
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 from decimal import Decimal
 
@@ -34,6 +35,22 @@ pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 def status(ltc, invoice) -> tuple[str, str]:
     fresh = ltc.reload(invoice)
     return fresh.status, fresh.exception
+
+
+@contextlib.contextmanager
+def reopenings(capture):
+    """Invoices sent back to `new` (signal sent on commit) while the block runs."""
+    reopened: list[int] = []
+
+    def on_reopened(sender, invoice_id, **kwargs):
+        reopened.append(invoice_id)
+
+    signals.invoice_reopened.connect(on_reopened)
+    try:
+        with capture(execute=True):
+            yield reopened
+    finally:
+        signals.invoice_reopened.disconnect(on_reopened)
 
 
 def test_zero_conf_is_processing_and_the_policy_settles_it(ltc, node):
@@ -130,7 +147,9 @@ def test_late_payment_settles_late_and_expiry_needs_a_healthy_watcher(ltc, node)
     assert status(ltc, invoice) == (InvoiceStatus.SETTLED, InvoiceException.PAID_LATE)
 
 
-def test_reorg_puts_the_payment_back_to_unconfirmed_then_it_settles_once(ltc, node):
+def test_reorg_puts_the_payment_back_to_unconfirmed_then_it_settles_once(
+    ltc, node, django_capture_on_commit_callbacks
+):
     invoice = ltc.invoice()
     txid = ltc.pay(invoice)
     base = node.height()
@@ -141,8 +160,10 @@ def test_reorg_puts_the_payment_back_to_unconfirmed_then_it_settles_once(ltc, no
     try:
         node.invalidate(mined[0])
         assert txid in node.mempool()
-        report = ltc.scan()
-        assert (report.reorgs, report.height) == (1, base)
+        with reopenings(django_capture_on_commit_callbacks) as reopened:
+            report = ltc.scan()
+        assert (report.reorgs, report.height, report.uncounted) == (1, base, 0)
+        assert reopened == []  # back in the mempool: still paid, never briefly unpaid
         payment.refresh_from_db()
         assert (payment.status, payment.confirmations, payment.block_height, payment.block_hash) == (
             PaymentStatus.PENDING, 0, None, "")
@@ -161,7 +182,7 @@ def test_reorg_puts_the_payment_back_to_unconfirmed_then_it_settles_once(ltc, no
     assert Payment.objects.count() == 1 and not CreditEntry.objects.exists()
 
 
-def test_reorg_that_loses_the_payment_returns_the_invoice_to_new(ltc, node):
+def test_reorg_that_loses_the_payment_returns_the_invoice_to_new(ltc, node, django_capture_on_commit_callbacks):
     invoice = ltc.invoice()
     txid = ltc.pay(invoice)
     [block] = node.mine(1)
@@ -173,8 +194,10 @@ def test_reorg_that_loses_the_payment_returns_the_invoice_to_new(ltc, node):
         # and that transaction is what the new branch confirms.
         double_spend = node.replace(txid, address=node.new_address())
         node.mine(1)
-        report = ltc.scan()
+        with reopenings(django_capture_on_commit_callbacks) as reopened:
+            report = ltc.scan()
         assert (report.reorgs, report.uncounted) == (1, 1)
+        assert reopened == [invoice.pk]
         [payment] = ltc.payments(invoice)
         assert payment.status == PaymentStatus.REMOVED and payment.removal_reason.startswith("reorg: block")
         assert status(ltc, invoice) == (InvoiceStatus.NEW, InvoiceException.NONE)
@@ -212,17 +235,8 @@ def test_rbf_bumpfee_replaces_the_payment_without_reopening_the_invoice(
     txid = ltc.pay(invoice)
     ltc.scan()
     bumped = node.bumpfee(txid)
-    reopened = []
-
-    def on_reopened(sender, invoice_id, **kwargs):
-        reopened.append(invoice_id)
-
-    signals.invoice_reopened.connect(on_reopened)
-    try:
-        with django_capture_on_commit_callbacks(execute=True):
-            report = ltc.scan()
-    finally:
-        signals.invoice_reopened.disconnect(on_reopened)
+    with reopenings(django_capture_on_commit_callbacks) as reopened:
+        report = ltc.scan()
     assert (report.unconfirmed, report.uncounted) == (1, 1)
     original, replacement = ltc.payments(invoice)
     assert (original.txid, original.status) == (txid, PaymentStatus.REMOVED)
