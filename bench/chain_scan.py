@@ -12,7 +12,7 @@ of which pays a real invoice, mines it, and prints:
   the node's JSON (exact decimals) and matching every output against the
   100,000 destinations;
 - the node's own `getblock <hash> 2` (the HTTP round trip and its bytes);
-- loading the 100,000 watched destinations, which every run does.
+- loading the 100,000 watched destinations, which every run does once.
 
 Run it with the project's virtualenv:
 
@@ -182,7 +182,7 @@ def run(node, args) -> None:
     print()
     print(f"Block mined -> invoice settled: {to_settled * 1000:,.0f} ms (one watcher run; the periodic task "
           f"starts one every CHAIN_SCAN_SECONDS).")
-    print(f"Loading the {args.destinations:,} watched scripts (each run does it twice): {load_time * 1000:,.0f} ms "
+    print(f"Loading the {args.destinations:,} watched scripts (once per run): {load_time * 1000:,.0f} ms "
           f"(as model instances, watched_requests: {requests_time * 1000:,.0f} ms).")
     print(f"Mempool pass that first saw the {args.transactions:,} transactions: {mempool_time * 1000:,.0f} ms.")
 
