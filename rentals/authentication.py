@@ -14,7 +14,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if not header:
             return None
         parts = header.split()
-        if parts[0].lower() != self.keyword.lower():
+        if not parts or parts[0].lower() != self.keyword.lower():
             return None
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed("Malformed Authorization header.")

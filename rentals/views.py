@@ -7,7 +7,7 @@ Sections: shared; signup and login; tokens; the account; SSH keys.
 from __future__ import annotations
 
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -47,6 +47,10 @@ def _error(description: str) -> OpenApiResponse:
 _E400 = _error("Invalid input (`invalid`, or the rule's own code).")
 _E401 = _error("No valid token (`not_authenticated`, `authentication_failed`).")
 _E429 = _error("`throttled`: too many failed attempts; see the Retry-After header.")
+
+
+def _id_parameter(name: str) -> OpenApiParameter:
+    return OpenApiParameter(name, int, OpenApiParameter.PATH)
 
 
 # An APIView whose throttling refusals carry a `Retry-After` header. (Comments,
@@ -195,6 +199,7 @@ class TokenRevokeView(ApiView):
         operation_id="auth_token_revoke",
         tags=[TAG_ACCOUNTS],
         summary="Revoke a token",
+        parameters=[_id_parameter("token_id")],
         request=None,
         responses={204: None, 401: _E401, 404: _error("`token_not_found`.")},
     )
@@ -329,6 +334,7 @@ class SshKeyDetailView(ApiView):
         operation_id="account_ssh_keys_retrieve",
         tags=[TAG_ACCOUNTS],
         summary="One SSH public key",
+        parameters=[_id_parameter("ssh_key_id")],
         responses={200: SshKeyOutput, 401: _E401, 404: _error("`ssh_key_not_found`.")},
     )
     def get(self, request, ssh_key_id: int):
@@ -341,6 +347,7 @@ class SshKeyDetailView(ApiView):
         operation_id="account_ssh_keys_delete",
         tags=[TAG_ACCOUNTS],
         summary="Remove an SSH public key",
+        parameters=[_id_parameter("ssh_key_id")],
         request=None,
         responses={204: None, 401: _E401, 404: _error("`ssh_key_not_found`.")},
     )
