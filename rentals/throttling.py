@@ -65,9 +65,11 @@ def _address_bucket(address: str) -> str:
         ip = ipaddress.ip_address(address.strip("[]"))
     except ValueError:
         return "unknown"
-    if ip.version == 6 and ip.ipv4_mapped is None:
+    if ip.version == 6:
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
         return str(ipaddress.ip_network(f"{ip}/64", strict=False))
-    return str(ip.ipv4_mapped or ip)
+    return str(ip)
 
 
 # --- Counters -----------------------------------------------------------------
