@@ -130,3 +130,28 @@ def test_non_superuser_staff_cannot_grant_rights(signup):
     editable = set(resp.context["adminform"].form.fields)
     assert "is_active" in editable
     assert not editable & {"is_staff", "is_superuser", "groups", "user_permissions"}
+
+
+def test_change_form_saves_and_audits_without_the_password_hash(admin_client, boss, signup):
+    signup("alice")
+    alice = Account.objects.get(username="alice")
+    token = alice.api_tokens.get()
+    inline = {"MIN_NUM_FORMS": "0", "MAX_NUM_FORMS": "1000"}
+    data = {
+        # is_active left out: the checkbox is cleared.
+        "api_tokens-TOTAL_FORMS": "1",
+        "api_tokens-INITIAL_FORMS": "1",
+        "api_tokens-0-id": str(token.pk),
+        "api_tokens-0-account": str(alice.pk),
+        "ssh_keys-TOTAL_FORMS": "0",
+        "ssh_keys-INITIAL_FORMS": "0",
+        **{f"api_tokens-{k}": v for k, v in inline.items()},
+        **{f"ssh_keys-{k}": v for k, v in inline.items()},
+    }
+    resp = admin_client.post(f"/admin/rentals/account/{alice.pk}/change/", data)
+    assert resp.status_code == 302, resp.context["adminform"].form.errors if resp.context else resp
+    alice.refresh_from_db()
+    assert alice.is_active is False
+    entry = AuditEntry.objects.get(action="admin.change", object_id=str(alice.pk))
+    assert entry.actor == boss
+    assert entry.changes == {"is_active": [True, False]}
