@@ -3,5 +3,7 @@
 from django.urls import include, path
 
 urlpatterns = [
+    path("", include("catalog.urls")),
+    path("", include("billing.urls")),
     path("", include("rentals.urls")),
 ]

@@ -13,3 +13,50 @@ def _clear_cache():
 @pytest.fixture
 def api() -> APIClient:
     return APIClient()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """Load the published catalog once for the whole run; tests roll back around it."""
+    from catalog.seed import catalog_seed
+
+    with django_db_blocker.unblock():
+        catalog_seed()
+
+
+@pytest.fixture
+def catalog(db):
+    """The published catalog (seeded again when a transactional test flushed it)."""
+    from catalog.models import GpuModel
+    from catalog.seed import catalog_seed
+
+    if not GpuModel.objects.exists():
+        catalog_seed()
+
+
+@pytest.fixture
+def chains(settings):
+    """Every currency enabled from test-generated watch-only keys, at fixed rates."""
+    from tests.keys import TEST_RATES, watch_only
+
+    for name, value in watch_only().settings().items():
+        setattr(settings, name, value)
+    settings.MANUAL_RATES_USD = TEST_RATES
+    return watch_only()
+
+
+@pytest.fixture
+def customer(db, django_user_model):
+    return django_user_model.objects.create_user("alice", "correct horse battery staple")
+
+
+@pytest.fixture
+def other_customer(db, django_user_model):
+    return django_user_model.objects.create_user("mallory", "another long passphrase")
+
+
+@pytest.fixture
+def customer_api(customer):
+    client = APIClient()
+    client.force_authenticate(customer)
+    return client
