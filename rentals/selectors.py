@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from django.db.models import QuerySet
 
-from core.money import ZERO
+from billing import selectors as billing_selectors
 from rentals.models import Account, ApiToken, RecoveryCode, SshKey
 
 # =============================================================================
@@ -18,9 +18,8 @@ from rentals.models import Account, ApiToken, RecoveryCode, SshKey
 
 
 def account_credit_usd(account: Account) -> Decimal:
-    """The account's credit balance in USD. Billing's credit ledger replaces
-    this; until then every account has none."""
-    return ZERO
+    """The account's credit balance in USD, from billing's credit ledger."""
+    return billing_selectors.credit_balance_usd(account=account)
 
 
 def recovery_codes_remaining(*, account: Account) -> int:

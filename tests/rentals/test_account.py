@@ -4,8 +4,8 @@ import pytest
 from django.contrib.admin.models import ADDITION, LogEntry
 from django.db import connection
 
+from billing.models import CreditBalance
 from core.models import AuditEntry
-from rentals import selectors
 from rentals.models import Account, ApiToken, RecoveryCode, SshKey
 from tests.rentals.conftest import NEW_PASSWORD, PASSWORD, openssh_line
 
@@ -33,17 +33,10 @@ def test_get_account(alice):
     assert "password" not in body and "email" not in body
 
 
-def test_credit_comes_from_the_selector(alice, monkeypatch):
+def test_credit_comes_from_the_billing_ledger(alice):
     _body, client = alice
-    seen = []
-
-    def credit(account):
-        seen.append(account.username)
-        return Decimal("12.5")
-
-    monkeypatch.setattr(selectors, "account_credit_usd", credit)
+    CreditBalance.objects.create(account=Account.objects.get(username="alice"), balance_usd=Decimal("12.5"))
     assert client.get("/api/v1/account").json()["credit_usd"] == "12.50"
-    assert seen == ["alice"]
 
 
 def test_change_password_revokes_the_other_tokens(api, alice, client_with):
@@ -140,3 +133,13 @@ def test_delete_without_a_token_is_401(api):
     resp = api.delete("/api/v1/account", {"password": PASSWORD}, format="json")
     assert resp.status_code == 401
     assert resp.json()["error"]["code"] == "not_authenticated"
+
+
+def test_delete_an_account_with_a_credit_balance_keeps_it(api, alice):
+    _body, client = alice
+    account = Account.objects.get(username="alice")
+    CreditBalance.objects.create(account=account, balance_usd=Decimal("3.00"))
+    assert client.delete("/api/v1/account", {"password": PASSWORD}, format="json").status_code == 204
+    account.refresh_from_db()
+    assert account.is_active is False
+    assert CreditBalance.objects.get(account=account).balance_usd == Decimal("3.00")
