@@ -6,7 +6,7 @@ import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from rentals.models import ApiToken
+from rentals.models import Account, ApiToken
 from tests.rentals.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -138,8 +138,6 @@ def test_last_use_is_recorded_at_most_once_a_minute(alice):
 
 
 def test_tokens_of_an_inactive_account_stop_working(alice):
-    body, client = alice
-    from rentals.models import Account
-
+    _body, client = alice
     Account.objects.filter(username="alice").update(is_active=False)
     assert client.get("/api/v1/account").status_code == 401
