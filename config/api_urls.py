@@ -5,4 +5,5 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("catalog.urls")),
     path("", include("billing.urls")),
+    path("", include("rentals.urls")),
 ]
