@@ -23,7 +23,6 @@ def openssh_line(private_key, comment: str = "") -> str:
 
 @pytest.fixture(autouse=True)
 def _fast_argon2(settings):
-    settings.PASSWORD_HASHERS = ["tests.rentals.hashers.FastArgon2PasswordHasher"]
     from rentals import services
 
     services._dummy_password_hash.cache_clear()
