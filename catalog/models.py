@@ -210,3 +210,18 @@ class Template(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def runs_on(self, gpu: GpuModel) -> bool:
+        """Whether this template runs on `gpu` (uses prefetched `gpus` when there)."""
+        restricted = list(self.gpus.all())
+        stack_ok = not self.stack or self.stack == gpu.software_stack
+        return self.is_active and stack_ok and (not restricted or gpu in restricted)
+
+
+class StockOverview(Region):
+    """Admin page: free and total GPUs per region and card."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "stock overview"
+        verbose_name_plural = "stock overview"

@@ -3,4 +3,5 @@
 from django.urls import include, path
 
 urlpatterns = [
+    path("", include("catalog.urls")),
 ]

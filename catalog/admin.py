@@ -1,0 +1,168 @@
+from django.contrib import admin
+from django.db.models import Count, Q
+from django.template.response import TemplateResponse
+
+from catalog import selectors
+from catalog.models import (
+    Addon,
+    GpuModel,
+    Host,
+    MultiGpuDiscount,
+    Region,
+    Slot,
+    SlotStatus,
+    StockOverview,
+    Template,
+    TermDiscount,
+)
+from core.admin import AuditedModelAdmin
+
+
+@admin.register(GpuModel)
+class GpuModelAdmin(AuditedModelAdmin):
+    list_display = (
+        "slug", "name", "vendor", "architecture", "memory_gb", "bandwidth_gbps", "fp8",
+        "monthly_usd", "weekly_usd", "min_gpus", "max_gpus", "gpus_per_host", "is_active",
+    )
+    list_filter = ("vendor", "architecture", "fp8", "software_stack", "is_active")
+    search_fields = ("slug", "name", "architecture")
+    ordering = ("sort_order",)
+
+
+class HostInline(admin.TabularInline):
+    model = Host
+    fields = ("name", "gpu", "slot_count", "is_active", "free_slots")
+    readonly_fields = ("free_slots",)
+    extra = 0
+    show_change_link = True
+
+    def get_queryset(self, request):
+        return (
+            super().get_queryset(request)
+            .select_related("gpu")
+            .annotate(_free=Count("slots", filter=Q(slots__status=SlotStatus.FREE)))
+        )
+
+    @admin.display(description="free")
+    def free_slots(self, host):
+        return getattr(host, "_free", None)
+
+
+@admin.register(Region)
+class RegionAdmin(AuditedModelAdmin):
+    list_display = ("code", "name", "is_active", "host_count")
+    search_fields = ("code", "name")
+    inlines = [HostInline]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(_hosts=Count("hosts"))
+
+    @admin.display(description="hosts", ordering="_hosts")
+    def host_count(self, region):
+        return region._hosts
+
+
+class SlotInline(admin.TabularInline):
+    model = Slot
+    fields = ("index", "status", "holder", "changed_at")
+    readonly_fields = ("index", "holder", "changed_at")
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Host)
+class HostAdmin(AuditedModelAdmin):
+    list_display = ("name", "region", "gpu", "slot_count", "free_slots", "is_active")
+    list_filter = ("region", "gpu", "is_active")
+    search_fields = ("name",)
+    list_select_related = ("region", "gpu")
+    inlines = [SlotInline]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(
+            _free=Count("slots", filter=Q(slots__status=SlotStatus.FREE))
+        )
+
+    @admin.display(description="free", ordering="_free")
+    def free_slots(self, host):
+        return host._free
+
+
+@admin.register(MultiGpuDiscount)
+class MultiGpuDiscountAdmin(AuditedModelAdmin):
+    list_display = ("min_gpus", "percent")
+
+
+@admin.register(TermDiscount)
+class TermDiscountAdmin(AuditedModelAdmin):
+    list_display = ("term", "min_terms", "percent")
+    list_filter = ("term",)
+
+
+@admin.register(Addon)
+class AddonAdmin(AuditedModelAdmin):
+    list_display = ("slug", "name", "monthly_usd", "weekly_usd", "is_usage", "unit", "included_units", "is_active")
+    list_filter = ("is_usage", "is_active")
+    search_fields = ("slug", "name")
+
+
+@admin.register(Template)
+class TemplateAdmin(AuditedModelAdmin):
+    list_display = ("slug", "name", "stack", "is_active")
+    list_filter = ("stack", "is_active")
+    search_fields = ("slug", "name")
+    filter_horizontal = ("gpus",)
+
+
+@admin.register(StockOverview)
+class StockOverviewAdmin(admin.ModelAdmin):
+    """Region x card table of free / total GPUs and the largest free block."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_staff
+
+    def changelist_view(self, request, extra_context=None):
+        regions = list(Region.objects.filter(is_active=True))
+        gpus = list(GpuModel.objects.all())
+        totals = {
+            (code, slug): n
+            for code, slug, n in Host.objects.filter(is_active=True)
+            .values_list("region__code", "gpu__slug")
+            .annotate(n=Count("slots"))
+        }
+        cells = {(r.region, r.gpu): r for r in selectors.stock()}
+        rows = []
+        for gpu in gpus:
+            row = {"gpu": gpu, "cells": []}
+            for region in regions:
+                stock = cells.get((region.code, gpu.slug))
+                row["cells"].append({
+                    "available": stock.available if stock else None,
+                    "max_per_host": stock.max_per_host if stock else None,
+                    "total": totals.get((region.code, gpu.slug), 0),
+                })
+            row["available"] = sum(c["available"] or 0 for c in row["cells"])
+            row["total"] = sum(c["total"] for c in row["cells"])
+            rows.append(row)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Stock overview",
+            "opts": self.model._meta,
+            "regions": regions,
+            "rows": rows,
+            "grand_available": sum(r["available"] for r in rows),
+            "grand_total": sum(r["total"] for r in rows),
+        }
+        return TemplateResponse(request, "admin/catalog/stock_overview.html", context)

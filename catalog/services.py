@@ -1,0 +1,242 @@
+"""Catalog writes and the pricing rules.
+
+`quote` is exact Decimal arithmetic: each line is unit price x quantity x
+terms, its discount is rounded half up to the cent, and the total is the sum of
+the lines. Slot reservation never oversells: hosts are locked one at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.db import transaction
+
+from catalog.models import (
+    TERM_HOURS,
+    TERM_MONTHLY,
+    Addon,
+    GpuModel,
+    Host,
+    MultiGpuDiscount,
+    Region,
+    Slot,
+    SlotStatus,
+    Template,
+    TermDiscount,
+)
+from catalog.selectors import hosts_with_free_slots
+from core.errors import Conflict, DomainError
+from core.money import ZERO, cents
+
+MAX_TERMS = 12
+HUNDRED = Decimal(100)
+
+
+@dataclass(frozen=True)
+class QuoteLine:
+    code: str  # "gpu" or "addon:<slug>"
+    description: str
+    quantity: int
+    unit_usd: Decimal  # per unit and term
+    terms: int
+    subtotal_usd: Decimal  # unit x quantity x terms
+    discount_pct: Decimal
+    discount_usd: Decimal
+    amount_usd: Decimal  # subtotal - discount
+
+
+@dataclass(frozen=True)
+class Quote:
+    gpu: str
+    gpu_count: int
+    term: str
+    terms: int
+    hours: int
+    lines: tuple[QuoteLine, ...]
+    subtotal_usd: Decimal
+    multi_gpu_discount_pct: Decimal
+    term_discount_pct: Decimal
+    discount_pct: Decimal
+    discount_usd: Decimal
+    total_usd: Decimal
+    per_gpu_hour_usd: Decimal  # GPU lines only, per card, after discounts
+    per_hour_usd: Decimal  # the whole instance, add-ons included
+
+
+def gpu_count_validate(*, gpu: GpuModel, gpu_count: int) -> None:
+    """Counts are 1, 2, 4 or 8 on one host, within the card's minimum and maximum."""
+    allowed = gpu.allowed_counts
+    if gpu_count < gpu.min_gpus and gpu_count >= 1:
+        raise DomainError(
+            "min_gpus",
+            f"{gpu.name} comes in instances of at least {gpu.min_gpus} cards.",
+            details={"gpu": gpu.slug, "min_gpus": gpu.min_gpus, "allowed_counts": allowed},
+        )
+    if gpu_count not in allowed:
+        raise DomainError(
+            "invalid_gpu_count",
+            f"An instance of {gpu.name} has {', '.join(map(str, allowed))} cards on one host; not {gpu_count}.",
+            details={"gpu": gpu.slug, "gpu_count": gpu_count, "allowed_counts": allowed},
+        )
+
+
+def template_validate(*, template: Template, gpu: GpuModel) -> None:
+    if not template.runs_on(gpu):
+        raise DomainError(
+            "template_incompatible",
+            f"The template {template.slug} does not run on {gpu.name}.",
+            details={"template": template.slug, "gpu": gpu.slug,
+                     "compatible_templates": templates_for_gpu(gpu=gpu)},
+        )
+
+
+def templates_for_gpu(*, gpu: GpuModel) -> list[str]:
+    return [t.slug for t in Template.objects.filter(is_active=True).prefetch_related("gpus") if t.runs_on(gpu)]
+
+
+def _tier_percent(tiers: Sequence[tuple[int, Decimal]], value: int) -> Decimal:
+    """The percent of the highest tier whose threshold `value` reaches."""
+    best = ZERO
+    for threshold, percent in sorted(tiers):
+        if value >= threshold:
+            best = percent
+    return best
+
+
+def quote(
+    *,
+    gpu: GpuModel,
+    gpu_count: int,
+    term: str = TERM_MONTHLY,
+    terms: int = 1,
+    addons: Sequence[Addon] = (),
+    template: Template | None = None,
+    multi_gpu_tiers: Sequence[tuple[int, Decimal]] | None = None,
+    term_tiers: Sequence[tuple[int, Decimal]] | None = None,
+) -> Quote:
+    """Price an instance. Tier tables may be passed in by callers that price many
+    configurations at once (they are read from the database otherwise)."""
+    if term not in TERM_HOURS:
+        raise DomainError("invalid_term", f"Terms are {', '.join(TERM_HOURS)}.", details={"term": term})
+    if not 1 <= terms <= MAX_TERMS:
+        raise DomainError("invalid_terms", f"Order 1 to {MAX_TERMS} terms at once.", details={"terms": terms})
+    if not gpu.is_active:
+        raise DomainError("gpu_unavailable", f"{gpu.name} is not offered for new orders.", details={"gpu": gpu.slug})
+    gpu_count_validate(gpu=gpu, gpu_count=gpu_count)
+    if template is not None:
+        template_validate(template=template, gpu=gpu)
+    slugs = [a.slug for a in addons]
+    if len(set(slugs)) != len(slugs):
+        raise DomainError("invalid", "Each add-on can be ordered once.", details={"addons": slugs})
+    for addon in addons:
+        if addon.is_usage or not addon.is_active:
+            raise DomainError("unknown_addon", f"{addon.slug} cannot be ordered.", details={"addon": addon.slug})
+
+    if multi_gpu_tiers is None:
+        multi_gpu_tiers = list(MultiGpuDiscount.objects.values_list("min_gpus", "percent"))
+    if term_tiers is None:
+        term_tiers = list(TermDiscount.objects.filter(term=term).values_list("min_terms", "percent"))
+    multi_pct = _tier_percent(multi_gpu_tiers, gpu_count)
+    term_pct = _tier_percent(term_tiers, terms)
+    pct = multi_pct + term_pct
+
+    term_label = "week" if term == "weekly" else "month"
+    lines = [_line("gpu", f"{gpu.name} GPU, per card and {term_label}", gpu_count, gpu.term_price(term), terms, pct)]
+    for addon in addons:
+        lines.append(_line(f"addon:{addon.slug}", f"{addon.name}, per {term_label}", 1, addon.term_price(term), terms, pct))
+
+    hours = TERM_HOURS[term] * terms
+    subtotal = sum((ln.subtotal_usd for ln in lines), ZERO)
+    discount = sum((ln.discount_usd for ln in lines), ZERO)
+    total = sum((ln.amount_usd for ln in lines), ZERO)
+    return Quote(
+        gpu=gpu.slug,
+        gpu_count=gpu_count,
+        term=term,
+        terms=terms,
+        hours=hours,
+        lines=tuple(lines),
+        subtotal_usd=subtotal,
+        multi_gpu_discount_pct=multi_pct,
+        term_discount_pct=term_pct,
+        discount_pct=pct,
+        discount_usd=discount,
+        total_usd=total,
+        per_gpu_hour_usd=cents(lines[0].amount_usd / (gpu_count * hours)),
+        per_hour_usd=cents(total / hours),
+    )
+
+
+def _line(code: str, description: str, quantity: int, unit: Decimal, terms: int, pct: Decimal) -> QuoteLine:
+    subtotal = unit * quantity * terms
+    discount = cents(subtotal * pct / HUNDRED)
+    return QuoteLine(code, description, quantity, unit, terms, subtotal, pct, discount, subtotal - discount)
+
+
+# --- Slots --------------------------------------------------------------------
+
+
+class _HostTaken(Exception):
+    """Raised inside a savepoint to release a host lock that did not pay off."""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    host: Host
+    slots: tuple[Slot, ...]
+
+
+def slots_reserve(*, region: Region, gpu: GpuModel, count: int, holder: str) -> Reservation:
+    """Reserve `count` slots of `gpu` on one host in `region` for `holder`.
+
+    Best fit: the host with the fewest free slots that still holds the count, so
+    whole hosts stay free for node orders. Each candidate host is locked
+    (SELECT ... FOR UPDATE) inside its own savepoint and its free slots are
+    re-counted under the lock; a host that no longer fits is let go (the
+    savepoint rolls back, releasing the lock) before the next is tried, so a
+    transaction never holds two host locks and concurrent orders cannot deadlock.
+    Must run inside the caller's transaction.
+    """
+    if not holder:
+        raise ValueError("a reservation needs a holder")
+    for host_id, _free in hosts_with_free_slots(region=region, gpu=gpu, at_least=count):
+        try:
+            with transaction.atomic():
+                host = Host.objects.select_for_update().get(pk=host_id, is_active=True)
+                free = list(
+                    Slot.objects.filter(host=host, status=SlotStatus.FREE).order_by("index")[:count]
+                )
+                if len(free) < count:
+                    raise _HostTaken
+                Slot.objects.filter(pk__in=[s.pk for s in free]).update(
+                    status=SlotStatus.RESERVED, holder=holder
+                )
+                for s in free:
+                    s.status, s.holder = SlotStatus.RESERVED, holder
+                return Reservation(host=host, slots=tuple(free))
+        except (_HostTaken, Host.DoesNotExist):
+            continue
+    raise Conflict(
+        "insufficient_stock",
+        f"No host in {region.code} has {count} free {gpu.name} right now.",
+        details={"region": region.code, "gpu": gpu.slug, "gpu_count": count},
+    )
+
+
+def slots_release(*, holder: str) -> int:
+    """Return every slot `holder` has (reserved or rented) to stock."""
+    return Slot.objects.filter(holder=holder).exclude(status=SlotStatus.OUT_OF_SERVICE).update(
+        status=SlotStatus.FREE, holder=""
+    )
+
+
+def slots_mark_rented(*, holder: str) -> int:
+    """A paid reservation: its slots are rented now."""
+    return Slot.objects.filter(holder=holder, status=SlotStatus.RESERVED).update(status=SlotStatus.RENTED)
+
+
+def slots_rehold(*, holder: str, new_holder: str) -> int:
+    """Move slots from one holder to another (an order's slots become its rental's)."""
+    return Slot.objects.filter(holder=holder).update(holder=new_holder)
