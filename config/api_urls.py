@@ -4,4 +4,5 @@ from django.urls import include, path
 
 urlpatterns = [
     path("", include("catalog.urls")),
+    path("sizing/", include("sizing.urls")),
 ]

@@ -164,7 +164,7 @@ class Check:
     workload: Workload
     card: Card
     gpu_count: int
-    requirement: Requirement | None  # None when tensor parallelism cannot split the model
+    requirement: Requirement
     reasons: tuple[Reason, ...]
     decode_ceiling_tokens_per_s: int
 
@@ -177,9 +177,7 @@ class Check:
         return self.card.capacity_bytes
 
     @property
-    def headroom_per_gpu(self) -> int | None:
-        if self.requirement is None:
-            return None
+    def headroom_per_gpu(self) -> int:
         return self.capacity_per_gpu - self.requirement.required_per_gpu
 
 
@@ -312,25 +310,25 @@ def fit_check(*, workload: Workload, card: Card, gpu_count: int) -> Check:
             )
         )
     tp = tp_indivisible_reason(arch=workload.arch, gpu_count=gpu_count)
-    requirement = None
     if tp is not None:
         reasons.append(tp)
-    else:
-        requirement = requirement_compute(workload=workload, gpu_count=gpu_count)
-        shortfall = requirement.required_per_gpu - card.capacity_bytes
-        if shortfall > 0:
-            reasons.append(
-                Reason(
-                    REASON_DOES_NOT_FIT,
-                    f"Each GPU needs {to_gb(requirement.required_per_gpu)} GB and a {card.name} has "
-                    f"{card.memory_gb} GB: {to_gb(shortfall)} GB short.",
-                    {
-                        "required_gb": float(to_gb(requirement.required_per_gpu)),
-                        "capacity_gb": card.memory_gb,
-                        "shortfall_gb": float(to_gb(shortfall)),
-                    },
-                )
+    # The figures are reported even when the split is impossible: they say what
+    # each GPU would hold, which is what a customer weighing another count needs.
+    requirement = requirement_compute(workload=workload, gpu_count=gpu_count)
+    shortfall = requirement.required_per_gpu - card.capacity_bytes
+    if shortfall > 0:
+        reasons.append(
+            Reason(
+                REASON_DOES_NOT_FIT,
+                f"Each GPU needs {to_gb(requirement.required_per_gpu)} GB and a {card.name} has "
+                f"{card.memory_gb} GB: {to_gb(shortfall)} GB short.",
+                {
+                    "required_gb": float(to_gb(requirement.required_per_gpu)),
+                    "capacity_gb": card.memory_gb,
+                    "shortfall_gb": float(to_gb(shortfall)),
+                },
             )
+        )
     return Check(
         workload=workload,
         card=card,

@@ -133,7 +133,8 @@ def test_tensor_parallel_split_and_kv_replication():
     assert fit_check(workload=Workload(arch=arch("llama-2-13b"), precision="bf16", context=4096),
                      card=card("l4"), gpu_count=8).fits
     check = fit_check(workload=wq, card=card("h100-sxm"), gpu_count=8)
-    assert [r.code for r in check.reasons] == ["tp_indivisible"] and check.requirement is None
+    assert [r.code for r in check.reasons] == ["tp_indivisible"]
+    assert check.requirement.weights_per_gpu == requirement_compute(workload=wq, gpu_count=1).weights_per_gpu // 8
 
 
 def test_kv_heads_replicated_when_gpus_outnumber_them():
