@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from fractions import Fraction
 from typing import Any
 
@@ -185,7 +185,10 @@ def to_gb(nbytes: int | Fraction, places: int = 2) -> Decimal:
     """Bytes as decimal GB, half up to `places` decimals."""
     value = Fraction(nbytes) / GB
     quantum = Decimal(1).scaleb(-places)
-    return (Decimal(value.numerator) / Decimal(value.denominator)).quantize(quantum, rounding=ROUND_HALF_UP)
+    # Wide enough for any byte count an integer can hold here; the default 28
+    # digits would fail on absurd (but valid) inputs.
+    with localcontext(Context(prec=120)):
+        return (Decimal(value.numerator) / Decimal(value.denominator)).quantize(quantum, rounding=ROUND_HALF_UP)
 
 
 def round_half_up(value: Fraction) -> int:

@@ -34,8 +34,11 @@ _NORMS_PER_LAYER = {"gemma2": 4, "gemma3_text": 4}
 # Families that state a sliding window in config but whose serving keeps the full
 # context in every layer (Phi-3 mini declares 2047; sized conservatively).
 _WINDOW_IGNORED = {"phi3"}
-_MAX_DIM = 10**7  # no real dimension comes near; keeps absurd inputs out of the arithmetic
+# Bounds no real model comes near; they keep absurd inputs out of the arithmetic.
+_MAX_DIM = 10**7  # hidden size, heads, head dim, intermediate sizes
+_MAX_LAYERS = 100_000
 _MAX_PARAMS_B = Decimal(100_000)  # 100 trillion parameters
+_MAX_PARAMS = int(_MAX_PARAMS_B * 10**9)
 
 
 def _fail(message: str, **details: Any) -> DomainError:
@@ -149,6 +152,8 @@ def architecture_from_hf_config(
     for key, value in (("hidden_size", hidden), ("num_attention_heads", heads), ("head_dim", head_dim)):
         if value > _MAX_DIM:
             raise _fail(f"`{key}` is out of range.", field=key)
+    if layers > _MAX_LAYERS:
+        raise _fail("`num_hidden_layers` is out of range.", field="num_hidden_layers")
 
     kv_lora = _int(cfg, "kv_lora_rank", default=0, minimum=0)
     is_mla = kv_lora > 0
@@ -218,6 +223,8 @@ def architecture_from_hf_config(
         output_table = embed  # read by the last projection for every token (tied or not)
         active = output_table + hidden + dense_layers * dense_layer + moe_layers * (moe_fixed + top_k * expert)
 
+    if total > _MAX_PARAMS and params_b is None and cfg.get("params_b") is None:
+        raise _fail("These shapes make an implausible model (over 100 trillion parameters).")
     explicit_total = params_b if params_b is not None else cfg.get("params_b")
     if explicit_total is not None:
         total = _params_from_b(explicit_total, "params_b")

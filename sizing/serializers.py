@@ -114,7 +114,7 @@ class WorkloadInput(serializers.Serializer):
 class CheckInput(WorkloadInput):
     gpu = serializers.CharField(max_length=32, help_text="A card slug, e.g. h100-sxm.")
     gpu_count = serializers.IntegerField(min_value=1, max_value=MAX_GPUS, default=1)
-    term = serializers.ChoiceField(choices=TERM_CHOICES, default=TERM_MONTHLY, help_text="Prices the cost per token.")
+    term = serializers.ChoiceField(choices=[c for c, _ in TERM_CHOICES], default=TERM_MONTHLY, help_text="Prices the cost per token.")
 
 
 class RecommendInput(WorkloadInput):
@@ -122,7 +122,7 @@ class RecommendInput(WorkloadInput):
     region = serializers.CharField(max_length=16, required=False, help_text="Only what this region can supply now.")
     max_gpus = serializers.IntegerField(min_value=1, max_value=MAX_GPUS, required=False)
     gpu_count = serializers.IntegerField(min_value=1, max_value=MAX_GPUS, required=False, help_text="Exactly this many.")
-    term = serializers.ChoiceField(choices=TERM_CHOICES, default=TERM_MONTHLY, help_text="Ranks by this term's price.")
+    term = serializers.ChoiceField(choices=[c for c, _ in TERM_CHOICES], default=TERM_MONTHLY, help_text="Ranks by this term's price.")
     tokens_per_month = serializers.IntegerField(
         min_value=0, max_value=10**16, required=False, help_text="Expected volume, for the advice."
     )
