@@ -1,6 +1,6 @@
 """Memory and speed arithmetic for serving an LLM on N GPUs: pure functions, no
-database. Everything is exact: bytes are integers, fractions stay Fractions
-until a figure is shown.
+database. Everything is exact: bytes are integers, and rounding (half up)
+happens only where a figure is shown.
 
 Required VRAM per GPU = weights / N + KV cache held by that GPU + overhead.
 Tensor parallelism follows vLLM: query heads split over N; each GPU holds 1/N
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -27,6 +27,8 @@ PRECISION_BYTES: dict[str, Fraction] = {
     "int8": Fraction(1),
     "int4": Fraction(1, 2),
 }
+# (numerator, denominator) of the above: the hot paths stay in integers.
+_PRECISION_RATIO: dict[str, tuple[int, int]] = {k: (v.numerator, v.denominator) for k, v in PRECISION_BYTES.items()}
 KV_PRECISION_BYTES: dict[str, int] = {"bf16": 2, "fp8": 1}
 FP8_PRECISIONS = frozenset({"fp8"})
 
@@ -181,14 +183,23 @@ class Check:
         return self.capacity_per_gpu - self.requirement.required_per_gpu
 
 
+def _half_up_units(numerator: int, denominator: int, places: int) -> int:
+    """numerator / denominator / GB in units of 10^-places GB, half away from zero."""
+    magnitude = (abs(numerator) * 10**places * 2 + GB * denominator) // (2 * GB * denominator)
+    return -magnitude if numerator < 0 else magnitude
+
+
 def to_gb(nbytes: int | Fraction, places: int = 2) -> Decimal:
-    """Bytes as decimal GB, half up to `places` decimals."""
-    value = Fraction(nbytes) / GB
-    quantum = Decimal(1).scaleb(-places)
-    # Wide enough for any byte count an integer can hold here; the default 28
-    # digits would fail on absurd (but valid) inputs.
-    with localcontext(Context(prec=120)):
-        return (Decimal(value.numerator) / Decimal(value.denominator)).quantize(quantum, rounding=ROUND_HALF_UP)
+    """Bytes as decimal GB, half up (away from zero) to `places` decimals."""
+    if isinstance(nbytes, int):
+        return Decimal(_half_up_units(nbytes, 1, places)).scaleb(-places)
+    value = Fraction(nbytes)
+    return Decimal(_half_up_units(value.numerator, value.denominator, places)).scaleb(-places)
+
+
+def gb_number(nbytes: int) -> float:
+    """Bytes as GB to two decimals, for JSON (the same value `to_gb` gives)."""
+    return _half_up_units(nbytes, 1, 2) / 100
 
 
 def round_half_up(value: Fraction) -> int:
@@ -198,7 +209,8 @@ def round_half_up(value: Fraction) -> int:
 
 def weights_bytes(*, params: int, precision: str) -> int:
     """Bytes of the weights: parameters x bytes per parameter (a half byte rounds up)."""
-    return math.ceil(params * PRECISION_BYTES[precision])
+    num, den = _PRECISION_RATIO[precision]
+    return -(-params * num // den)
 
 
 def kv_heads_per_gpu(*, arch: Arch, gpu_count: int) -> int:
@@ -268,7 +280,7 @@ def requirement_compute(*, workload: Workload, gpu_count: int) -> Requirement:
     weights_total = weights_bytes(params=arch.total_params, precision=workload.precision)
     return Requirement(
         gpu_count=gpu_count,
-        weights_per_gpu=math.ceil(Fraction(weights_total, gpu_count)),
+        weights_per_gpu=-(-weights_total // gpu_count),
         kv_cache_per_gpu=kv_cache_bytes(
             arch=arch,
             kv_precision=workload.kv_precision,
@@ -291,12 +303,18 @@ def requirement_compute(*, workload: Workload, gpu_count: int) -> Requirement:
 def decode_ceiling(*, arch: Arch, precision: str, bandwidth_gbps: int, gpu_count: int = 1) -> int:
     """Tokens/s upper bound of one sequence: aggregate memory bandwidth / bytes of
     weights read per token (the active parameters of a MoE), half up."""
-    read = arch.params_read_per_token * PRECISION_BYTES[precision]
-    return round_half_up(Fraction(bandwidth_gbps * GB * gpu_count) / read)
+    num, den = _PRECISION_RATIO[precision]
+    # bandwidth / (params x num / den), half up, in integers.
+    top, bottom = bandwidth_gbps * GB * gpu_count * den, arch.params_read_per_token * num
+    return (2 * top + bottom) // (2 * bottom)
 
 
-def fit_check(*, workload: Workload, card: Card, gpu_count: int) -> Check:
-    """Every reason `gpu_count` x `card` cannot serve `workload` (none: it fits)."""
+def fit_check(
+    *, workload: Workload, card: Card, gpu_count: int, requirement: Requirement | None = None
+) -> Check:
+    """Every reason `gpu_count` x `card` cannot serve `workload` (none: it fits).
+    `requirement` may be passed by callers that check many cards at one count
+    (it does not depend on the card)."""
     reasons: list[Reason] = []
     if workload.uses_fp8 and not card.fp8:
         which = [
@@ -317,7 +335,8 @@ def fit_check(*, workload: Workload, card: Card, gpu_count: int) -> Check:
         reasons.append(tp)
     # The figures are reported even when the split is impossible: they say what
     # each GPU would hold, which is what a customer weighing another count needs.
-    requirement = requirement_compute(workload=workload, gpu_count=gpu_count)
+    if requirement is None:
+        requirement = requirement_compute(workload=workload, gpu_count=gpu_count)
     shortfall = requirement.required_per_gpu - card.capacity_bytes
     if shortfall > 0:
         reasons.append(

@@ -24,8 +24,8 @@ from .arithmetic import (
     Arch,
     Workload,
     kv_cache_bytes_per_token,
+    gb_number,
     requirement_compute,
-    to_gb,
 )
 from .hf_config import architecture_from_hf_config
 from .models import Architecture, AttentionKind
@@ -291,7 +291,7 @@ def money(amount: Decimal | None) -> str | None:
 
 
 def to_float_gb(nbytes: int) -> float:
-    return float(to_gb(nbytes))
+    return gb_number(nbytes)
 
 
 # --- Payloads (what the output serializers render) ------------------------------

@@ -18,7 +18,7 @@ from core.errors import DomainError
 from core.money import cents
 
 from .advice import Advice, advice_for
-from .arithmetic import Card, Check, Reason, Workload, fit_check, to_gb
+from .arithmetic import Card, Check, Reason, Requirement, Workload, fit_check, requirement_compute, to_gb
 
 # The request type of a sizing: what is served, at which precision, context and concurrency.
 SizingRequest = Workload
@@ -92,11 +92,16 @@ def _result(
     term: str,
     multi_gpu_tiers=None,
     term_tiers: dict[str, list] | None = None,
+    requirement: Requirement | None = None,
+    price_unfit: bool = True,
 ) -> SizingResult:
-    check = fit_check(workload=workload, card=card_from_gpu(gpu), gpu_count=gpu_count)
+    check = fit_check(workload=workload, card=card_from_gpu(gpu), gpu_count=gpu_count, requirement=requirement)
     catalog_reasons: tuple[Reason, ...] = ()
     priced = monthly = None
     tiers = term_tiers or {}
+    if not price_unfit and not check.fits:
+        return SizingResult(check=check, gpu=gpu, term=term, catalog_reasons=(), quote=None, monthly_quote=None,
+                            cost_per_million_tokens_usd=None)
     try:
         priced = quote(
             gpu=gpu, gpu_count=gpu_count, term=term, multi_gpu_tiers=multi_gpu_tiers, term_tiers=tiers.get(term)
@@ -213,6 +218,7 @@ def sizing_recommend(
 
     fitting: list[SizingResult] = []
     considered = 0
+    requirements: dict[int, Requirement] = {}  # by GPU count: the same for every card
     for gpu in gpus:
         for count in gpu.allowed_counts:
             if gpu_count is not None and count != gpu_count:
@@ -222,9 +228,12 @@ def sizing_recommend(
             if supply is not None and (gpu.slug not in supply or supply[gpu.slug].max_per_host < count):
                 continue
             considered += 1
+            if count not in requirements:
+                requirements[count] = requirement_compute(workload=request, gpu_count=count)
             result = _result(
                 workload=request, gpu=gpu, gpu_count=count, term=term,
-                multi_gpu_tiers=multi_gpu_tiers, term_tiers=term_tiers,
+                multi_gpu_tiers=multi_gpu_tiers, term_tiers=term_tiers, requirement=requirements[count],
+                price_unfit=False,
             )
             if result.fits:
                 fitting.append(result)

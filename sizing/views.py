@@ -51,4 +51,7 @@ class RecommendView(PublicView):
             tokens_per_month=v.get("tokens_per_month"),
             traffic=v.get("traffic"),
         )
-        return Response(serializers.RecommendOutput(serializers.recommend_payload(rec)).data)
+        # The payload is built in the documented shape (RecommendOutput; a test
+        # holds them together) and returned as is: re-rendering up to sixty
+        # candidates through DRF fields would cost more than the sizing itself.
+        return Response(serializers.recommend_payload(rec))

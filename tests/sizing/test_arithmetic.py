@@ -9,6 +9,7 @@ from sizing.arithmetic import (
     GB,
     Workload,
     decode_ceiling,
+    gb_number,
     fit_check,
     kv_cache_bytes,
     kv_cache_bytes_per_token,
@@ -187,3 +188,13 @@ def test_overhead_is_configurable_per_gpu():
     more = requirement_compute(workload=Workload(arch=a, precision="fp8", overhead_gb=Decimal("3.5")), gpu_count=2)
     assert more.required_per_gpu - base.required_per_gpu == 1_500_000_000
     assert more.overhead_total == 7 * GB
+
+
+@pytest.mark.parametrize("nbytes", [0, 1, 4_999_999, 5_000_000, 14_999_999, 2_684_354_560, 74_684_354_560, -2_740_000_001,
+                                    -5_000_000, 10**40])
+def test_gb_rounding_is_half_up_and_matches_for_json(nbytes):
+    expected = (Decimal(nbytes) / GB).quantize(Decimal("0.01"), rounding="ROUND_HALF_UP") if abs(nbytes) < 10**20 else None
+    if expected is not None:
+        assert to_gb(nbytes) == expected
+    assert gb_number(nbytes) == float(to_gb(nbytes))
+    assert to_gb(Fraction(nbytes * 3, 3)) == to_gb(nbytes)
