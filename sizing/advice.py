@@ -83,8 +83,8 @@ def advice_for(
                 "ampere_no_fp8",
                 "FP8 needs Hopper, Ada, Blackwell or CDNA 3: Ampere cards ("
                 + ", ".join(no_fp8)
-                + ") have no FP8 in silicon and are left out. In bf16, int8 or int4 they can serve it, "
-                "sometimes cheaper for 4-bit serving.",
+                + ") have no FP8 in silicon and are left out. With bf16, int8 or int4 weights and a bf16 KV "
+                "cache they are candidates again; 4-bit serving is what they still do well.",
                 {"gpus": sorted(g.slug for g in gpus if not g.fp8)},
             )
         )

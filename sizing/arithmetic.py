@@ -342,7 +342,7 @@ def fit_check(
         reasons.append(
             Reason(
                 REASON_DOES_NOT_FIT,
-                f"Each GPU needs {to_gb(requirement.required_per_gpu)} GB and a {card.name} has "
+                f"Each GPU needs {to_gb(requirement.required_per_gpu)} GB; the {card.name} has "
                 f"{card.memory_gb} GB: {to_gb(shortfall)} GB short.",
                 {
                     "required_gb": float(to_gb(requirement.required_per_gpu)),

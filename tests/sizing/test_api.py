@@ -89,7 +89,7 @@ def test_check_70b_fp8_at_32k_does_not_fit_and_says_by_how_much(api):
     assert body["fits"] is False
     assert body["reasons"] == [{
         "code": "does_not_fit",
-        "message": "Each GPU needs 82.74 GB and a H100 SXM has 80 GB: 2.74 GB short.",
+        "message": "Each GPU needs 82.74 GB; the H100 SXM has 80 GB: 2.74 GB short.",
         "details": {"required_gb": 82.74, "capacity_gb": 80, "shortfall_gb": 2.74},
     }]
     assert body["per_gpu"]["kv_cache_gb"] == 10.74 and body["per_gpu"]["headroom_gb"] == -2.74
