@@ -12,7 +12,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpurenthub
 TEST_REDIS_URL ?= redis://127.0.0.1:6379
 PYTEST_ARGS ?=
 
-.PHONY: run test install lock check clean services
+.PHONY: run test install lock check clean services chain-nodes
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,7 +28,11 @@ run: install
 services:
 	@bash tests/ensure-services.sh
 
-test: install services
+# Chain nodes the chain tests start (litecoind in regtest).
+chain-nodes:
+	@bash tests/ensure-chain-nodes.sh
+
+test: install services chain-nodes
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 	  $(PY) -m pytest $(PYTEST_ARGS)
 

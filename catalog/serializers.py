@@ -1,30 +1,10 @@
 from __future__ import annotations
 
-from decimal import Decimal
-
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from catalog.models import TERM_CHOICES, TERM_HOURS, TERM_MONTHLY
+from core.fields import MoneyField, PercentField
 from core.money import usd_str
-
-
-@extend_schema_field({"type": "string", "format": "decimal", "example": "12168.00"})
-class MoneyField(serializers.Field):
-    """USD as a string with two decimals ("12168.00")."""
-
-    def to_representation(self, value: Decimal) -> str:
-        return usd_str(value)
-
-
-@extend_schema_field(OpenApiTypes.NUMBER)
-class PercentField(serializers.Field):
-    """A percentage as a JSON number (10, 7.5)."""
-
-    def to_representation(self, value: Decimal):
-        value = Decimal(value).normalize()
-        return int(value) if value == value.to_integral_value() else float(value)
 
 
 class GpuOutput(serializers.Serializer):

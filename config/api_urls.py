@@ -4,5 +4,6 @@ from django.urls import include, path
 
 urlpatterns = [
     path("", include("catalog.urls")),
+    path("", include("billing.urls")),
     path("sizing/", include("sizing.urls")),
 ]

@@ -1,5 +1,6 @@
-"""The Celery application. Periodic jobs are declared here; their bodies live in
-each app's tasks.py as thin callers of services."""
+"""The Celery application. The periodic jobs are CELERY_BEAT_SCHEDULE in
+config/settings.py; their bodies live in each app's tasks.py as thin callers
+of services."""
 
 import os
 
@@ -10,4 +11,4 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 app = Celery("gpurenthub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-app.conf.beat_schedule = {}
+

@@ -135,6 +135,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_TIMEZONE = "UTC"
+# The periodic jobs (bodies in each app's tasks.py). Each is idempotent: a run
+# that finds nothing to do changes nothing.
+CELERY_BEAT_SCHEDULE: dict = {}
 
 # --- Auth ---------------------------------------------------------------------
 
@@ -267,6 +270,12 @@ INVOICE_EXPIRY_MINUTES = env.int("INVOICE_EXPIRY_MINUTES", default=30)
 INVOICE_MONITORING_HOURS = env.int("INVOICE_MONITORING_HOURS", default=24)
 INVOICE_UNDERPAYMENT_TOLERANCE_PCT = Decimal(env.str("INVOICE_UNDERPAYMENT_TOLERANCE_PCT", default="0.5"))
 INVOICE_NUMBER_PREFIX = env.str("INVOICE_NUMBER_PREFIX", default="GRH")
+# Destinations of closed invoices stay watched this long: late money becomes credit.
+WATCH_AFTER_CLOSE_DAYS = env.int("WATCH_AFTER_CLOSE_DAYS", default=30)
+# A watcher without a successful scan for this long is reported unhealthy, and
+# invoices in its currency are not expired while it is blind.
+CHAIN_STALE_SECONDS = env.int("CHAIN_STALE_SECONDS", default=300)
+PAYMENT_LABEL = env.str("PAYMENT_LABEL", default="GPU Rent Hub")  # shown by wallets
 CONFIRMATIONS = {
     "BTC": env.int("CONFIRMATIONS_BTC", default=2),
     "LTC": env.int("CONFIRMATIONS_LTC", default=6),
@@ -287,3 +296,17 @@ KRAKEN_API_URL = env.str("KRAKEN_API_URL", default="https://api.kraken.com")
 COINGECKO_API_URL = env.str("COINGECKO_API_URL", default="https://api.coingecko.com")
 COINGECKO_API_KEY = env.str("COINGECKO_API_KEY", default="")
 RATE_HTTP_TIMEOUT_SECONDS = env.float("RATE_HTTP_TIMEOUT_SECONDS", default=5.0)
+RATE_HTTP_ATTEMPTS = env.int("RATE_HTTP_ATTEMPTS", default=3)
+RATE_HTTP_BACKOFF_SECONDS = env.float("RATE_HTTP_BACKOFF_SECONDS", default=0.5)
+# Two sources further apart than this (percent) are not averaged: no rate until they agree.
+RATE_MAX_SPREAD_PCT = Decimal(env.str("RATE_MAX_SPREAD_PCT", default="5"))
+
+CELERY_BEAT_SCHEDULE.update({
+    "billing.invoices_advance": {"task": "billing.invoices_advance", "schedule": 30.0},
+    "billing.rates_refresh": {
+        "task": "billing.rates_refresh",
+        "schedule": float(RATE_REFRESH_SECONDS),
+        "options": {"expires": float(RATE_REFRESH_SECONDS)},
+    },
+    "billing.rate_samples_prune": {"task": "billing.rate_samples_prune", "schedule": 86400.0},
+})

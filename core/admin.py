@@ -1,6 +1,13 @@
-from django.contrib import admin
+from collections.abc import Callable
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.template.response import TemplateResponse
 
 from core.audit import audit_record, model_snapshot, snapshot_diff
+from core.errors import DomainError
 from core.models import AuditEntry, Lease
 
 
@@ -72,3 +79,58 @@ class LeaseAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+
+
+# --- Actions that need a reason -------------------------------------------------
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), required=True,
+                             help_text="Recorded in the audit trail with your name and the time.")
+
+
+def reason_action(
+    *,
+    name: str,
+    description: str,
+    call: Callable[..., Any],
+    form_class: type[forms.Form] = ReasonForm,
+    single: bool = False,
+):
+    """An admin action that first asks for a reason (and whatever else
+    `form_class` holds) on an intermediate page, then runs
+    `call(obj, actor=request.user, **cleaned_data)` for each selected object.
+    Domain refusals are shown as messages; nothing half-applies per object."""
+
+    def action(modeladmin, request, queryset):
+        if single and queryset.count() != 1:
+            modeladmin.message_user(request, "Select exactly one row for this action.", messages.WARNING)
+            return None
+        if request.POST.get("apply"):
+            form = form_class(request.POST)
+            if form.is_valid():
+                done = 0
+                for obj in queryset:
+                    try:
+                        call(obj, actor=request.user, **form.cleaned_data)
+                        done += 1
+                    except DomainError as exc:
+                        modeladmin.message_user(request, f"{obj}: {exc.message}", messages.ERROR)
+                if done:
+                    modeladmin.message_user(request, f"{description}: done for {done}.", messages.SUCCESS)
+                return None
+        else:
+            form = form_class()
+        context = {
+            **modeladmin.admin_site.each_context(request),
+            "title": description,
+            "form": form,
+            "queryset": queryset,
+            "action": name,
+            "opts": modeladmin.model._meta,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/action_with_reason.html", context)
+
+    action.__name__ = name
+    action.short_description = description
+    return action

@@ -32,3 +32,31 @@ def catalog(db):
 
     if not GpuModel.objects.exists():
         catalog_seed()
+
+
+@pytest.fixture
+def chains(settings):
+    """Every currency enabled from test-generated watch-only keys, at fixed rates."""
+    from tests.keys import TEST_RATES, watch_only
+
+    for name, value in watch_only().settings().items():
+        setattr(settings, name, value)
+    settings.MANUAL_RATES_USD = TEST_RATES
+    return watch_only()
+
+
+@pytest.fixture
+def customer(db, django_user_model):
+    return django_user_model.objects.create_user("alice", "correct horse battery staple")
+
+
+@pytest.fixture
+def other_customer(db, django_user_model):
+    return django_user_model.objects.create_user("mallory", "another long passphrase")
+
+
+@pytest.fixture
+def customer_api(customer):
+    client = APIClient()
+    client.force_authenticate(customer)
+    return client

@@ -1,0 +1,275 @@
+"""Staff views of invoices, payments, credit and rates. Issued invoices,
+payments and ledger rows are read-only: corrections go through the actions
+and forms below, which call billing services and record who, when and why."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django import forms
+from django.contrib import admin, messages
+
+from billing import services
+from billing.currencies import CURRENCIES
+from billing.models import (
+    ChainState,
+    CreditBalance,
+    CreditEntry,
+    CreditKind,
+    Invoice,
+    InvoiceLine,
+    Payment,
+    PaymentRequest,
+    RateSample,
+)
+from billing.rates import rate_manual_end, rate_manual_set
+from billing.selectors import chain_health
+from core.admin import ReasonForm, reason_action
+from core.errors import DomainError
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class InvoiceLineInline(ReadOnlyInline):
+    model = InvoiceLine
+    fields = ("position", "code", "description", "quantity", "unit_usd", "discount_usd", "amount_usd")
+
+
+class PaymentRequestInline(ReadOnlyInline):
+    model = PaymentRequest
+    fields = ("currency", "network", "address", "amount_due", "rate_usd", "rate_source", "rate_at",
+              "created_at", "expires_at", "is_active")
+
+
+class PaymentInline(ReadOnlyInline):
+    model = Payment
+    fk_name = "invoice"
+    fields = ("currency", "txid", "output_index", "amount", "amount_usd", "confirmations", "status",
+              "disposition", "source", "first_seen_at", "reason")
+
+
+class RecordPaymentForm(ReasonForm):
+    txid = forms.CharField(max_length=128)
+    amount = forms.IntegerField(min_value=1, help_text="Base units (satoshi, wei, piconero, lamport, ...).")
+    confirmations = forms.IntegerField(min_value=0)
+    output_index = forms.IntegerField(initial=0, help_text="Output or log index.")
+    currency = forms.ChoiceField(choices=[("", "the invoice's active currency")] + [(c, c) for c in CURRENCIES],
+                                 required=False)
+
+
+def _record_payment(invoice, *, actor, reason, txid, amount, confirmations, output_index, currency):
+    services.payment_record_manual(
+        invoice_number=invoice.number, txid=txid, amount=amount, confirmations=confirmations,
+        output_index=output_index, currency=currency or None, reason=reason, actor=actor,
+    )
+
+
+@admin.register(Invoice)
+class InvoiceAdmin(admin.ModelAdmin):
+    list_display = ("number", "account", "status", "exception", "total_usd", "pay_currency", "created_at",
+                    "expires_at", "settled_at", "needs_attention")
+    list_filter = ("status", "exception", "requests__currency", "needs_attention", "settled_via")
+    search_fields = ("number", "account__username", "subject", "requests__address", "payments__txid")
+    date_hierarchy = "created_at"
+    list_select_related = ("account",)
+    inlines = [InvoiceLineInline, PaymentRequestInline, PaymentInline]
+    actions = [
+        reason_action(name="mark_settled", description="Mark settled",
+                      call=lambda inv, actor, reason: services.invoice_mark_settled(
+                          invoice_id=inv.pk, actor=actor, reason=reason)),
+        reason_action(name="mark_invalid", description="Mark invalid",
+                      call=lambda inv, actor, reason: services.invoice_mark_invalid(
+                          invoice_id=inv.pk, actor=actor, reason=reason)),
+        reason_action(name="record_payment", description="Record a payment received", call=_record_payment,
+                      form_class=RecordPaymentForm, single=True),
+    ]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("requests").distinct()
+
+    @admin.display(description="currency")
+    def pay_currency(self, invoice):
+        req = invoice.active_request
+        return req.currency if req else "-"
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in Invoice._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Payment)
+class PaymentAdmin(admin.ModelAdmin):
+    list_display = ("txid", "output_index", "currency", "amount", "amount_usd", "confirmations", "status",
+                    "disposition", "source", "invoice", "first_seen_at")
+    list_filter = ("chain", "currency", "status", "disposition", "source")
+    search_fields = ("txid", "invoice__number", "request__address")
+    list_select_related = ("invoice",)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class CreditEntryForm(forms.ModelForm):
+    """Staff entries only: an adjustment (up or down) or a refund sent from outside."""
+
+    kind = forms.ChoiceField(choices=[(CreditKind.ADJUSTMENT, "Adjustment"), (CreditKind.REFUND, "Refund sent")])
+    amount_usd = forms.DecimalField(max_digits=14, decimal_places=2,
+                                    help_text="Adjustment: positive adds credit, negative removes it. Refund: the USD "
+                                              "value refunded (positive).")
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=True)
+
+    class Meta:
+        model = CreditEntry
+        fields = ("account", "kind", "amount_usd", "reason", "refund_currency", "refund_destination",
+                  "refund_amount", "refund_txid")
+
+
+@admin.register(CreditEntry)
+class CreditEntryAdmin(admin.ModelAdmin):
+    list_display = ("created_at", "account", "kind", "amount_usd", "balance_after_usd", "invoice", "created_by",
+                    "reason")
+    list_filter = ("kind",)
+    search_fields = ("account__username", "invoice__number", "refund_txid", "reason")
+    list_select_related = ("account", "invoice", "created_by")
+    date_hierarchy = "created_at"
+    form = CreditEntryForm
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        """Staff entries go through the ledger service (balance lock, audit)."""
+        data = form.cleaned_data
+        try:
+            if data["kind"] == CreditKind.REFUND:
+                entry = services.credit_refund_record(
+                    account_id=data["account"].pk, amount_usd=Decimal(data["amount_usd"]),
+                    currency=data["refund_currency"] or "", destination=data["refund_destination"],
+                    amount=int(data["refund_amount"] or 0), txid=data["refund_txid"], reason=data["reason"],
+                    actor=request.user,
+                )
+            else:
+                entry = services.credit_adjust(account_id=data["account"].pk, amount_usd=Decimal(data["amount_usd"]),
+                                               reason=data["reason"], actor=request.user)
+        except DomainError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            raise _Refused from exc
+        obj.pk = entry.pk
+
+    def add_view(self, request, form_url="", extra_context=None):
+        try:
+            return super().add_view(request, form_url, extra_context)
+        except _Refused:
+            from django.http import HttpResponseRedirect
+
+            return HttpResponseRedirect(request.get_full_path())
+
+
+class _Refused(Exception):
+    pass
+
+
+@admin.register(CreditBalance)
+class CreditBalanceAdmin(admin.ModelAdmin):
+    list_display = ("account", "balance_usd", "updated_at")
+    search_fields = ("account__username",)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class ManualRateForm(forms.ModelForm):
+    class Meta:
+        model = RateSample
+        fields = ("currency", "usd", "valid_until", "note")
+
+
+class EndRateForm(ReasonForm):
+    pass
+
+
+def _end_rate(sample, *, actor, reason):
+    rate_manual_end(sample_id=sample.pk, actor=actor, reason=reason)
+
+
+@admin.register(RateSample)
+class RateSampleAdmin(admin.ModelAdmin):
+    """Fetched samples are read-only; staff add manual rates (they take
+    precedence over the market median until `valid_until`) and end them early."""
+
+    list_display = ("currency", "usd", "source", "observed_at", "valid_until", "created_by", "note")
+    list_filter = ("currency", "source")
+    date_hierarchy = "observed_at"
+    form = ManualRateForm
+    actions = [reason_action(name="end_manual_rate", description="End manual rate now", call=_end_rate,
+                             form_class=EndRateForm)]
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        try:
+            sample = rate_manual_set(
+                currency=obj.currency, usd=obj.usd, valid_until=obj.valid_until, actor=request.user, note=obj.note
+            )
+        except DomainError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            raise _Refused from exc
+        obj.pk = sample.pk
+
+    def add_view(self, request, form_url="", extra_context=None):
+        try:
+            return super().add_view(request, form_url, extra_context)
+        except _Refused:
+            from django.http import HttpResponseRedirect
+
+            return HttpResponseRedirect(request.get_full_path())
+
+
+@admin.register(ChainState)
+class ChainStateAdmin(admin.ModelAdmin):
+    list_display = ("chain", "healthy", "height", "tip_height", "last_ok_at", "last_error_at", "consecutive_failures")
+    readonly_fields = [f.name for f in ChainState._meta.fields]
+
+    @admin.display(boolean=True, description="healthy")
+    def healthy(self, state):
+        return chain_health(chain=state.chain).ok
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,115 @@
+"""The invoice state machine, as a pure function (no database, no clock).
+
+Semantics follow the best processors (BTCPay Server's):
+
+- Each counted payment pays `amount / amount_due` of the invoice, where
+  `amount_due` is that of the payment's own request (so a switch of currency
+  mid-way still adds up). A payment is *seen* once recorded (mempool or block)
+  and *confirmed* once it reaches its chain's confirmation policy.
+- new: seen < 1 - tolerance; `paid_partial` while something is seen. Top-ups
+  to the same destination count.
+- processing: seen >= 1 - tolerance, not yet confirmed. It does not expire;
+  if it is still unconfirmed when the monitoring window ends it is `invalid`.
+- settled: confirmed >= 1 - tolerance. The confirmed open payments are
+  *applied*; beyond 100 % the excess becomes account credit (`paid_over`).
+- expired: the rate lock ended below the threshold. A payment completing it
+  inside the monitoring window still settles it (`paid_late`); what did not
+  complete it is credited once the window closes.
+- settled / invalid: anything confirmed afterwards is credited.
+
+Nothing received is dropped: every confirmed payment ends applied or credited.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from fractions import Fraction
+
+NEW, PROCESSING, SETTLED, EXPIRED, INVALID = "new", "processing", "settled", "expired", "invalid"
+NONE, PAID_PARTIAL, PAID_OVER, PAID_LATE, MARKED = "none", "paid_partial", "paid_over", "paid_late", "marked"
+OPEN, APPLIED, CREDITED = "open", "applied", "credited"
+
+
+@dataclass(frozen=True)
+class PaymentFacts:
+    id: int
+    fraction: Fraction  # of the invoice this payment pays
+    confirmed: bool
+    counted: bool  # False once un-counted (reorg, replaced, dropped)
+    seen_at: datetime
+    disposition: str = OPEN
+
+
+@dataclass(frozen=True)
+class InvoiceFacts:
+    status: str
+    exception: str
+    expires_at: datetime
+    monitoring_until: datetime
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: str
+    exception: str
+    apply: tuple[int, ...] = ()  # payment ids applied to the invoice now
+    credit: tuple[int, ...] = ()  # payment ids whose whole value becomes credit now
+    late_credit: bool = False  # credits come from a payment that missed its invoice
+    overpaid: Fraction = field(default=Fraction(0))  # excess of the invoice (fraction) to credit now
+
+
+def invoice_evaluate(
+    invoice: InvoiceFacts, payments: list[PaymentFacts], *, now: datetime, tolerance: Fraction
+) -> Decision:
+    open_ = [p for p in payments if p.counted and p.disposition == OPEN]
+    seen = sum((p.fraction for p in open_), Fraction(0))
+    confirmed_open = [p for p in open_ if p.confirmed]
+    confirmed = sum((p.fraction for p in confirmed_open), Fraction(0))
+    threshold = 1 - tolerance
+    status, exception = invoice.status, invoice.exception
+    keep_mark = exception == MARKED
+
+    if status in (SETTLED, INVALID):
+        # Closed: whatever confirms from now on is the customer's credit.
+        credit = tuple(p.id for p in confirmed_open)
+        if credit and status == SETTLED and not keep_mark and exception == NONE:
+            exception = PAID_OVER
+        return Decision(status, exception, credit=credit, late_credit=status == INVALID)
+
+    if status in (NEW, PROCESSING):
+        if confirmed >= threshold:
+            return Decision(
+                SETTLED,
+                exception if keep_mark else (PAID_OVER if confirmed > 1 else NONE),
+                apply=tuple(p.id for p in confirmed_open),
+                overpaid=max(confirmed - 1, Fraction(0)),
+            )
+        if seen >= threshold:
+            if now >= invoice.monitoring_until:
+                # Paid but never confirmed within the monitoring window.
+                return Decision(INVALID, exception if keep_mark else NONE)
+            return Decision(PROCESSING, exception if keep_mark else (PAID_OVER if seen > 1 else NONE))
+        if now < invoice.expires_at:
+            return Decision(NEW, exception if keep_mark else (PAID_PARTIAL if seen > 0 else NONE))
+        # The rate lock is over: fall through to the expired rules (the invoice
+        # may even be past its monitoring window already).
+
+    # EXPIRED
+    if not keep_mark:
+        # The exception tells the invoice's history, credited money included.
+        counted = [p for p in payments if p.counted]
+        late = any(p.seen_at >= invoice.expires_at for p in counted)
+        exception = PAID_LATE if late else (PAID_PARTIAL if counted else NONE)
+    if now < invoice.monitoring_until:
+        if confirmed >= threshold:
+            return Decision(
+                SETTLED,
+                exception if keep_mark else PAID_LATE,
+                apply=tuple(p.id for p in confirmed_open),
+                overpaid=max(confirmed - 1, Fraction(0)),
+            )
+        return Decision(EXPIRED, exception)
+    # The window has closed: confirmed money that did not complete the invoice is credited.
+    credit = tuple(p.id for p in confirmed_open)
+    return Decision(EXPIRED, exception, credit=credit, late_credit=bool(credit))

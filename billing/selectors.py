@@ -1,0 +1,122 @@
+"""Billing reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Prefetch, QuerySet
+from django.utils import timezone
+
+from billing.currencies import CURRENCIES
+from billing.models import (
+    ChainState,
+    CreditBalance,
+    CreditEntry,
+    Invoice,
+    InvoiceStatus,
+    Payment,
+    PaymentRequest,
+)
+from core.errors import NotFound
+from core.money import ZERO
+
+
+def invoices_for(*, account: Any) -> QuerySet[Invoice]:
+    return (
+        Invoice.objects.filter(account=account)
+        .prefetch_related(
+            "lines",
+            Prefetch("requests", queryset=PaymentRequest.objects.order_by("created_at", "id")),
+            Prefetch("payments", queryset=Payment.objects.order_by("first_seen_at", "id")),
+        )
+        .order_by("-created_at", "-id")
+    )
+
+
+def invoice_get(*, invoice_id: int, account: Any) -> Invoice:
+    """The caller's invoice; anyone else's is simply not found."""
+    invoice = invoices_for(account=account).filter(pk=invoice_id).first()
+    if invoice is None:
+        raise NotFound("No such invoice.")
+    return invoice
+
+
+def credit_balance_usd(*, account: Any) -> Decimal:
+    row = CreditBalance.objects.filter(account=account).values_list("balance_usd", flat=True).first()
+    return row if row is not None else ZERO
+
+
+def credit_entries(*, account: Any) -> QuerySet[CreditEntry]:
+    return CreditEntry.objects.filter(account=account).select_related("invoice").order_by("-created_at", "-id")
+
+
+def watched_requests(*, currencies: list[str], now: datetime | None = None) -> dict[str, PaymentRequest]:
+    """Destinations a watcher must match, keyed by match key: those of invoices
+    still open or inside their monitoring window, and of closed invoices for
+    `WATCH_AFTER_CLOSE_DAYS` more (money sent late still becomes credit)."""
+    now = now or timezone.now()
+    horizon = now - timedelta(days=settings.WATCH_AFTER_CLOSE_DAYS)
+    rows = PaymentRequest.objects.filter(currency__in=currencies, invoice__monitoring_until__gte=horizon)
+    return {r.match_key: r for r in rows.only("id", "currency", "match_key", "invoice_id", "amount_due")}
+
+
+@dataclass(frozen=True)
+class ChainHealth:
+    chain: str
+    ok: bool
+    height: int | None
+    tip_height: int | None
+    last_ok_at: datetime | None
+    error: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "height": self.height,
+            "tip_height": self.tip_height,
+            "last_ok_at": self.last_ok_at.isoformat() if self.last_ok_at else None,
+            "error": self.error,
+        }
+
+
+def chain_health(*, chain: str, now: datetime | None = None) -> ChainHealth:
+    """A watcher is healthy when its last successful scan is recent and the node
+    it follows was reachable then. A chain with no watcher configured (manual
+    payments only) reports ok with no heights."""
+    now = now or timezone.now()
+    state = ChainState.objects.filter(chain=chain).first()
+    if state is None:
+        return ChainHealth(chain, True, None, None, None, "")
+    stale = state.last_ok_at is None or now - state.last_ok_at > timedelta(seconds=settings.CHAIN_STALE_SECONDS)
+    failing = state.last_error_at is not None and (state.last_ok_at is None or state.last_error_at > state.last_ok_at)
+    return ChainHealth(
+        chain, not (stale or failing), state.height, state.tip_height, state.last_ok_at,
+        state.last_error if failing else ("no successful scan recently" if stale else ""),
+    )
+
+
+def currencies_enabled() -> list[dict[str, Any]]:
+    from billing.chains.config import enabled_currencies, network_name
+
+    out = []
+    for code in enabled_currencies():
+        cur = CURRENCIES[code]
+        out.append({
+            "code": code,
+            "name": cur.name,
+            "decimals": cur.decimals,
+            "unit": cur.unit,
+            "chain": cur.chain,
+            "network": network_name(currency=code),
+            "confirmations": settings.CONFIRMATIONS[code],
+            "health": chain_health(chain=cur.chain),
+        })
+    return out
+
+
+def invoice_open_statuses() -> tuple[str, ...]:
+    return (InvoiceStatus.NEW, InvoiceStatus.PROCESSING)

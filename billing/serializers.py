@@ -1,0 +1,186 @@
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from billing.currencies import CURRENCIES
+from billing.models import Invoice, Payment, PaymentRequest, PaymentStatus
+from billing.services import confirmations_required
+from core.fields import BaseUnitsField, MoneyField
+
+
+class RateOutput(serializers.Serializer):
+    usd = serializers.CharField(source="rate_usd")
+    source = serializers.CharField(source="rate_source")
+    at = serializers.DateTimeField(source="rate_at")
+
+
+class PaymentRequestOutput(serializers.Serializer):
+    currency = serializers.CharField()
+    network = serializers.CharField()
+    address = serializers.CharField()
+    reference = serializers.CharField()
+    amount = BaseUnitsField(source="amount_due")
+    amount_display = serializers.SerializerMethodField(help_text="The amount in whole coins.")
+    payment_uri = serializers.CharField()
+    rate = RateOutput(source="*")
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    active = serializers.BooleanField(source="is_active")
+
+    def get_amount_display(self, req: PaymentRequest) -> str:
+        return CURRENCIES[req.currency].coins_str(int(req.amount_due))
+
+
+class PaymentOutput(serializers.Serializer):
+    currency = serializers.CharField()
+    txid = serializers.CharField()
+    index = serializers.IntegerField(source="output_index")
+    amount = BaseUnitsField()
+    amount_display = serializers.SerializerMethodField()
+    amount_usd = MoneyField()
+    confirmations = serializers.IntegerField()
+    confirmations_required = serializers.SerializerMethodField()
+    status = serializers.ChoiceField(choices=PaymentStatus.choices)
+    disposition = serializers.CharField()
+    first_seen_at = serializers.DateTimeField()
+    confirmed_at = serializers.DateTimeField(allow_null=True)
+
+    def get_amount_display(self, p: Payment) -> str:
+        return CURRENCIES[p.currency].coins_str(int(p.amount))
+
+    def get_confirmations_required(self, p: Payment) -> int:
+        return confirmations_required(currency=p.currency)
+
+
+class InvoiceLineOutput(serializers.Serializer):
+    position = serializers.IntegerField()
+    code = serializers.CharField()
+    description = serializers.CharField()
+    quantity = serializers.DecimalField(max_digits=12, decimal_places=4, coerce_to_string=True, normalize_output=True)
+    unit_usd = MoneyField()
+    discount_usd = MoneyField()
+    amount_usd = MoneyField()
+
+
+class InvoiceOutput(serializers.Serializer):
+    """An invoice with its active payment request's fields at the top level."""
+
+    id = serializers.IntegerField()
+    number = serializers.CharField()
+    status = serializers.CharField()
+    exception = serializers.CharField()
+    description = serializers.CharField()
+    subject = serializers.CharField()
+    amount_usd = MoneyField(source="total_usd")
+    lines = InvoiceLineOutput(many=True)
+    pay_currency = serializers.SerializerMethodField()
+    network = serializers.SerializerMethodField()
+    amount = serializers.SerializerMethodField(help_text="Amount due in base units of pay_currency (string).")
+    amount_display = serializers.SerializerMethodField()
+    address = serializers.SerializerMethodField()
+    reference = serializers.SerializerMethodField(help_text="Solana Pay reference (SOL only).")
+    payment_uri = serializers.SerializerMethodField()
+    qr_url = serializers.SerializerMethodField()
+    paid_amount = serializers.SerializerMethodField(help_text="Counted so far to the active request, base units.")
+    confirmed_amount = serializers.SerializerMethodField(help_text="Confirmed so far to the active request, base units.")
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    monitoring_until = serializers.DateTimeField()
+    settled_at = serializers.DateTimeField(allow_null=True)
+    settled_via = serializers.CharField()
+    requests = PaymentRequestOutput(many=True)
+    payments = PaymentOutput(many=True)
+
+    def _req(self, inv: Invoice) -> PaymentRequest | None:
+        return inv.active_request
+
+    def get_pay_currency(self, inv) -> str | None:
+        r = self._req(inv)
+        return r.currency if r else None
+
+    def get_network(self, inv) -> str | None:
+        r = self._req(inv)
+        return r.network if r else None
+
+    @extend_schema_field({"type": "string", "nullable": True, "example": "390000"})
+    def get_amount(self, inv):
+        r = self._req(inv)
+        return str(int(r.amount_due)) if r else None
+
+    def get_amount_display(self, inv) -> str | None:
+        r = self._req(inv)
+        return CURRENCIES[r.currency].coins_str(int(r.amount_due)) if r else None
+
+    def get_address(self, inv) -> str | None:
+        r = self._req(inv)
+        return r.address if r else None
+
+    def get_reference(self, inv) -> str | None:
+        r = self._req(inv)
+        return (r.reference or None) if r else None
+
+    def get_payment_uri(self, inv) -> str | None:
+        r = self._req(inv)
+        return r.payment_uri if r else None
+
+    def get_qr_url(self, inv) -> str | None:
+        return f"/api/v1/invoices/{inv.pk}/qr.svg" if self._req(inv) else None
+
+    def _sum(self, inv, confirmed_only: bool) -> str | None:
+        r = self._req(inv)
+        if r is None:
+            return None
+        total = 0
+        for p in inv.payments.all():
+            if p.request_id != r.pk or p.status == PaymentStatus.REMOVED:
+                continue
+            if confirmed_only and p.status != PaymentStatus.CONFIRMED:
+                continue
+            total += int(p.amount)
+        return str(total)
+
+    @extend_schema_field({"type": "string", "nullable": True})
+    def get_paid_amount(self, inv):
+        return self._sum(inv, confirmed_only=False)
+
+    @extend_schema_field({"type": "string", "nullable": True})
+    def get_confirmed_amount(self, inv):
+        return self._sum(inv, confirmed_only=True)
+
+
+class CurrencyChoiceInput(serializers.Serializer):
+    currency = serializers.ChoiceField(choices=list(CURRENCIES))
+
+
+class RequoteInput(serializers.Serializer):
+    currency = serializers.ChoiceField(choices=list(CURRENCIES), required=False)
+
+
+class ChainHealthOutput(serializers.Serializer):
+    ok = serializers.BooleanField()
+    height = serializers.IntegerField(allow_null=True)
+    tip_height = serializers.IntegerField(allow_null=True)
+    last_ok_at = serializers.DateTimeField(allow_null=True)
+    error = serializers.CharField()
+
+
+class CurrencyOutput(serializers.Serializer):
+    code = serializers.CharField()
+    name = serializers.CharField()
+    decimals = serializers.IntegerField()
+    unit = serializers.CharField()
+    chain = serializers.CharField()
+    network = serializers.CharField()
+    confirmations = serializers.IntegerField(help_text="Confirmations needed to settle (SOL: finalized = 1).")
+    health = ChainHealthOutput()
+
+
+class CreditEntryOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.CharField()
+    amount_usd = MoneyField()
+    balance_after_usd = MoneyField()
+    invoice = serializers.CharField(source="invoice.number", allow_null=True, default=None)
+    reason = serializers.CharField()
+    created_at = serializers.DateTimeField()

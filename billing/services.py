@@ -1,0 +1,723 @@
+"""Billing writes: invoices and their payment requests, payments through the
+state machine (billing.machine), and the account credit ledger.
+
+Every top-level function runs in one transaction, locks the invoice row it
+changes (so concurrent observations of one payment serialize and count once),
+writes its audit row in the same transaction and sends signals on commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from billing import hooks, machine, signals
+from billing.currencies import CURRENCIES, currency_get
+from billing.models import (
+    CreditBalance,
+    CreditEntry,
+    CreditKind,
+    DerivationCounter,
+    Invoice,
+    InvoiceCounter,
+    InvoiceException,
+    InvoiceLine,
+    InvoiceStatus,
+    Payment,
+    PaymentDisposition,
+    PaymentRequest,
+    PaymentStatus,
+)
+from core.audit import audit_record
+from core.errors import Conflict, DomainError, NotFound
+from core.money import ZERO, ceil_int, cents
+
+log = logging.getLogger(__name__)
+
+
+# --- Inputs -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LineSpec:
+    description: str
+    quantity: Decimal
+    unit_usd: Decimal
+    amount_usd: Decimal  # after discount
+    discount_usd: Decimal = ZERO
+    code: str = ""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A transfer a watcher (or staff) saw. `confirmations` is 0 in the mempool."""
+
+    currency: str
+    txid: str
+    output_index: int
+    match_key: str
+    amount: int  # base units
+    confirmations: int
+    block_height: int | None = None
+    block_hash: str = ""
+
+
+# --- Settings helpers -----------------------------------------------------------
+
+
+def confirmations_required(*, currency: str) -> int:
+    return int(settings.CONFIRMATIONS[currency])
+
+
+def _tolerance() -> Fraction:
+    return Fraction(str(settings.INVOICE_UNDERPAYMENT_TOLERANCE_PCT)) / 100
+
+
+def _expiry_window() -> timedelta:
+    return timedelta(minutes=settings.INVOICE_EXPIRY_MINUTES)
+
+
+def _monitoring_window() -> timedelta:
+    return timedelta(hours=settings.INVOICE_MONITORING_HOURS)
+
+
+# --- Destinations and quotes -----------------------------------------------------
+
+
+def _currency_enabled(currency: str) -> str:
+    from billing.chains.config import enabled_currencies
+
+    code = currency.upper()
+    enabled = enabled_currencies()
+    if code not in enabled:
+        raise DomainError(
+            "currency_unavailable",
+            f"{currency} is not accepted right now.",
+            details={"currency": currency, "enabled": enabled},
+        )
+    return code
+
+
+def _index_take(*, keyset: str) -> int:
+    """The next derivation index of a watch-only key, never handed out twice."""
+    try:
+        with transaction.atomic():
+            DerivationCounter.objects.get_or_create(keyset=keyset)
+    except IntegrityError:
+        pass  # created concurrently
+    counter = DerivationCounter.objects.select_for_update().get(keyset=keyset)
+    index = counter.next_index
+    counter.next_index = index + 1
+    counter.save(update_fields=["next_index"])
+    return index
+
+
+def amount_due_for(*, total_usd: Decimal, currency: str, rate_usd: Decimal) -> int:
+    """USD -> base units, rounded up so the company is never short."""
+    return ceil_int(total_usd * currency_get(currency).scale / rate_usd)
+
+
+def _request_create(*, invoice: Invoice, currency: str, now: datetime) -> PaymentRequest:
+    from billing.chains.config import derivation_keyset, destination_derive, network_name, payment_uri
+    from billing.rates import rate_current
+
+    code = _currency_enabled(currency)
+    rate = rate_current(currency=code)
+    keyset = derivation_keyset(currency=code)
+    index = _index_take(keyset=keyset)
+    destination = destination_derive(currency=code, index=index)
+    amount = amount_due_for(total_usd=invoice.total_usd, currency=code, rate_usd=rate.usd)
+    invoice.requests.filter(is_active=True).update(is_active=False)
+    return PaymentRequest.objects.create(
+        invoice=invoice,
+        currency=code,
+        network=network_name(currency=code),
+        address=destination.address,
+        match_key=destination.match_key,
+        reference=destination.reference,
+        keyset=keyset,
+        derivation_index=index,
+        amount_due=amount,
+        rate_usd=rate.usd,
+        rate_source=rate.source,
+        rate_at=rate.at,
+        payment_uri=payment_uri(
+            destination=destination,
+            amount=amount,
+            label=settings.PAYMENT_LABEL,
+            message=f"Invoice {invoice.number}",
+        ),
+        created_at=now,
+        expires_at=now + _expiry_window(),
+    )
+
+
+def _number_take(*, now: datetime) -> str:
+    series = f"{settings.INVOICE_NUMBER_PREFIX}-{now.year}"
+    try:
+        with transaction.atomic():
+            InvoiceCounter.objects.get_or_create(series=series)
+    except IntegrityError:
+        pass
+    counter = InvoiceCounter.objects.select_for_update().get(series=series)
+    counter.last += 1
+    counter.save(update_fields=["last"])
+    return f"{series}-{counter.last:06d}"
+
+
+@transaction.atomic
+def invoice_create(
+    *,
+    account: Any,
+    subject: str,
+    description: str,
+    lines: Sequence[LineSpec],
+    currency: str | None,
+    metadata: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> Invoice:
+    """Issue an invoice. With a currency, its first payment request is created at
+    the current rate (the rate is locked until the invoice expires); without one
+    (e.g. a renewal paid from credit) a currency can be chosen later."""
+    now = now or timezone.now()
+    if not lines:
+        raise ValueError("an invoice needs lines")
+    total = sum((ln.amount_usd for ln in lines), ZERO)
+    if total <= 0:
+        raise DomainError("invalid", "An invoice must be for a positive amount.")
+    if currency is not None:
+        currency = _currency_enabled(currency)
+    invoice = Invoice.objects.create(
+        # A unique placeholder until the number is taken, last, so the numbering
+        # lock is held for as short a time as possible.
+        number=f"~{uuid.uuid4().hex}",
+        account=account,
+        subject=subject,
+        description=description[:200],
+        total_usd=cents(total),
+        created_at=now,
+        expires_at=now + _expiry_window(),
+        monitoring_until=now + _expiry_window() + _monitoring_window(),
+        metadata=metadata or {},
+    )
+    InvoiceLine.objects.bulk_create(
+        InvoiceLine(
+            invoice=invoice,
+            position=i,
+            code=ln.code,
+            description=ln.description[:200],
+            quantity=ln.quantity,
+            unit_usd=ln.unit_usd,
+            discount_usd=ln.discount_usd,
+            amount_usd=ln.amount_usd,
+        )
+        for i, ln in enumerate(lines, start=1)
+    )
+    invoice.number = _number_take(now=now)
+    invoice.save(update_fields=["number"])
+    if currency is not None:
+        _request_create(invoice=invoice, currency=currency, now=now)
+    _on_commit_send(signals.invoice_created, invoice)
+    return invoice
+
+
+def _invoice_lock(*, invoice_id: int, account: Any = None) -> Invoice:
+    qs = Invoice.objects.select_for_update()
+    if account is not None:
+        qs = qs.filter(account=account)
+    try:
+        return qs.get(pk=invoice_id)
+    except Invoice.DoesNotExist:
+        raise NotFound("No such invoice.") from None
+
+
+def _counted_payments(invoice: Invoice) -> bool:
+    return invoice.payments.exclude(status=PaymentStatus.REMOVED).exists()
+
+
+@transaction.atomic
+def invoice_switch_currency(*, invoice_id: int, account: Any, currency: str, now: datetime | None = None) -> Invoice:
+    """A new payment request in another currency at a fresh rate; the old
+    destination stays watched, so nothing sent there is lost."""
+    now = now or timezone.now()
+    invoice = _invoice_lock(invoice_id=invoice_id, account=account)
+    if invoice.status != InvoiceStatus.NEW or now >= invoice.expires_at:
+        raise Conflict("invoice_not_open", "Only an open, unpaid invoice can change currency.",
+                       details={"status": invoice.status})
+    if _counted_payments(invoice):
+        raise Conflict("invoice_has_payments", "This invoice already received a payment; pay the rest in its currency.")
+    request = _request_create(invoice=invoice, currency=currency, now=now)
+    invoice.expires_at = request.expires_at
+    invoice.monitoring_until = request.expires_at + _monitoring_window()
+    invoice.save(update_fields=["expires_at", "monitoring_until"])
+    return invoice
+
+
+@transaction.atomic
+def invoice_requote(
+    *, invoice_id: int, account: Any, currency: str | None = None, now: datetime | None = None
+) -> Invoice:
+    """Re-open an expired, unpaid invoice at a fresh rate, if what it pays for
+    still holds (its owner's re-quote hook decides, e.g. re-reserving slots)."""
+    now = now or timezone.now()
+    invoice = _invoice_lock(invoice_id=invoice_id, account=account)
+    if invoice.status != InvoiceStatus.EXPIRED:
+        raise Conflict("invoice_not_expired", "Only an expired invoice can be re-quoted.",
+                       details={"status": invoice.status})
+    if _counted_payments(invoice):
+        raise Conflict("invoice_has_payments", "This invoice received payments; they become credit when its window ends.")
+    previous = invoice.active_request
+    code = currency or (previous.currency if previous else None)
+    if code is None:
+        raise DomainError("invalid", "Choose a currency.", details={"field": "currency"})
+    hooks.requote_hook_run(invoice=invoice)
+    request = _request_create(invoice=invoice, currency=code, now=now)
+    invoice.status = InvoiceStatus.NEW
+    invoice.exception = InvoiceException.NONE
+    invoice.expires_at = request.expires_at
+    invoice.monitoring_until = request.expires_at + _monitoring_window()
+    invoice.save(update_fields=["status", "exception", "expires_at", "monitoring_until"])
+    _on_commit_send(signals.invoice_reopened, invoice)
+    return invoice
+
+
+# --- Payments -----------------------------------------------------------------
+
+
+def _payment_value_usd(request: PaymentRequest, amount: int) -> Decimal:
+    return cents(Decimal(amount) * request.rate_usd / currency_get(request.currency).scale)
+
+
+def payment_observe(
+    *,
+    observation: Observation,
+    source: str = "watcher",
+    actor: Any = None,
+    reason: str = "",
+    now: datetime | None = None,
+) -> Payment | None:
+    """Record a sighting of a transfer (once per chain, txid and index) and move
+    its invoice through the state machine. Later sightings update confirmations;
+    a payment un-counted by a reorg and seen again counts again."""
+    now = now or timezone.now()
+    obs = observation
+    request = PaymentRequest.objects.filter(currency=obs.currency, match_key=obs.match_key).first()
+    if request is None:
+        log.warning("payment to unknown destination %s %s ignored", obs.currency, obs.match_key)
+        return None
+    if obs.amount <= 0:
+        return None
+    chain = CURRENCIES[obs.currency].chain
+    with transaction.atomic():
+        invoice = _invoice_lock(invoice_id=request.invoice_id)
+        confirmed = obs.confirmations >= confirmations_required(currency=obs.currency)
+        payment = Payment.objects.filter(chain=chain, txid=obs.txid, output_index=obs.output_index).first()
+        if payment is None:
+            payment = Payment.objects.create(
+                request=request,
+                invoice=invoice,
+                chain=chain,
+                currency=obs.currency,
+                txid=obs.txid,
+                output_index=obs.output_index,
+                amount=obs.amount,
+                amount_usd=_payment_value_usd(request, obs.amount),
+                confirmations=obs.confirmations,
+                block_height=obs.block_height,
+                block_hash=obs.block_hash or "",
+                status=PaymentStatus.CONFIRMED if confirmed else PaymentStatus.PENDING,
+                source=source,
+                first_seen_at=now,
+                confirmed_at=now if confirmed else None,
+                recorded_by=actor if getattr(actor, "pk", None) else None,
+                reason=reason,
+            )
+            if source != "watcher":
+                audit_record(actor=actor, action="payment.record", obj=payment, reason=reason,
+                             changes={"txid": obs.txid, "amount": obs.amount, "confirmations": obs.confirmations})
+            transaction.on_commit(lambda: signals.payment_received.send(
+                sender=Payment, invoice_id=invoice.pk, payment_id=payment.pk, subject=invoice.subject))
+        else:
+            if int(payment.amount) != obs.amount or payment.request_id != request.pk:
+                log.error("payment %s seen again with another amount or destination; kept the first", payment)
+            payment.confirmations = obs.confirmations
+            payment.block_height = obs.block_height
+            payment.block_hash = obs.block_hash or ""
+            payment.status = PaymentStatus.CONFIRMED if confirmed else PaymentStatus.PENDING
+            if confirmed and payment.confirmed_at is None:
+                payment.confirmed_at = now
+            if payment.removed_at is not None:
+                payment.removed_at, payment.removal_reason = None, ""
+            payment.save()
+        _invoice_advance(invoice=invoice, now=now)
+        return payment
+
+
+def payment_uncount(
+    *, chain: str, txid: str, output_index: int, reason: str, now: datetime | None = None
+) -> Payment | None:
+    """A payment left the chain (orphaned block, replaced or dropped transaction):
+    it no longer counts. Money already applied or credited is flagged for staff."""
+    now = now or timezone.now()
+    found = Payment.objects.filter(chain=chain, txid=txid, output_index=output_index).first()
+    if found is None or found.status == PaymentStatus.REMOVED:
+        return found
+    with transaction.atomic():
+        invoice = _invoice_lock(invoice_id=found.invoice_id)
+        payment = Payment.objects.get(pk=found.pk)
+        if payment.status == PaymentStatus.REMOVED:
+            return payment
+        payment.status = PaymentStatus.REMOVED
+        payment.removed_at = now
+        payment.removal_reason = reason[:200]
+        payment.confirmations = 0
+        payment.save()
+        if payment.disposition != PaymentDisposition.OPEN:
+            invoice.needs_attention = True
+            invoice.save(update_fields=["needs_attention"])
+            audit_record(actor=None, action="payment.uncounted_after_use", obj=payment, reason=reason,
+                         changes={"disposition": payment.disposition, "invoice": invoice.number})
+            log.error("payment %s was %s and is now un-counted (%s): staff must look at %s",
+                      payment, payment.disposition, reason, invoice.number)
+        _invoice_advance(invoice=invoice, now=now)
+        return payment
+
+
+def _invoice_advance(*, invoice: Invoice, now: datetime) -> None:
+    """Run the state machine on a locked invoice and carry out its decision."""
+    payments = {p.pk: p for p in invoice.payments.select_related("request")}
+    facts = [
+        machine.PaymentFacts(
+            id=p.pk,
+            fraction=Fraction(int(p.amount), int(p.request.amount_due)),
+            confirmed=p.status == PaymentStatus.CONFIRMED,
+            counted=p.status != PaymentStatus.REMOVED,
+            seen_at=p.first_seen_at,
+            disposition=p.disposition,
+        )
+        for p in payments.values()
+    ]
+    decision = machine.invoice_evaluate(
+        machine.InvoiceFacts(invoice.status, invoice.exception, invoice.expires_at, invoice.monitoring_until),
+        facts,
+        now=now,
+        tolerance=_tolerance(),
+    )
+    if decision.apply:
+        Payment.objects.filter(pk__in=decision.apply).update(disposition=PaymentDisposition.APPLIED)
+    for pid in decision.credit:
+        payment = payments[pid]
+        credit_post(
+            account_id=invoice.account_id,
+            kind=CreditKind.LATE_PAYMENT if decision.late_credit else CreditKind.PAYMENT_CREDIT,
+            amount_usd=payment.amount_usd,
+            invoice=invoice,
+            payment=payment,
+            reason=f"{payment.currency} {payment.txid} on {invoice.number} ({invoice.status})",
+        )
+        Payment.objects.filter(pk=pid).update(disposition=PaymentDisposition.CREDITED)
+    if decision.overpaid > 0:
+        excess = cents(Decimal(decision.overpaid.numerator) / Decimal(decision.overpaid.denominator) * invoice.total_usd)
+        if excess > 0:
+            credit_post(
+                account_id=invoice.account_id,
+                kind=CreditKind.OVERPAYMENT,
+                amount_usd=excess,
+                invoice=invoice,
+                reason=f"Paid over {invoice.number}",
+            )
+    _invoice_transition(invoice=invoice, status=decision.status, exception=decision.exception, now=now,
+                        via="payment")
+
+
+def _invoice_transition(*, invoice: Invoice, status: str, exception: str, now: datetime, via: str) -> None:
+    old = invoice.status
+    if (status, exception) == (old, invoice.exception):
+        return
+    invoice.status, invoice.exception = status, exception
+    fields = ["status", "exception"]
+    if status == InvoiceStatus.SETTLED and old != InvoiceStatus.SETTLED:
+        invoice.settled_at, invoice.settled_via = now, via
+        fields += ["settled_at", "settled_via"]
+    invoice.save(update_fields=fields)
+    if status != old:
+        log.info("invoice %s: %s -> %s (%s)", invoice.number, old, status, exception)
+        signal = signals.BY_STATUS.get(status)
+        if signal is not None:
+            _on_commit_send(signal, invoice, late=exception == InvoiceException.PAID_LATE)
+
+
+def _on_commit_send(signal, invoice: Invoice, **extra: Any) -> None:
+    invoice_id, subject = invoice.pk, invoice.subject
+    transaction.on_commit(lambda: signal.send(sender=Invoice, invoice_id=invoice_id, subject=subject, **extra))
+
+
+def invoices_advance_due(*, now: datetime | None = None) -> int:
+    """The periodic job: expire invoices past their rate lock, invalidate
+    unconfirmed ones past their window, credit what closed windows hold.
+    Idempotent: a second run finds nothing to do."""
+    now = now or timezone.now()
+    due = (
+        Invoice.objects.filter(
+            Q(status=InvoiceStatus.NEW, expires_at__lte=now)
+            | Q(status=InvoiceStatus.PROCESSING, monitoring_until__lte=now)
+            | Q(
+                status__in=[InvoiceStatus.EXPIRED, InvoiceStatus.SETTLED, InvoiceStatus.INVALID],
+                payments__status=PaymentStatus.CONFIRMED,
+                payments__disposition=PaymentDisposition.OPEN,
+            )
+        )
+        .values_list("pk", flat=True)
+        .distinct()
+    )
+    blind = _blind_currencies(now=now)
+    changed = 0
+    for invoice_id in list(due):
+        with transaction.atomic():
+            invoice = _invoice_lock(invoice_id=invoice_id)
+            if _wait_for_watcher(invoice=invoice, blind=blind, now=now):
+                continue
+            before = (invoice.status, invoice.exception)
+            _invoice_advance(invoice=invoice, now=now)
+            changed += (invoice.status, invoice.exception) != before
+    return changed
+
+
+def _blind_currencies(*, now: datetime) -> set[str]:
+    from billing.selectors import chain_health
+
+    health: dict[str, bool] = {}
+    for code, cur in CURRENCIES.items():
+        if cur.chain not in health:
+            health[cur.chain] = chain_health(chain=cur.chain, now=now).ok
+    return {code for code, cur in CURRENCIES.items() if not health[cur.chain]}
+
+
+def _wait_for_watcher(*, invoice: Invoice, blind: set[str], now: datetime) -> bool:
+    """An invoice is not expired while the watcher of its currency is blind: a
+    payment may be on chain unseen. The monitoring window bounds the wait."""
+    if invoice.status != InvoiceStatus.NEW or now >= invoice.monitoring_until:
+        return False
+    request = invoice.active_request
+    return request is not None and request.currency in blind
+
+
+# --- Staff corrections ------------------------------------------------------------
+
+
+def _reason_required(reason: str) -> str:
+    reason = (reason or "").strip()
+    if not reason:
+        raise DomainError("reason_required", "Say why: a reason is required.")
+    return reason
+
+
+def payment_record_manual(
+    *,
+    invoice_number: str,
+    txid: str,
+    amount: int,
+    confirmations: int,
+    reason: str,
+    actor: Any,
+    output_index: int = 0,
+    currency: str | None = None,
+    now: datetime | None = None,
+) -> Payment:
+    """Staff record a payment they verified themselves (the manual adapter). It
+    goes through the same state machine as a watcher's sighting."""
+    reason = _reason_required(reason)
+    invoice = Invoice.objects.filter(number=invoice_number).first()
+    if invoice is None:
+        raise NotFound(f"No invoice {invoice_number}.")
+    requests = invoice.requests.all()
+    if currency:
+        request = requests.filter(currency=currency.upper()).order_by("-created_at").first()
+    else:
+        request = invoice.active_request or requests.order_by("-created_at").first()
+    if request is None:
+        raise DomainError("no_payment_request", f"{invoice_number} has no payment request in that currency.")
+    if amount <= 0 or confirmations < 0 or not txid.strip():
+        raise DomainError("invalid", "A payment needs a transaction id, a positive amount and confirmations >= 0.")
+    payment = payment_observe(
+        observation=Observation(
+            currency=request.currency,
+            txid=txid.strip(),
+            output_index=output_index,
+            match_key=request.match_key,
+            amount=amount,
+            confirmations=confirmations,
+        ),
+        source="manual",
+        actor=actor,
+        reason=reason,
+        now=now,
+    )
+    assert payment is not None
+    return payment
+
+
+@transaction.atomic
+def invoice_mark_settled(*, invoice_id: int, actor: Any, reason: str, now: datetime | None = None) -> Invoice:
+    reason = _reason_required(reason)
+    now = now or timezone.now()
+    invoice = _invoice_lock(invoice_id=invoice_id)
+    if invoice.status == InvoiceStatus.SETTLED:
+        raise Conflict("invoice_settled", "This invoice is settled already.")
+    before = invoice.status
+    invoice.payments.filter(status=PaymentStatus.CONFIRMED, disposition=PaymentDisposition.OPEN).update(
+        disposition=PaymentDisposition.APPLIED
+    )
+    _invoice_transition(invoice=invoice, status=InvoiceStatus.SETTLED, exception=InvoiceException.MARKED,
+                        now=now, via="staff")
+    audit_record(actor=actor, action="invoice.mark_settled", obj=invoice, reason=reason,
+                 changes={"status": [before, invoice.status]})
+    return invoice
+
+
+@transaction.atomic
+def invoice_mark_invalid(*, invoice_id: int, actor: Any, reason: str, now: datetime | None = None) -> Invoice:
+    reason = _reason_required(reason)
+    now = now or timezone.now()
+    invoice = _invoice_lock(invoice_id=invoice_id)
+    if invoice.status in (InvoiceStatus.SETTLED, InvoiceStatus.INVALID):
+        raise Conflict("invoice_closed", f"This invoice is {invoice.status} already.")
+    before = invoice.status
+    _invoice_transition(invoice=invoice, status=InvoiceStatus.INVALID, exception=InvoiceException.MARKED,
+                        now=now, via="staff")
+    _invoice_advance(invoice=invoice, now=now)  # confirmed money on it becomes credit
+    audit_record(actor=actor, action="invoice.mark_invalid", obj=invoice, reason=reason,
+                 changes={"status": [before, invoice.status]})
+    return invoice
+
+
+# --- Credit ledger ----------------------------------------------------------------
+
+
+def _balance_lock(account_id: int) -> CreditBalance:
+    try:
+        with transaction.atomic():
+            CreditBalance.objects.get_or_create(account_id=account_id)
+    except IntegrityError:
+        pass
+    return CreditBalance.objects.select_for_update().get(account_id=account_id)
+
+
+def credit_post(
+    *,
+    account_id: int,
+    kind: str,
+    amount_usd: Decimal,
+    invoice: Invoice | None = None,
+    payment: Payment | None = None,
+    actor: Any = None,
+    reason: str = "",
+    refund: dict[str, Any] | None = None,
+) -> CreditEntry:
+    """Append one ledger row and move the balance, under the balance row's lock.
+    A debit larger than the balance is refused: the balance never goes negative."""
+    amount = cents(amount_usd)
+    if amount == 0:
+        raise DomainError("invalid", "A ledger entry moves a non-zero amount.")
+    with transaction.atomic():
+        balance = _balance_lock(account_id)
+        after = balance.balance_usd + amount
+        if after < 0:
+            raise Conflict(
+                "insufficient_credit",
+                f"The account has {balance.balance_usd} USD of credit; {-amount} USD is needed.",
+                details={"credit_usd": f"{balance.balance_usd:.2f}", "needed_usd": f"{-amount:.2f}"},
+            )
+        balance.balance_usd = after
+        balance.save(update_fields=["balance_usd", "updated_at"])
+        refund = refund or {}
+        entry = CreditEntry.objects.create(
+            account_id=account_id,
+            kind=kind,
+            amount_usd=amount,
+            balance_after_usd=after,
+            invoice=invoice,
+            payment=payment,
+            created_by=actor if getattr(actor, "pk", None) else None,
+            reason=reason,
+            refund_currency=refund.get("currency", ""),
+            refund_destination=refund.get("destination", ""),
+            refund_amount=refund.get("amount"),
+            refund_txid=refund.get("txid", ""),
+        )
+    transaction.on_commit(lambda: signals.credit_changed.send(
+        sender=CreditEntry, account_id=account_id, balance_usd=after))
+    return entry
+
+
+@transaction.atomic
+def invoice_pay_with_credit(*, invoice_id: int, account: Any, now: datetime | None = None) -> Invoice:
+    """Settle an open invoice from account credit when the credit covers it all."""
+    now = now or timezone.now()
+    invoice = _invoice_lock(invoice_id=invoice_id, account=account)
+    if invoice.status != InvoiceStatus.NEW:
+        raise Conflict("invoice_not_open", f"This invoice is {invoice.status}.", details={"status": invoice.status})
+    if _counted_payments(invoice):
+        raise Conflict("invoice_has_payments", "This invoice already received a payment; pay the rest on chain.")
+    credit_post(
+        account_id=invoice.account_id,
+        kind=CreditKind.INVOICE_PAYMENT,
+        amount_usd=-invoice.total_usd,
+        invoice=invoice,
+        reason=f"Paid {invoice.number} from credit",
+    )
+    _invoice_transition(invoice=invoice, status=InvoiceStatus.SETTLED, exception=InvoiceException.NONE,
+                        now=now, via="credit")
+    return invoice
+
+
+@transaction.atomic
+def credit_adjust(*, account_id: int, amount_usd: Decimal, reason: str, actor: Any) -> CreditEntry:
+    """A staff correction of an account's credit, up or down, with a reason."""
+    reason = _reason_required(reason)
+    entry = credit_post(account_id=account_id, kind=CreditKind.ADJUSTMENT, amount_usd=amount_usd,
+                        actor=actor, reason=reason)
+    audit_record(actor=actor, action="credit.adjust", obj=entry, reason=reason,
+                 changes={"amount_usd": str(entry.amount_usd), "balance_after_usd": str(entry.balance_after_usd)})
+    return entry
+
+
+@transaction.atomic
+def credit_refund_record(
+    *,
+    account_id: int,
+    amount_usd: Decimal,
+    currency: str,
+    destination: str,
+    amount: int,
+    txid: str,
+    reason: str,
+    actor: Any,
+) -> CreditEntry:
+    """Staff sent a refund from outside the system (the server holds no spending
+    key): record it against the credit, with where it went and its txid."""
+    reason = _reason_required(reason)
+    if amount_usd <= 0 or amount <= 0 or not destination or not txid:
+        raise DomainError("invalid", "A refund needs a positive amount, a destination and a transaction id.")
+    entry = credit_post(
+        account_id=account_id,
+        kind=CreditKind.REFUND,
+        amount_usd=-amount_usd,
+        actor=actor,
+        reason=reason,
+        refund={"currency": currency.upper(), "destination": destination, "amount": amount, "txid": txid},
+    )
+    audit_record(actor=actor, action="credit.refund", obj=entry, reason=reason,
+                 changes={"amount_usd": str(amount_usd), "currency": currency, "txid": txid})
+    return entry

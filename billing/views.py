@@ -1,0 +1,93 @@
+"""Invoice, credit and currency endpoints: thin callers of services and selectors."""
+
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from billing import selectors, serializers, services
+
+
+def _invoice_response(request, invoice_id: int, status: int = 200) -> Response:
+    invoice = selectors.invoice_get(invoice_id=invoice_id, account=request.user)
+    return Response(serializers.InvoiceOutput(invoice).data, status=status)
+
+
+class InvoiceListView(APIView):
+    @extend_schema(responses=serializers.InvoiceOutput(many=True), summary="Your invoices, newest first")
+    def get(self, request):
+        invoices = selectors.invoices_for(account=request.user)[:200]
+        return Response(serializers.InvoiceOutput(invoices, many=True).data)
+
+
+class InvoiceDetailView(APIView):
+    @extend_schema(responses=serializers.InvoiceOutput, summary="One invoice, its requests and payments")
+    def get(self, request, invoice_id: int):
+        return _invoice_response(request, invoice_id)
+
+
+class InvoiceCurrencyView(APIView):
+    @extend_schema(request=serializers.CurrencyChoiceInput, responses=serializers.InvoiceOutput,
+                   summary="Pay an open invoice in another currency (new address, new rate)")
+    def post(self, request, invoice_id: int):
+        data = serializers.CurrencyChoiceInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.invoice_switch_currency(
+            invoice_id=invoice_id, account=request.user, currency=data.validated_data["currency"]
+        )
+        return _invoice_response(request, invoice_id)
+
+
+class InvoiceRequoteView(APIView):
+    @extend_schema(request=serializers.RequoteInput, responses=serializers.InvoiceOutput,
+                   summary="Re-open an expired, unpaid invoice at a fresh rate")
+    def post(self, request, invoice_id: int):
+        data = serializers.RequoteInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.invoice_requote(
+            invoice_id=invoice_id, account=request.user, currency=data.validated_data.get("currency")
+        )
+        return _invoice_response(request, invoice_id)
+
+
+class InvoicePayWithCreditView(APIView):
+    @extend_schema(request=None, responses=serializers.InvoiceOutput,
+                   summary="Settle an open invoice from account credit")
+    def post(self, request, invoice_id: int):
+        services.invoice_pay_with_credit(invoice_id=invoice_id, account=request.user)
+        return _invoice_response(request, invoice_id)
+
+
+class InvoiceQrView(APIView):
+    @extend_schema(responses={(200, "image/svg+xml"): OpenApiResponse(description="The payment URI as a QR code")},
+                   summary="QR code of the invoice's payment URI")
+    def get(self, request, invoice_id: int):
+        invoice = selectors.invoice_get(invoice_id=invoice_id, account=request.user)
+        req = invoice.active_request
+        if req is None:
+            from core.errors import NotFound
+
+            raise NotFound("This invoice has no payment request yet: choose a currency.", code="no_payment_request")
+        from billing.qr import qr_svg
+
+        return HttpResponse(qr_svg(req.payment_uri), content_type="image/svg+xml")
+
+
+class CreditView(APIView):
+    @extend_schema(responses=serializers.CreditEntryOutput(many=True), summary="Your credit ledger, newest first")
+    def get(self, request):
+        entries = selectors.credit_entries(account=request.user)[:500]
+        return Response(serializers.CreditEntryOutput(entries, many=True).data)
+
+
+class CurrencyListView(APIView):
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses=serializers.CurrencyOutput(many=True), summary="Currencies accepted now, and their chains' health")
+    def get(self, request):
+        rows = selectors.currencies_enabled()
+        for row in rows:
+            row["health"] = row["health"].as_dict()
+        return Response(serializers.CurrencyOutput(rows, many=True).data)
