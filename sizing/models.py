@@ -66,7 +66,7 @@ class Architecture(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(sliding_window_layers__lte=F("layers"))
-                & (Q(sliding_window_layers=0) | Q(sliding_window__gt=0)),
+                & (Q(sliding_window_layers=0) | Q(sliding_window__isnull=False, sliding_window__gt=0)),
                 name="architecture_sliding_layers",
             ),
             models.CheckConstraint(
