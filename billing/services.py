@@ -109,11 +109,11 @@ def _currency_enabled(currency: str) -> str:
     return code
 
 
-def _index_take(*, keyset: str) -> int:
+def _index_take(*, keyset: str, first: int) -> int:
     """The next derivation index of a watch-only key, never handed out twice."""
     try:
         with transaction.atomic():
-            DerivationCounter.objects.get_or_create(keyset=keyset)
+            DerivationCounter.objects.get_or_create(keyset=keyset, defaults={"next_index": first})
     except IntegrityError:
         pass  # created concurrently
     counter = DerivationCounter.objects.select_for_update().get(keyset=keyset)
@@ -129,13 +129,19 @@ def amount_due_for(*, total_usd: Decimal, currency: str, rate_usd: Decimal) -> i
 
 
 def _request_create(*, invoice: Invoice, currency: str, now: datetime) -> PaymentRequest:
-    from billing.chains.config import derivation_keyset, destination_derive, network_name, payment_uri
+    from billing.chains.config import (
+        derivation_first_index,
+        derivation_keyset,
+        destination_derive,
+        network_name,
+        payment_uri,
+    )
     from billing.rates import rate_current
 
     code = _currency_enabled(currency)
     rate = rate_current(currency=code)
     keyset = derivation_keyset(currency=code)
-    index = _index_take(keyset=keyset)
+    index = _index_take(keyset=keyset, first=derivation_first_index(currency=code))
     destination = destination_derive(currency=code, index=index)
     amount = amount_due_for(total_usd=invoice.total_usd, currency=code, rate_usd=rate.usd)
     invoice.requests.filter(is_active=True).update(is_active=False)

@@ -263,6 +263,7 @@ XMR_VIEW_KEY = env.str("XMR_VIEW_KEY", default="")
 XMR_WALLET_RPC_URL = env.str("XMR_WALLET_RPC_URL", default="")
 SOL_RECIPIENT = env.str("SOL_RECIPIENT", default="")
 SOL_RPC_URL = env.str("SOL_RPC_URL", default="")
+SOL_CLUSTER = env.str("SOL_CLUSTER", default="mainnet-beta")  # mainnet-beta | devnet | testnet | localnet
 
 # How long a quote's exchange rate is locked (the invoice's expiry), and how long
 # after expiry payments are still watched and matched.
