@@ -155,3 +155,7 @@ class AccountAdmin(AuditedModelAdmin, UserAdmin):
         if queryset.filter(pk=request.user.pk).exists():
             messages.warning(request, "Your own account was left active.")
         messages.success(request, f"Deactivated {done} account(s).")
+
+
+# Orders, rentals and the dashboard live in their own module.
+from rentals import admin_orders  # noqa: E402,F401

@@ -1,16 +1,18 @@
 """Reads for accounts and rentals.
 
-Sections: accounts; API tokens; SSH keys.
+Sections: accounts; API tokens; SSH keys; orders and rentals.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
 
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 
 from billing import selectors as billing_selectors
-from rentals.models import Account, ApiToken, RecoveryCode, SshKey
+from billing.models import Payment, PaymentRequest
+from core.errors import NotFound
+from rentals.models import Account, ApiToken, Order, RecoveryCode, Rental, SshKey
 
 # =============================================================================
 # Accounts
@@ -47,3 +49,38 @@ def ssh_key_list(*, account: Account) -> QuerySet[SshKey]:
 
 def ssh_key_get(*, account: Account, ssh_key_id: int) -> SshKey | None:
     return SshKey.objects.filter(account=account, pk=ssh_key_id).first()
+
+
+# --- Orders and rentals ------------------------------------------------------------
+
+
+def _invoice_prefetch(prefix: str) -> list:
+    return [
+        f"{prefix}lines",
+        Prefetch(f"{prefix}requests", queryset=PaymentRequest.objects.order_by("created_at", "id")),
+        Prefetch(f"{prefix}payments", queryset=Payment.objects.order_by("first_seen_at", "id")),
+    ]
+
+
+def orders_for(*, account) -> QuerySet[Order]:
+    return (Order.objects.filter(account=account).select_related("invoice", "rental")
+            .prefetch_related("lines", *_invoice_prefetch("invoice__")).order_by("-created_at", "-id"))
+
+
+def order_get(*, account, order_id: int) -> Order:
+    order = orders_for(account=account).filter(pk=order_id).first()
+    if order is None:
+        raise NotFound("No such order.")
+    return order
+
+
+def rentals_for(*, account) -> QuerySet[Rental]:
+    return (Rental.objects.filter(account=account)
+            .prefetch_related("periods", "renewals__invoice").order_by("-created_at", "-id"))
+
+
+def rental_get(*, account, rental_id: int) -> Rental:
+    rental = rentals_for(account=account).filter(pk=rental_id).first()
+    if rental is None:
+        raise NotFound("No such rental.")
+    return rental

@@ -20,6 +20,7 @@ from rentals.models.orders import (
     Renewal,
     RenewalKind,
     Rental,
+    RentalDashboard,
     RentalPeriod,
     RentalStatus,
     UsageReport,
@@ -36,6 +37,6 @@ from rentals.models.webhooks import (
 __all__ = [
     "SSH_RSA_MIN_BITS", "WEBHOOK_EVENTS", "Account", "AccountManager", "ApiToken", "DeliveryStatus", "IdempotencyKey", "Order",
     "OrderLine", "OrderStatus", "PeriodKind", "ProvisioningAction", "ProvisioningJob", "RecoveryCode", "Renewal",
-    "RenewalKind", "Rental", "RentalPeriod", "RentalStatus", "SshKey", "SshKeyType", "UsageReport",
+    "RenewalKind", "Rental", "RentalDashboard", "RentalPeriod", "RentalStatus", "SshKey", "SshKeyType", "UsageReport",
     "WebhookAttempt", "WebhookDelivery", "WebhookEndpoint", "WebhookEvent",
 ]

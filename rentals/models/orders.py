@@ -282,3 +282,13 @@ class ProvisioningJob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.rental}"
+
+
+class RentalDashboard(Rental):
+    """Admin page: active rentals per region and card, the provisioning queue,
+    and this month's revenue by currency."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "dashboard"
+        verbose_name_plural = "dashboard"
