@@ -41,6 +41,7 @@ CURRENCIES: dict[str, Currency] = {
     )
 }
 CURRENCY_CHOICES = [(code, code) for code in CURRENCIES]
+CURRENCY_CODES = tuple(CURRENCIES)
 
 
 def currency_get(code: str) -> Currency:

@@ -120,3 +120,31 @@ def currencies_enabled() -> list[dict[str, Any]]:
 
 def invoice_open_statuses() -> tuple[str, ...]:
     return (InvoiceStatus.NEW, InvoiceStatus.PROCESSING)
+
+
+def revenue_by_currency(*, since: datetime, until: datetime) -> list[dict[str, Any]]:
+    """What invoices settled in [since, until) brought in, per currency: money
+    applied to them on chain (base units and USD at each invoice's rate), plus a
+    `credit` row for invoices paid from account credit."""
+    from django.db.models import Count, Sum
+
+    from billing.models import PaymentDisposition
+
+    settled = Invoice.objects.filter(status=InvoiceStatus.SETTLED, settled_at__gte=since, settled_at__lt=until)
+    rows = (
+        Payment.objects.filter(invoice__in=settled, disposition=PaymentDisposition.APPLIED)
+        .values("currency")
+        .annotate(amount=Sum("amount"), usd=Sum("amount_usd"), invoices=Count("invoice", distinct=True))
+        .order_by("currency")
+    )
+    out = [
+        {"currency": r["currency"], "amount": int(r["amount"]),
+         "amount_display": CURRENCIES[r["currency"]].coins_str(int(r["amount"])), "usd": r["usd"],
+         "invoices": r["invoices"]}
+        for r in rows
+    ]
+    credit = settled.filter(settled_via="credit").aggregate(usd=Sum("total_usd"), n=Count("id"))
+    if credit["n"]:
+        out.append({"currency": "credit", "amount": None, "amount_display": "", "usd": credit["usd"],
+                    "invoices": credit["n"]})
+    return out

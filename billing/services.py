@@ -191,12 +191,17 @@ def invoice_create(
     lines: Sequence[LineSpec],
     currency: str | None,
     metadata: dict[str, Any] | None = None,
+    payable_until: datetime | None = None,
     now: datetime | None = None,
 ) -> Invoice:
     """Issue an invoice. With a currency, its first payment request is created at
     the current rate (the rate is locked until the invoice expires); without one
-    (e.g. a renewal paid from credit) a currency can be chosen later."""
+    (e.g. a renewal, chosen by the customer when paying, or paid from credit) it
+    stays open until `payable_until` (default: the usual expiry)."""
     now = now or timezone.now()
+    expires_at = now + _expiry_window()
+    if currency is None and payable_until is not None:
+        expires_at = max(payable_until, expires_at)
     if not lines:
         raise ValueError("an invoice needs lines")
     total = sum((ln.amount_usd for ln in lines), ZERO)
@@ -213,8 +218,8 @@ def invoice_create(
         description=description[:200],
         total_usd=cents(total),
         created_at=now,
-        expires_at=now + _expiry_window(),
-        monitoring_until=now + _expiry_window() + _monitoring_window(),
+        expires_at=expires_at,
+        monitoring_until=expires_at + _monitoring_window(),
         metadata=metadata or {},
     )
     InvoiceLine.objects.bulk_create(
@@ -606,6 +611,42 @@ def invoice_mark_invalid(*, invoice_id: int, actor: Any, reason: str, now: datet
     audit_record(actor=actor, action="invoice.mark_invalid", obj=invoice, reason=reason,
                  changes={"status": [before, invoice.status]})
     return invoice
+
+
+@transaction.atomic
+def invoice_void(*, invoice_id: int, reason: str, actor: Any = None, now: datetime | None = None) -> Invoice:
+    """Close an open invoice nobody has paid (its order was cancelled). Money
+    that still arrives becomes credit (an invalid invoice credits what confirms)."""
+    reason = _reason_required(reason)
+    now = now or timezone.now()
+    invoice = _invoice_lock(invoice_id=invoice_id)
+    if invoice.status not in (InvoiceStatus.NEW, InvoiceStatus.EXPIRED):
+        raise Conflict("invoice_not_open", f"This invoice is {invoice.status}.", details={"status": invoice.status})
+    if _counted_payments(invoice):
+        raise Conflict("invoice_has_payments", "This invoice received a payment; it cannot be voided.")
+    before = invoice.status
+    _invoice_transition(invoice=invoice, status=InvoiceStatus.INVALID, exception=invoice.exception, now=now,
+                        via="")
+    audit_record(actor=actor, action="invoice.void", obj=invoice, reason=reason,
+                 changes={"status": [before, invoice.status]})
+    return invoice
+
+
+@transaction.atomic
+def invoice_credit_unfulfilled(*, invoice_id: int, reason: str) -> CreditEntry:
+    """A settled invoice whose subject can no longer be delivered (paid too late
+    for stock that is gone): its whole value becomes account credit, once."""
+    invoice = _invoice_lock(invoice_id=invoice_id)
+    if invoice.status != InvoiceStatus.SETTLED:
+        raise Conflict("invoice_not_settled", "Only a settled invoice can be credited back.")
+    existing = invoice.credit_entries.filter(kind=CreditKind.UNFULFILLED).first()
+    if existing is not None:
+        return existing
+    entry = credit_post(account_id=invoice.account_id, kind=CreditKind.UNFULFILLED, amount_usd=invoice.total_usd,
+                        invoice=invoice, reason=reason)
+    audit_record(actor=None, action="invoice.credit_unfulfilled", obj=invoice, reason=reason,
+                 changes={"amount_usd": str(invoice.total_usd)})
+    return entry
 
 
 # --- Credit ledger ----------------------------------------------------------------

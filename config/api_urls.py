@@ -5,4 +5,6 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("catalog.urls")),
     path("", include("billing.urls")),
+    path("", include("rentals.urls")),
+    path("sizing/", include("sizing.urls")),
 ]

@@ -177,7 +177,7 @@ if env.bool("BEHIND_TLS_PROXY", default=not DEBUG):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0 if DEBUG else 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=not DEBUG)
-SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=not DEBUG)
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=not DEBUG)
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
 SESSION_COOKIE_HTTPONLY = True
@@ -228,6 +228,7 @@ SPECTACULAR_SETTINGS = {
         }
     },
     "SECURITY": [{"bearerAuth": []}],
+    "ENUM_NAME_OVERRIDES": {"CurrencyEnum": "billing.currencies.CURRENCY_CODES"},
 }
 
 # --- Logging ------------------------------------------------------------------
@@ -249,6 +250,33 @@ LOGGING = {
 
 SESSION_COOKIE_AGE = int(timedelta(hours=12).total_seconds())
 
+# --- Rentals ------------------------------------------------------------------
+
+# Automatic renewal invoices are issued this many days before a period ends.
+RENEWAL_LEAD_DAYS_WEEKLY = env.int("RENEWAL_LEAD_DAYS_WEEKLY", default=2)
+RENEWAL_LEAD_DAYS_MONTHLY = env.int("RENEWAL_LEAD_DAYS_MONTHLY", default=7)
+# Unpaid at the end of a period: this many days of grace, then suspended (powered
+# off), then terminated this many days later with the slots back in stock.
+RENTAL_GRACE_DAYS = env.int("RENTAL_GRACE_DAYS", default=3)
+RENTAL_TERMINATE_AFTER_DAYS = env.int("RENTAL_TERMINATE_AFTER_DAYS", default=7)
+# How servers get provisioned: "manual" (staff enter the addresses in admin) or
+# "webhook" (signed JSON jobs POSTed to PROVISIONER_URL; the operator's system
+# calls POST /api/v1/ops/rentals/{id}/ready with a staff token).
+PROVISIONER = env.str("PROVISIONER", default="manual")
+PROVISIONER_URL = env.str("PROVISIONER_URL", default="")
+PROVISIONER_SECRET = env.str("PROVISIONER_SECRET", default="")
+PROVISIONER_TIMEOUT_SECONDS = env.float("PROVISIONER_TIMEOUT_SECONDS", default=10.0)
+if PROVISIONER not in ("manual", "webhook"):
+    raise ImproperlyConfigured("PROVISIONER is manual or webhook.")
+if PROVISIONER == "webhook" and not (PROVISIONER_URL and PROVISIONER_SECRET):
+    raise ImproperlyConfigured("PROVISIONER=webhook needs PROVISIONER_URL and PROVISIONER_SECRET.")
+# Idempotency-Key headers are remembered this long.
+IDEMPOTENCY_KEY_HOURS = env.int("IDEMPOTENCY_KEY_HOURS", default=24)
+
+# --- Sizing -------------------------------------------------------------------
+
+SIZING_OVERHEAD_GB = Decimal(env.str("SIZING_OVERHEAD_GB", default="2"))  # runtime overhead per GPU
+
 # --- Billing ------------------------------------------------------------------
 # A currency is enabled exactly when its watch-only material is set. Never put
 # a key that can spend here: xprv/zprv/tprv/vprv and spend keys are refused.
@@ -263,14 +291,11 @@ LTC_SCRIPT_TYPE = env.str("LTC_SCRIPT_TYPE", default="p2wpkh")
 LTC_RPC_URL = env.str("LTC_RPC_URL", default="")
 ETH_XPUB = env.str("ETH_XPUB", default="")
 ETH_CHAIN_ID = env.int("ETH_CHAIN_ID", default=1)
-ETH_RPC_URL = env.str("ETH_RPC_URL", default="")
 USDT_CONTRACT = env.str("USDT_CONTRACT", default="0xdAC17F958D2ee523a2206206994597C13D831ec7")
 USDC_CONTRACT = env.str("USDC_CONTRACT", default="0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48")
 XMR_ADDRESS = env.str("XMR_ADDRESS", default="")
 XMR_VIEW_KEY = env.str("XMR_VIEW_KEY", default="")
-XMR_WALLET_RPC_URL = env.str("XMR_WALLET_RPC_URL", default="")
 SOL_RECIPIENT = env.str("SOL_RECIPIENT", default="")
-SOL_RPC_URL = env.str("SOL_RPC_URL", default="")
 SOL_CLUSTER = env.str("SOL_CLUSTER", default="mainnet-beta")  # mainnet-beta | devnet | testnet | localnet
 
 # How long a quote's exchange rate is locked (the invoice's expiry), and how long
@@ -343,4 +368,10 @@ CELERY_BEAT_SCHEDULE.update({
         "options": {"expires": float(RATE_REFRESH_SECONDS)},
     },
     "billing.rate_samples_prune": {"task": "billing.rate_samples_prune", "schedule": 86400.0},
+    "rentals.orders_reconcile": {"task": "rentals.orders_reconcile", "schedule": 60.0},
+    "rentals.renewals_issue": {"task": "rentals.renewals_issue", "schedule": 300.0},
+    "rentals.suspend_due": {"task": "rentals.suspend_due", "schedule": 300.0},
+    "rentals.terminate_due": {"task": "rentals.terminate_due", "schedule": 300.0},
+    "rentals.provisioning_retry": {"task": "rentals.provisioning_retry", "schedule": 30.0},
+    "rentals.idempotency_keys_prune": {"task": "rentals.idempotency_keys_prune", "schedule": 3600.0},
 })

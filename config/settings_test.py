@@ -19,9 +19,8 @@ from config.settings import *  # noqa: E402,F403
 CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = True
 WHITENOISE_AUTOREFRESH = True  # no collectstatic before tests
-PASSWORD_HASHERS = [
-    "django.contrib.auth.hashers.Argon2PasswordHasher",
-]
+# Argon2id with small costs (tests/hashers.py): same algorithm and format, fast.
+PASSWORD_HASHERS = ["tests.hashers.FastArgon2PasswordHasher"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

@@ -6,4 +6,10 @@ class RentalsConfig(AppConfig):
     verbose_name = "Accounts and rentals"
 
     def ready(self) -> None:
-        from rentals import signals  # noqa: F401  (connects billing signal receivers)
+        from billing.hooks import requote_hook_register
+        from rentals import signals  # noqa: F401  (connects the billing signal receivers)
+        from rentals.services.lifecycle import renewal_requote_hook
+        from rentals.services.orders import order_requote_hook
+
+        requote_hook_register(prefix="order:", hook=order_requote_hook)
+        requote_hook_register(prefix="rental:", hook=renewal_requote_hook)

@@ -14,7 +14,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if not header:
             return None
         parts = header.split()
-        if parts[0].lower() != self.keyword.lower():
+        if not parts or parts[0].lower() != self.keyword.lower():
             return None
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed("Malformed Authorization header.")
@@ -35,3 +35,11 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema):
         return {"type": "http", "scheme": "bearer"}
+
+    def get_security_requirement(self, auto_schema):
+        from drf_spectacular.settings import spectacular_settings
+
+        # The SECURITY setting already names this scheme on every operation; listing it twice helps no one.
+        if any(self.name in requirement for requirement in spectacular_settings.SECURITY or []):
+            return None
+        return super().get_security_requirement(auto_schema)

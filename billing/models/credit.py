@@ -17,6 +17,7 @@ class CreditKind(models.TextChoices):
     ADJUSTMENT = "adjustment", "Staff adjustment"
     REFUND = "refund", "Refund sent by staff"
     REVERSAL = "reversal", "Reversal of a credited payment"
+    UNFULFILLED = "unfulfilled", "Paid for something no longer available"
 
 
 class CreditBalance(models.Model):
@@ -72,6 +73,9 @@ class CreditEntry(models.Model):
             ),
             models.UniqueConstraint(
                 fields=["invoice"], condition=Q(kind="invoice_payment"), name="credit_invoice_paid_once"
+            ),
+            models.UniqueConstraint(
+                fields=["invoice"], condition=Q(kind="unfulfilled"), name="credit_unfulfilled_once"
             ),
             models.CheckConstraint(
                 condition=~Q(kind__in=["adjustment", "refund"]) | ~Q(reason=""), name="credit_staff_entry_has_reason"

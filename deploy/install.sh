@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Install or upgrade GPU Rent Hub on a Debian host: code in /opt/gpurenthub,
+# data in /var/lib/gpurenthub, environment in /etc/gpurenthub/env.
+# Usage (as root, from a checkout): deploy/install.sh
+set -euo pipefail
+APP=/opt/gpurenthub
+id gpurenthub >/dev/null 2>&1 || useradd --system --home /var/lib/gpurenthub --shell /usr/sbin/nologin gpurenthub
+install -d -o gpurenthub -g gpurenthub /var/lib/gpurenthub
+install -d -m 0750 -g gpurenthub /etc/gpurenthub
+[ -f /etc/gpurenthub/env ] || install -m 0640 -g gpurenthub "$(dirname "$0")/env.example" /etc/gpurenthub/env
+rsync -a --delete --exclude .venv --exclude data --exclude .git "$(dirname "$0")/../" "$APP/"
+python3 -m venv "$APP/.venv"
+"$APP/.venv/bin/pip" install --quiet -r "$APP/requirements.lock"
+install -m 0644 "$(dirname "$0")"/systemd/*.service /etc/systemd/system/
+systemctl daemon-reload
+set -a; . /etc/gpurenthub/env; set +a
+sudo -u gpurenthub -E "$APP/.venv/bin/python" "$APP/manage.py" check --deploy
+sudo -u gpurenthub -E "$APP/.venv/bin/python" "$APP/manage.py" migrate --noinput
+sudo -u gpurenthub -E "$APP/.venv/bin/python" "$APP/manage.py" seed_catalog
+systemctl enable --now gpurenthub-web gpurenthub-worker gpurenthub-beat
+echo "Installed. Create a staff account: sudo -u gpurenthub -E $APP/.venv/bin/python $APP/manage.py createsuperuser"

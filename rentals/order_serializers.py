@@ -1,0 +1,198 @@
+"""Inputs and outputs of the order, rental and operator endpoints."""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+from rest_framework import serializers
+
+from billing.currencies import CURRENCIES
+from billing.serializers import InvoiceOutput
+from catalog.models import TERM_CHOICES
+from catalog.services import MAX_TERMS
+from core.fields import MoneyField, PercentField
+
+# --- Inputs ------------------------------------------------------------------------
+
+
+class OrderCreateInput(serializers.Serializer):
+    region = serializers.CharField(max_length=16, help_text="A region code, e.g. DFW-1.")
+    gpu = serializers.CharField(max_length=32, help_text="A card slug, e.g. h100-sxm.")
+    gpu_count = serializers.IntegerField(min_value=1, max_value=64, help_text="1, 2, 4 or 8 on one host.")
+    term = serializers.ChoiceField(choices=[c for c, _ in TERM_CHOICES])
+    terms = serializers.IntegerField(min_value=1, max_value=MAX_TERMS, default=1, help_text="Terms paid at once.")
+    template = serializers.CharField(max_length=48, help_text="An OS template slug.")
+    addons = serializers.ListField(child=serializers.CharField(max_length=32), default=list, max_length=10)
+    ssh_keys = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**62), max_length=20,
+                                     help_text="Ids of your SSH keys (at least one): root is handed over through them.")
+    workload = serializers.JSONField(required=False, help_text="A sizing request (the body of /sizing/check without "
+                                                               "gpu and gpu_count): the order is refused if it does "
+                                                               "not fit.")
+    pay_currency = serializers.ChoiceField(choices=list(CURRENCIES))
+
+    def validate_workload(self, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("A JSON object, as /sizing/check takes.")
+        from sizing.serializers import WorkloadInput
+
+        workload = WorkloadInput(data=value)
+        if not workload.is_valid():
+            raise serializers.ValidationError(workload.errors)
+        self._workload = workload.validated_data["workload"]
+        return value
+
+    def spec(self):
+        from rentals.services import OrderSpec
+
+        v = self.validated_data
+        return OrderSpec(
+            region=v["region"], gpu=v["gpu"], gpu_count=v["gpu_count"], term=v["term"], terms=v["terms"],
+            template=v["template"], pay_currency=v["pay_currency"], ssh_keys=tuple(v["ssh_keys"]),
+            addons=tuple(v["addons"]), workload=getattr(self, "_workload", None), workload_input=v.get("workload"),
+        )
+
+
+class RentalUpdateInput(serializers.Serializer):
+    auto_renew = serializers.BooleanField()
+
+
+class RenewInput(serializers.Serializer):
+    terms = serializers.IntegerField(min_value=1, max_value=MAX_TERMS, required=False,
+                                     help_text="Defaults to the rental's renewal terms.")
+    pay_currency = serializers.ChoiceField(choices=list(CURRENCIES), required=False,
+                                           help_text="Quote it now in this currency; or choose later on the invoice.")
+
+
+class OpsReadyInput(serializers.Serializer):
+    ipv4 = serializers.IPAddressField(protocol="IPv4")
+    ipv6_prefix = serializers.CharField(max_length=64, help_text="The /64, e.g. 2001:db8:1:2::/64")
+
+
+_MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+
+
+class OpsUsageInput(serializers.Serializer):
+    month = serializers.CharField(help_text="YYYY-MM")
+    egress_tb = serializers.DecimalField(max_digits=12, decimal_places=3, min_value=Decimal(0))
+
+    def validate_month(self, value: str) -> date:
+        m = _MONTH.match(value)
+        if not m or not 1 <= int(m.group(2)) <= 12 or not 2000 <= int(m.group(1)) <= 2999:
+            raise serializers.ValidationError("A month as YYYY-MM.")
+        return date(int(m.group(1)), int(m.group(2)), 1)
+
+
+class ReasonInput(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000)
+
+
+# --- Outputs -----------------------------------------------------------------------
+
+
+class OrderLineOutput(serializers.Serializer):
+    code = serializers.CharField()
+    description = serializers.CharField()
+    quantity = serializers.IntegerField()
+    unit_usd = MoneyField()
+    terms = serializers.IntegerField()
+    subtotal_usd = MoneyField()
+    discount_pct = PercentField()
+    discount_usd = MoneyField()
+    amount_usd = MoneyField()
+
+
+class SshKeySnapshotOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    fingerprint = serializers.CharField()
+
+
+class OrderOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.CharField()
+    region = serializers.CharField(source="region_code")
+    gpu = serializers.CharField(source="gpu_slug")
+    gpu_name = serializers.CharField()
+    gpu_count = serializers.IntegerField()
+    term = serializers.CharField()
+    terms = serializers.IntegerField()
+    template = serializers.CharField(source="template_slug")
+    addons = serializers.ListField(child=serializers.CharField())
+    ssh_keys = SshKeySnapshotOutput(many=True)
+    workload = serializers.JSONField(allow_null=True)
+    sizing = serializers.JSONField(allow_null=True)
+    lines = OrderLineOutput(many=True)
+    subtotal_usd = MoneyField()
+    multi_gpu_discount_pct = PercentField()
+    term_discount_pct = PercentField()
+    discount_usd = MoneyField()
+    total_usd = MoneyField()
+    per_gpu_hour_usd = MoneyField()
+    per_hour_usd = MoneyField()
+    pay_currency = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    paid_at = serializers.DateTimeField(allow_null=True)
+    closed_at = serializers.DateTimeField(allow_null=True)
+    close_reason = serializers.CharField()
+    rental_id = serializers.SerializerMethodField()
+    invoice = InvoiceOutput(allow_null=True)
+
+    def get_rental_id(self, order) -> int | None:
+        try:
+            return order.rental.pk
+        except Exception:  # RelatedObjectDoesNotExist: not a rental yet
+            return None
+
+
+class PeriodOutput(serializers.Serializer):
+    kind = serializers.CharField()
+    starts_at = serializers.DateTimeField()
+    ends_at = serializers.DateTimeField()
+    invoice_id = serializers.IntegerField(allow_null=True)
+
+
+class RentalOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.CharField()
+    order_id = serializers.IntegerField()
+    region = serializers.CharField(source="region_code")
+    gpu = serializers.CharField(source="gpu_slug")
+    gpu_count = serializers.IntegerField()
+    term = serializers.CharField()
+    renewal_terms = serializers.IntegerField()
+    template = serializers.CharField(source="template_slug")
+    addons = serializers.ListField(child=serializers.CharField())
+    ssh_keys = SshKeySnapshotOutput(many=True)
+    pay_currency = serializers.CharField()
+    auto_renew = serializers.BooleanField()
+    cancelled_at = serializers.DateTimeField(allow_null=True)
+    ipv4 = serializers.CharField(allow_null=True)
+    ipv6_prefix = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    settled_at = serializers.DateTimeField()
+    active_at = serializers.DateTimeField(allow_null=True)
+    provisioning_seconds = serializers.IntegerField(allow_null=True)
+    paid_until = serializers.DateTimeField(allow_null=True)
+    suspended_at = serializers.DateTimeField(allow_null=True)
+    terminated_at = serializers.DateTimeField(allow_null=True)
+    periods = PeriodOutput(many=True)
+    renewal_invoices = serializers.SerializerMethodField()
+
+    def get_renewal_invoices(self, rental) -> list[dict[str, Any]]:
+        return [
+            {"id": r.invoice_id, "number": r.invoice.number, "status": r.invoice.status, "kind": r.kind,
+             "amount_usd": f"{r.invoice.total_usd:.2f}"}
+            for r in rental.renewals.all()
+        ]
+
+
+class UsageOutput(serializers.Serializer):
+    rental_id = serializers.IntegerField()
+    month = serializers.DateField(format="%Y-%m")
+    egress_tb = serializers.DecimalField(max_digits=12, decimal_places=3)
+    overage_tb = serializers.DecimalField(max_digits=12, decimal_places=3)
+    overage_usd = MoneyField()
+    billed_invoice_id = serializers.IntegerField(allow_null=True)

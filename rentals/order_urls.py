@@ -1,0 +1,16 @@
+from django.urls import path
+
+from rentals import order_views as views
+
+# The `id` path converter is registered in rentals.urls.
+urlpatterns = [
+    path("orders", views.OrderListView.as_view(), name="orders"),
+    path("orders/<id:order_id>", views.OrderDetailView.as_view(), name="order"),
+    path("orders/<id:order_id>/cancel", views.OrderCancelView.as_view(), name="order-cancel"),
+    path("rentals", views.RentalListView.as_view(), name="rentals"),
+    path("rentals/<id:rental_id>", views.RentalDetailView.as_view(), name="rental"),
+    path("rentals/<id:rental_id>/renew", views.RentalRenewView.as_view(), name="rental-renew"),
+    path("rentals/<id:rental_id>/cancel", views.RentalCancelView.as_view(), name="rental-cancel"),
+    path("ops/rentals/<id:rental_id>/ready", views.OpsRentalReadyView.as_view(), name="ops-rental-ready"),
+    path("ops/rentals/<id:rental_id>/usage", views.OpsRentalUsageView.as_view(), name="ops-rental-usage"),
+]

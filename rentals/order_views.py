@@ -1,0 +1,144 @@
+"""Orders, rentals and the operators' callbacks: thin callers of
+rentals.services and rentals.selectors. Every object endpoint answers 404 to
+other accounts."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.permissions import IsAdminUser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from rentals import selectors, services
+from rentals.order_serializers import (
+    OpsReadyInput,
+    OpsUsageInput,
+    OrderCreateInput,
+    OrderOutput,
+    RentalOutput,
+    RentalUpdateInput,
+    RenewInput,
+    UsageOutput,
+)
+from rentals.services.idempotency import idempotent_call
+
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
+    description="Retry safely: the same key with the same body returns the first response (24 hours).",
+)
+
+
+def _order_body(request, order_id: int) -> dict:
+    return OrderOutput(selectors.order_get(account=request.user, order_id=order_id)).data
+
+
+class OrderListView(APIView):
+    @extend_schema(responses=OrderOutput(many=True), summary="Your orders, newest first")
+    def get(self, request):
+        return Response(OrderOutput(selectors.orders_for(account=request.user)[:200], many=True).data)
+
+    @extend_schema(request=OrderCreateInput, responses={201: OrderOutput}, parameters=[IDEMPOTENCY_HEADER],
+                   summary="Order a server: validate, price, reserve, invoice")
+    def post(self, request):
+        data = OrderCreateInput(data=request.data)
+
+        def run() -> tuple[int, dict]:
+            data.is_valid(raise_exception=True)
+            order = services.order_create(account=request.user, spec=data.spec())
+            return status.HTTP_201_CREATED, _order_body(request, order.pk)
+
+        key = request.headers.get("Idempotency-Key")
+        if key is None:
+            code, body = run()
+            return Response(body, status=code)
+        code, body, replayed = idempotent_call(account=request.user, key=key, scope="orders.create",
+                                               body=request.data, run=run)
+        response = Response(body, status=code)
+        if replayed:
+            response["Idempotent-Replayed"] = "true"
+        return response
+
+
+class OrderDetailView(APIView):
+    @extend_schema(responses=OrderOutput, summary="One order and its invoice")
+    def get(self, request, order_id: int):
+        return Response(_order_body(request, order_id))
+
+
+class OrderCancelView(APIView):
+    @extend_schema(request=None, responses=OrderOutput, summary="Cancel an unpaid order: its slots go back to stock")
+    def post(self, request, order_id: int):
+        services.order_cancel(order_id=order_id, account=request.user)
+        return Response(_order_body(request, order_id))
+
+
+def _rental_body(request, rental_id: int) -> dict:
+    return RentalOutput(selectors.rental_get(account=request.user, rental_id=rental_id)).data
+
+
+class RentalListView(APIView):
+    @extend_schema(responses=RentalOutput(many=True), summary="Your rentals, newest first")
+    def get(self, request):
+        return Response(RentalOutput(selectors.rentals_for(account=request.user)[:200], many=True).data)
+
+
+class RentalDetailView(APIView):
+    @extend_schema(responses=RentalOutput, summary="One rental: status, addresses, paid periods")
+    def get(self, request, rental_id: int):
+        return Response(_rental_body(request, rental_id))
+
+    @extend_schema(request=RentalUpdateInput, responses=RentalOutput, summary="Turn automatic renewal on or off")
+    def patch(self, request, rental_id: int):
+        data = RentalUpdateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.rental_auto_renew_set(rental_id=rental_id, account=request.user,
+                                       auto_renew=data.validated_data["auto_renew"])
+        return Response(_rental_body(request, rental_id))
+
+
+class RentalRenewView(APIView):
+    @extend_schema(request=RenewInput, responses={201: RentalOutput},
+                   summary="Renew now: an invoice for more terms at the price on the order")
+    def post(self, request, rental_id: int):
+        data = RenewInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        rental = selectors.rental_get(account=request.user, rental_id=rental_id)
+        services.rental_renew_now(rental_id=rental_id, account=request.user,
+                                  terms=data.validated_data.get("terms", rental.renewal_terms),
+                                  currency=data.validated_data.get("pay_currency"))
+        return Response(_rental_body(request, rental_id), status=status.HTTP_201_CREATED)
+
+
+class RentalCancelView(APIView):
+    @extend_schema(request=None, responses=RentalOutput,
+                   summary="Cancel: no renewal; the rental runs to the end of its paid period")
+    def post(self, request, rental_id: int):
+        services.rental_cancel(rental_id=rental_id, account=request.user)
+        return Response(_rental_body(request, rental_id))
+
+
+class OpsRentalReadyView(APIView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(request=OpsReadyInput, responses=RentalOutput, tags=["ops"],
+                   summary="Operators: the server is handed over (staff token)")
+    def post(self, request, rental_id: int):
+        data = OpsReadyInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        rental = services.rental_activate(rental_id=rental_id, actor=request.user,
+                                          reason="provisioning system reported ready", **data.validated_data)
+        return Response(RentalOutput(selectors.rentals_for(account=rental.account).get(pk=rental.pk)).data)
+
+
+class OpsRentalUsageView(APIView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(request=OpsUsageInput, responses=UsageOutput, tags=["ops"],
+                   summary="Operators: report a month's egress (staff token)")
+    def post(self, request, rental_id: int):
+        data = OpsUsageInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        report = services.usage_report(rental_id=rental_id, month=data.validated_data["month"],
+                                       egress_tb=data.validated_data["egress_tb"], actor=request.user)
+        return Response(UsageOutput(report).data)

@@ -1,0 +1,78 @@
+"""Idempotency-Key: the same key with the same body returns the first
+response; the same key with another body is refused; keys live 24 hours.
+
+The key row is inserted in the same transaction as the work it guards, so a
+second request with the same key waits on the unique index until the first
+commits, then answers with the stored response: one order, however many
+retries race each other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from core.api import error_body
+from core.errors import DomainError
+from rentals.models import IdempotencyKey
+
+MAX_KEY_LENGTH = 255
+
+
+def _request_hash(body: Any) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+
+
+def idempotent_call(
+    *,
+    account: Any,
+    key: str,
+    scope: str,
+    body: Any,
+    run: Callable[[], tuple[int, dict[str, Any]]],
+    now: datetime | None = None,
+) -> tuple[int, dict[str, Any], bool]:
+    """(status, body, replayed). `run` does the work and returns its response;
+    a DomainError it raises is answered (and remembered) like any response."""
+    if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
+        raise DomainError("invalid_idempotency_key", f"An Idempotency-Key is 1 to {MAX_KEY_LENGTH} printable "
+                                                     "characters.")
+    now = now or timezone.now()
+    digest = _request_hash(body)
+    with transaction.atomic():
+        IdempotencyKey.objects.filter(account=account, scope=scope, key=key,
+                                      created_at__lt=now - timedelta(hours=settings.IDEMPOTENCY_KEY_HOURS)).delete()
+        try:
+            with transaction.atomic():
+                record = IdempotencyKey.objects.create(account=account, scope=scope, key=key, request_hash=digest,
+                                                       created_at=now)
+        except IntegrityError:
+            record = IdempotencyKey.objects.get(account=account, scope=scope, key=key)
+            if record.request_hash != digest:
+                raise DomainError(
+                    "idempotency_key_reused", "This Idempotency-Key was used with a different request body.",
+                    status=422, details={"key": key},
+                ) from None
+            return record.response_status, record.response_body, True
+        try:
+            with transaction.atomic():
+                status, response = run()
+        except DomainError as exc:
+            status, response = exc.status, error_body(exc.code, exc.message, exc.details)
+        record.response_status, record.response_body = status, json.loads(json.dumps(response, default=str))
+        record.save(update_fields=["response_status", "response_body"])
+    return status, response, False
+
+
+def idempotency_keys_prune(*, now: datetime | None = None) -> int:
+    now = now or timezone.now()
+    deleted, _ = IdempotencyKey.objects.filter(
+        created_at__lt=now - timedelta(hours=settings.IDEMPOTENCY_KEY_HOURS)).delete()
+    return deleted

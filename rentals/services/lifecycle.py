@@ -1,0 +1,566 @@
+"""A rental's life: paid order -> provisioning -> active -> renewals ->
+(unpaid) grace -> suspended -> terminated, with its slots back in stock.
+
+Every function here is idempotent: the periodic jobs call them again and
+again, and a second run with nothing due changes nothing. A paid period is
+never cut short: periods are only added, suspension only follows the end of
+the last paid period plus the grace.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from billing import services as billing
+from billing.models import Invoice, InvoiceStatus
+from billing.selectors import credit_balance_usd
+from catalog import services as catalog
+from catalog.models import TERM_HOURS, Addon
+from core.audit import audit_record
+from core.errors import Conflict, DomainError, NotFound
+from core.money import cents
+from rentals.events import invoice_event_data, rental_event_data, webhook_emit
+from rentals.models import (
+    Order,
+    OrderStatus,
+    PeriodKind,
+    ProvisioningAction,
+    Renewal,
+    RenewalKind,
+    Rental,
+    RentalPeriod,
+    RentalStatus,
+    UsageReport,
+)
+from rentals.services.orders import order_lines_for_terms
+from rentals.services.provisioning import provisioning_job_complete, provisioning_job_create
+
+log = logging.getLogger(__name__)
+
+
+# --- Settings ----------------------------------------------------------------------
+
+
+def renewal_lead(term: str) -> timedelta:
+    days = settings.RENEWAL_LEAD_DAYS_WEEKLY if term == "weekly" else settings.RENEWAL_LEAD_DAYS_MONTHLY
+    return timedelta(days=days)
+
+
+def grace() -> timedelta:
+    return timedelta(days=settings.RENTAL_GRACE_DAYS)
+
+
+def terminate_after() -> timedelta:
+    return timedelta(days=settings.RENTAL_TERMINATE_AFTER_DAYS)
+
+
+def _term_length(term: str, terms: int) -> timedelta:
+    return timedelta(hours=TERM_HOURS[term] * terms)
+
+
+def _rental_lock(*, rental_id: int, account: Any = None) -> Rental:
+    qs = Rental.objects.select_for_update()
+    if account is not None:
+        qs = qs.filter(account=account)
+    rental = qs.filter(pk=rental_id).first()
+    if rental is None:
+        raise NotFound("No such rental.")
+    return rental
+
+
+def _emit_rental(rental: Rental, event: str, **extra: Any) -> None:
+    webhook_emit(account=rental.account, type=event, data=rental_event_data(rental, **extra))
+
+
+# --- From a paid order to a rental ---------------------------------------------------
+
+
+def rental_from_order(*, order_id: int, now: datetime | None = None) -> Rental | None:
+    """The order's invoice settled: the order becomes a rental in provisioning.
+    Paid after its reservation lapsed, it reserves again; when the stock is gone
+    the payment becomes account credit (the order is `unfulfilled`)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        order = Order.objects.select_for_update().filter(pk=order_id).first()
+        if order is None:
+            return None
+        existing = Rental.objects.filter(order=order).first()
+        if existing is not None:
+            return existing
+        invoice = Invoice.objects.get(pk=order.invoice_id)
+        if invoice.status != InvoiceStatus.SETTLED or order.status in (OrderStatus.CANCELLED, OrderStatus.UNFULFILLED):
+            return None
+        if order.status == OrderStatus.EXPIRED:
+            try:
+                with transaction.atomic():
+                    reservation = catalog.slots_reserve(region=order.region, gpu=order.gpu, count=order.gpu_count,
+                                                        holder=order.holder)
+                order.host = reservation.host
+            except Conflict:
+                order.status = OrderStatus.UNFULFILLED
+                order.closed_at = now
+                order.close_reason = "paid after its reservation lapsed; no stock left: credited"
+                order.save(update_fields=["status", "closed_at", "close_reason"])
+                billing.invoice_credit_unfulfilled(
+                    invoice_id=invoice.pk, reason=f"Order {order.pk}: paid late, {order.gpu_name} sold out")
+                log.warning("order %s paid late without stock; %s credited", order.pk, invoice.total_usd)
+                return None
+        order.status = OrderStatus.PAID
+        order.paid_at = invoice.settled_at or now
+        order.closed_at, order.close_reason = None, ""
+        order.save(update_fields=["status", "paid_at", "host", "closed_at", "close_reason"])
+        request = invoice.active_request
+        rental = Rental.objects.create(
+            account=order.account,
+            order=order,
+            host=order.host,
+            gpu=order.gpu,
+            region_code=order.region_code,
+            gpu_slug=order.gpu_slug,
+            gpu_count=order.gpu_count,
+            term=order.term,
+            renewal_terms=order.terms,
+            template_slug=order.template_slug,
+            addons=order.addons,
+            ssh_keys=order.ssh_keys,
+            pay_currency=request.currency if request else order.pay_currency,
+            status=RentalStatus.PROVISIONING,
+            provisioner=settings.PROVISIONER,
+            created_at=now,
+            settled_at=invoice.settled_at or now,
+        )
+        catalog.slots_rehold(holder=order.holder, new_holder=rental.holder)
+        catalog.slots_mark_rented(holder=rental.holder)
+        provisioning_job_create(rental=rental, action=ProvisioningAction.PROVISION, now=now)
+        _emit_rental(rental, "rental.provisioning")
+    log.info("rental %s created from order %s on %s", rental.pk, order.pk, rental.host.name)
+    return rental
+
+
+def _addresses_validate(ipv4: str, ipv6_prefix: str) -> tuple[str, str]:
+    try:
+        v4 = ipaddress.IPv4Address(ipv4)
+        v6 = ipaddress.IPv6Network(ipv6_prefix, strict=True)
+    except ValueError as exc:
+        raise DomainError("invalid_address", f"Not an IPv4 address and an IPv6 /64: {exc}") from None
+    if v6.prefixlen != 64:
+        raise DomainError("invalid_address", "The IPv6 assignment is a /64.", details={"ipv6_prefix": ipv6_prefix})
+    return str(v4), str(v6)
+
+
+def rental_activate(*, rental_id: int, ipv4: str, ipv6_prefix: str, actor: Any, reason: str = "",
+                    now: datetime | None = None) -> Rental:
+    """The server is handed over: the first paid period starts now."""
+    now = now or timezone.now()
+    ipv4, ipv6_prefix = _addresses_validate(ipv4, ipv6_prefix)
+    with transaction.atomic():
+        rental = _rental_lock(rental_id=rental_id)
+        if rental.status == RentalStatus.ACTIVE and (rental.ipv4, rental.ipv6_prefix) == (ipv4, ipv6_prefix):
+            return rental  # the operator repeated the call
+        if rental.status != RentalStatus.PROVISIONING:
+            raise Conflict("rental_not_provisioning", f"This rental is {rental.status}.",
+                           details={"status": rental.status})
+        order = rental.order
+        period = RentalPeriod.objects.create(
+            rental=rental, kind=PeriodKind.INITIAL, starts_at=now,
+            ends_at=now + _term_length(rental.term, order.terms), invoice_id=order.invoice_id, created_at=now,
+        )
+        rental.status = RentalStatus.ACTIVE
+        rental.ipv4, rental.ipv6_prefix = ipv4, ipv6_prefix
+        rental.active_at = now
+        rental.provisioning_seconds = max(0, int((now - rental.settled_at).total_seconds()))
+        rental.paid_until = period.ends_at
+        rental.save()
+        provisioning_job_complete(rental=rental, action=ProvisioningAction.PROVISION, now=now)
+        audit_record(actor=actor, action="rental.activate", obj=rental, reason=reason,
+                     changes={"ipv4": ipv4, "ipv6_prefix": ipv6_prefix, "paid_until": period.ends_at})
+        _emit_rental(rental, "rental.active")
+    log.info("rental %s active (%ss after payment), paid until %s", rental.pk, rental.provisioning_seconds,
+             rental.paid_until)
+    return rental
+
+
+# --- Renewals --------------------------------------------------------------------------
+
+
+def _usage_lines(rental: Rental) -> tuple[list[billing.LineSpec], list[UsageReport]]:
+    reports = list(rental.usage_reports.filter(billed_invoice__isnull=True, overage_usd__gt=0).order_by("month"))
+    lines = [
+        billing.LineSpec(
+            description=f"Egress beyond the included allowance, {r.month:%Y-%m}: {r.overage_tb} TB",
+            quantity=r.overage_tb, unit_usd=_egress_price()[1], amount_usd=r.overage_usd, code="usage:egress",
+        )
+        for r in reports
+    ]
+    return lines, reports
+
+
+def _renewal_invoice(*, rental: Rental, kind: str, terms: int, lines: list[billing.LineSpec],
+                     reports: list[UsageReport], currency: str | None, payable_until: datetime | None,
+                     for_period_end: datetime | None, now: datetime) -> Renewal:
+    what = "usage" if kind == RenewalKind.USAGE else f"renewal, {terms} {rental.term} term{'s' if terms > 1 else ''}"
+    invoice = billing.invoice_create(
+        account=rental.account,
+        subject=f"{rental.holder}:{kind}",
+        description=f"{rental.gpu_count}x {rental.order.gpu_name} in {rental.region_code}: {what}",
+        lines=lines,
+        currency=currency,
+        payable_until=payable_until,
+        metadata={"rental": rental.pk, "kind": kind, "terms": terms},
+        now=now,
+    )
+    for r in reports:
+        r.billed_invoice = invoice
+        r.save(update_fields=["billed_invoice"])
+    renewal = Renewal.objects.create(rental=rental, invoice=invoice, kind=kind, terms=terms,
+                                     for_period_end=for_period_end, created_at=now)
+    # Paid from credit at once when the credit covers it.
+    if currency is None and credit_balance_usd(account=rental.account) >= invoice.total_usd:
+        billing.invoice_pay_with_credit(invoice_id=invoice.pk, account=rental.account, now=now)
+        invoice.refresh_from_db()
+    if kind != RenewalKind.USAGE:
+        _emit_rental(rental, "rental.renewal_due", invoice=invoice_event_data(invoice)["invoice"])
+    return renewal
+
+
+def renewal_issue(*, rental_id: int, now: datetime | None = None) -> Renewal | None:
+    """The automatic renewal of the current period, issued once per period end
+    (the database refuses a second), `RENEWAL_LEAD_DAYS_*` before it ends."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        rental = _rental_lock(rental_id=rental_id)
+        if (rental.status != RentalStatus.ACTIVE or not rental.auto_renew or rental.cancelled_at
+                or rental.paid_until is None or now < rental.paid_until - renewal_lead(rental.term)):
+            return None
+        existing = Renewal.objects.filter(rental=rental, kind=RenewalKind.AUTO,
+                                          for_period_end=rental.paid_until).first()
+        if existing is not None:
+            return existing
+        lines = order_lines_for_terms(order=rental.order, terms=rental.renewal_terms)
+        usage, reports = _usage_lines(rental)
+        return _renewal_invoice(rental=rental, kind=RenewalKind.AUTO, terms=rental.renewal_terms,
+                                lines=lines + usage, reports=reports, currency=None,
+                                payable_until=rental.paid_until + grace(), for_period_end=rental.paid_until,
+                                now=now)
+
+
+def rental_renew_now(*, rental_id: int, account: Any, terms: int, currency: str | None = None,
+                     now: datetime | None = None) -> Renewal:
+    """A renewal invoice the customer asks for now (also to resume a suspended
+    rental): `terms` more terms at the prices on the order."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        rental = _rental_lock(rental_id=rental_id, account=account)
+        if rental.status not in (RentalStatus.ACTIVE, RentalStatus.SUSPENDED):
+            raise Conflict("rental_not_renewable", f"A {rental.status} rental cannot be renewed.",
+                           details={"status": rental.status})
+        open_invoice = Invoice.objects.filter(
+            renewal__rental=rental, status__in=[InvoiceStatus.NEW, InvoiceStatus.PROCESSING],
+            renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
+        ).first()
+        if open_invoice is not None:
+            raise Conflict("renewal_open", f"Invoice {open_invoice.number} already renews this rental: pay it first.",
+                           details={"invoice": open_invoice.pk, "number": open_invoice.number})
+        lines = order_lines_for_terms(order=rental.order, terms=terms)
+        usage, reports = _usage_lines(rental)
+        deadline = rental.paid_until + grace() if rental.paid_until and rental.status == RentalStatus.ACTIVE else None
+        return _renewal_invoice(rental=rental, kind=RenewalKind.MANUAL, terms=terms, lines=lines + usage,
+                                reports=reports, currency=currency, payable_until=deadline, for_period_end=None,
+                                now=now)
+
+
+def renewal_apply(*, invoice_id: int, now: datetime | None = None) -> RentalPeriod | None:
+    """A renewal invoice settled: the rental gains its period (from the end of
+    the last one; from now when it was suspended, which resumes it)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        renewal = Renewal.objects.select_related("invoice").filter(invoice_id=invoice_id).first()
+        if renewal is None or renewal.invoice.status != InvoiceStatus.SETTLED or renewal.kind == RenewalKind.USAGE:
+            return None
+        rental = _rental_lock(rental_id=renewal.rental_id)
+        existing = RentalPeriod.objects.filter(invoice_id=invoice_id).first()
+        if existing is not None:
+            return existing
+        if rental.status == RentalStatus.TERMINATED:
+            billing.invoice_credit_unfulfilled(invoice_id=invoice_id,
+                                               reason=f"Rental {rental.pk} was terminated before this renewal was paid")
+            return None
+        resumed = rental.status == RentalStatus.SUSPENDED
+        start = now if resumed or rental.paid_until is None else rental.paid_until
+        period = RentalPeriod.objects.create(
+            rental=rental, kind=PeriodKind.RESUME if resumed else PeriodKind.RENEWAL, starts_at=start,
+            ends_at=start + _term_length(rental.term, renewal.terms), invoice_id=invoice_id, created_at=now,
+        )
+        rental.paid_until = period.ends_at
+        request = renewal.invoice.active_request
+        if request is not None:
+            rental.pay_currency = request.currency
+        if resumed:
+            rental.status = RentalStatus.ACTIVE
+            rental.suspended_at = None
+            provisioning_job_create(rental=rental, action=ProvisioningAction.POWER_ON, now=now)
+        rental.save()
+        if resumed:
+            _emit_rental(rental, "rental.active")
+    log.info("rental %s %s until %s", rental.pk, "resumed" if resumed else "renewed", rental.paid_until)
+    return period
+
+
+def renewal_requote_hook(invoice: Invoice) -> None:
+    """Billing asks before re-quoting an expired renewal invoice."""
+    renewal = Renewal.objects.filter(invoice=invoice).select_related("rental").first()
+    if renewal is not None and renewal.rental.status == RentalStatus.TERMINATED:
+        raise Conflict("rental_terminated", "This rental has ended; its renewal can no longer be paid.")
+
+
+# --- Unpaid: grace, suspension, termination ------------------------------------------
+
+
+def rental_suspend(*, rental_id: int, actor: Any = None, reason: str, now: datetime | None = None) -> Rental:
+    now = now or timezone.now()
+    with transaction.atomic():
+        rental = _rental_lock(rental_id=rental_id)
+        if rental.status == RentalStatus.SUSPENDED:
+            return rental
+        if rental.status != RentalStatus.ACTIVE:
+            raise Conflict("rental_not_active", f"This rental is {rental.status}.", details={"status": rental.status})
+        rental.status = RentalStatus.SUSPENDED
+        rental.suspended_at = now
+        rental.end_reason = reason
+        rental.save(update_fields=["status", "suspended_at", "end_reason"])
+        provisioning_job_create(rental=rental, action=ProvisioningAction.POWER_OFF, now=now)
+        audit_record(actor=actor, action="rental.suspend", obj=rental, reason=reason)
+        _emit_rental(rental, "rental.suspended")
+    log.info("rental %s suspended: %s", rental.pk, reason)
+    return rental
+
+
+def rental_unsuspend(*, rental_id: int, actor: Any, reason: str, now: datetime | None = None) -> Rental:
+    """Staff lift a suspension (e.g. after arranging payment). It adds no paid
+    time: extend the period too when that is the intent."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        rental = _rental_lock(rental_id=rental_id)
+        if rental.status != RentalStatus.SUSPENDED:
+            raise Conflict("rental_not_suspended", f"This rental is {rental.status}.", details={"status": rental.status})
+        rental.status = RentalStatus.ACTIVE
+        rental.suspended_at = None
+        rental.end_reason = ""
+        rental.save(update_fields=["status", "suspended_at", "end_reason"])
+        provisioning_job_create(rental=rental, action=ProvisioningAction.POWER_ON, now=now)
+        audit_record(actor=actor, action="rental.unsuspend", obj=rental, reason=reason)
+        _emit_rental(rental, "rental.active")
+    return rental
+
+
+def rental_terminate(*, rental_id: int, actor: Any = None, reason: str, now: datetime | None = None) -> Rental:
+    """The end: slots back in stock, the server wiped, open renewal invoices
+    voided, unbilled usage invoiced. A paid period still running is not cut
+    short by the jobs (they only terminate what is unpaid or cancelled); staff
+    may, with a reason."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        rental = _rental_lock(rental_id=rental_id)
+        if rental.status == RentalStatus.TERMINATED:
+            return rental
+        rental.status = RentalStatus.TERMINATED
+        rental.terminated_at = now
+        rental.end_reason = reason
+        rental.auto_renew = False
+        rental.save(update_fields=["status", "terminated_at", "end_reason", "auto_renew"])
+        released = catalog.slots_release(holder=rental.holder)
+        provisioning_job_create(rental=rental, action=ProvisioningAction.DEPROVISION, now=now)
+        for invoice in Invoice.objects.filter(renewal__rental=rental, status__in=[InvoiceStatus.NEW,
+                                                                                   InvoiceStatus.EXPIRED]):
+            if not invoice.payments.exclude(status="removed").exists():
+                billing.invoice_void(invoice_id=invoice.pk, reason=f"rental {rental.pk} terminated")
+        usage, reports = _usage_lines(rental)
+        if usage:
+            _renewal_invoice(rental=rental, kind=RenewalKind.USAGE, terms=0, lines=usage, reports=reports,
+                             currency=None, payable_until=now + timedelta(days=settings.RENTAL_GRACE_DAYS),
+                             for_period_end=None, now=now)
+        audit_record(actor=actor, action="rental.terminate", obj=rental, reason=reason,
+                     changes={"slots_released": released})
+        _emit_rental(rental, "rental.terminated")
+    log.info("rental %s terminated (%s); %s slots back in stock", rental.pk, reason, released)
+    return rental
+
+
+def rental_extend(*, rental_id: int, days: int, actor: Any, reason: str, now: datetime | None = None) -> RentalPeriod:
+    """Staff add paid time (compensation, a deal): a period from the end of the
+    last one; a suspended rental whose paid time now reaches past now resumes."""
+    if not 1 <= days <= 366:
+        raise DomainError("invalid", "Extend by 1 to 366 days.", details={"days": days})
+    if not reason.strip():
+        raise DomainError("reason_required", "Say why: a reason is required.")
+    now = now or timezone.now()
+    with transaction.atomic():
+        rental = _rental_lock(rental_id=rental_id)
+        if rental.status not in (RentalStatus.ACTIVE, RentalStatus.SUSPENDED) or rental.paid_until is None:
+            raise Conflict("rental_not_extendable", f"A {rental.status} rental cannot be extended.")
+        start = max(rental.paid_until, now) if rental.status == RentalStatus.SUSPENDED else rental.paid_until
+        period = RentalPeriod.objects.create(rental=rental, kind=PeriodKind.EXTENSION, starts_at=start,
+                                             ends_at=start + timedelta(days=days), created_at=now,
+                                             created_by=actor if getattr(actor, "pk", None) else None, reason=reason)
+        rental.paid_until = period.ends_at
+        rental.save(update_fields=["paid_until"])
+        audit_record(actor=actor, action="rental.extend", obj=rental, reason=reason,
+                     changes={"days": days, "paid_until": period.ends_at})
+    if rental.status == RentalStatus.SUSPENDED:
+        rental_unsuspend(rental_id=rental.pk, actor=actor, reason=f"extended: {reason}", now=now)
+    return period
+
+
+def rental_cancel(*, rental_id: int, account: Any, now: datetime | None = None) -> Rental:
+    """No more renewals: the rental runs to the end of its paid period, then ends."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        rental = _rental_lock(rental_id=rental_id, account=account)
+        if rental.status == RentalStatus.TERMINATED:
+            raise Conflict("rental_terminated", "This rental has ended already.")
+        if rental.cancelled_at is None:
+            rental.cancelled_at = now
+            rental.auto_renew = False
+            rental.save(update_fields=["cancelled_at", "auto_renew"])
+            for invoice in Invoice.objects.filter(renewal__rental=rental, renewal__kind=RenewalKind.AUTO,
+                                                  status__in=[InvoiceStatus.NEW, InvoiceStatus.EXPIRED]):
+                if not invoice.payments.exclude(status="removed").exists():
+                    billing.invoice_void(invoice_id=invoice.pk, reason="rental cancelled by the customer")
+    return rental
+
+
+def rental_auto_renew_set(*, rental_id: int, account: Any, auto_renew: bool) -> Rental:
+    with transaction.atomic():
+        rental = _rental_lock(rental_id=rental_id, account=account)
+        if auto_renew and (rental.cancelled_at or rental.status == RentalStatus.TERMINATED):
+            raise Conflict("rental_cancelled", "A cancelled or ended rental does not renew.")
+        rental.auto_renew = auto_renew
+        rental.save(update_fields=["auto_renew"])
+    return rental
+
+
+# --- Egress usage ------------------------------------------------------------------------
+
+
+def _egress_price() -> tuple[int, Decimal]:
+    addon = Addon.objects.filter(slug="egress-overage").first()
+    if addon is None:
+        return 20, Decimal("4.00")
+    return addon.included_units, addon.monthly_usd
+
+
+def usage_report(*, rental_id: int, month: date, egress_tb: Decimal, actor: Any,
+                 now: datetime | None = None) -> UsageReport:
+    """An operator reports a month's egress. Beyond the included allowance it
+    is billed per TB on the next renewal invoice, or on its own invoice when the
+    rental is ending. A report may be corrected until it is billed."""
+    now = now or timezone.now()
+    month = month.replace(day=1)
+    if egress_tb < 0:
+        raise DomainError("invalid", "Egress cannot be negative.", details={"egress_tb": str(egress_tb)})
+    included, price = _egress_price()
+    overage_tb = max(Decimal(0), egress_tb - included)
+    with transaction.atomic():
+        rental = _rental_lock(rental_id=rental_id)
+        report = UsageReport.objects.select_for_update().filter(rental=rental, month=month).first()
+        if report is not None and report.billed_invoice_id:
+            raise Conflict("usage_already_billed", "This month's usage is billed already.",
+                           details={"invoice": report.billed_invoice_id})
+        report = report or UsageReport(rental=rental, month=month)
+        report.egress_tb = egress_tb
+        report.overage_tb = overage_tb
+        report.overage_usd = cents(overage_tb * price)
+        report.reported_at = now
+        report.reported_by = actor if getattr(actor, "pk", None) else None
+        report.save()
+        audit_record(actor=actor, action="rental.usage", obj=rental,
+                     changes={"month": month.isoformat(), "egress_tb": str(egress_tb),
+                              "overage_usd": str(report.overage_usd)})
+        ending = rental.cancelled_at is not None or rental.status in (RentalStatus.SUSPENDED, RentalStatus.TERMINATED)
+        if ending and report.overage_usd > 0:
+            lines, reports = _usage_lines(rental)
+            _renewal_invoice(rental=rental, kind=RenewalKind.USAGE, terms=0, lines=lines, reports=reports,
+                             currency=None, payable_until=now + timedelta(days=settings.RENTAL_GRACE_DAYS),
+                             for_period_end=None, now=now)
+            report.refresh_from_db()
+    return report
+
+
+# --- The periodic jobs ---------------------------------------------------------------------
+
+
+def rentals_renewals_issue(*, now: datetime | None = None) -> int:
+    """Issue every automatic renewal that is due. Idempotent."""
+    now = now or timezone.now()
+    longest = max(renewal_lead("weekly"), renewal_lead("monthly"))
+    ids = Rental.objects.filter(
+        status=RentalStatus.ACTIVE, auto_renew=True, cancelled_at__isnull=True, paid_until__lte=now + longest,
+    ).values_list("pk", flat=True)
+    issued = 0
+    for rental_id in list(ids):
+        before = Renewal.objects.filter(rental_id=rental_id, kind=RenewalKind.AUTO).count()
+        renewal_issue(rental_id=rental_id, now=now)
+        issued += Renewal.objects.filter(rental_id=rental_id, kind=RenewalKind.AUTO).count() - before
+    return issued
+
+
+def rentals_suspend_due(*, now: datetime | None = None) -> int:
+    """Unpaid past the end of the paid period plus the grace: suspended. A
+    cancelled rental simply ends at the end of its paid period."""
+    now = now or timezone.now()
+    count = 0
+    cancelled = Rental.objects.filter(status__in=[RentalStatus.ACTIVE, RentalStatus.SUSPENDED],
+                                      cancelled_at__isnull=False, paid_until__lte=now)
+    for rental_id in list(cancelled.values_list("pk", flat=True)):
+        rental_terminate(rental_id=rental_id, reason="cancelled by the customer; paid period over", now=now)
+        count += 1
+    unpaid = Rental.objects.filter(status=RentalStatus.ACTIVE, cancelled_at__isnull=True,
+                                   paid_until__lte=now - grace())
+    for rental_id in list(unpaid.values_list("pk", flat=True)):
+        rental_suspend(rental_id=rental_id, reason="unpaid: the paid period and its grace are over", now=now)
+        count += 1
+    return count
+
+
+def rentals_terminate_due(*, now: datetime | None = None) -> int:
+    now = now or timezone.now()
+    due = Rental.objects.filter(status=RentalStatus.SUSPENDED, suspended_at__lte=now - terminate_after())
+    count = 0
+    for rental_id in list(due.values_list("pk", flat=True)):
+        rental_terminate(rental_id=rental_id, reason="unpaid: suspended for too long", now=now)
+        count += 1
+    return count
+
+
+def orders_reconcile(*, now: datetime | None = None) -> int:
+    """What signals may have missed (a worker died between a commit and its
+    receiver): expired reservations released, settled orders and renewals
+    fulfilled. Idempotent."""
+    from rentals.services.orders import order_expire
+
+    now = now or timezone.now()
+    changed = 0
+    for order_id in list(Order.objects.filter(status=OrderStatus.AWAITING_PAYMENT,
+                                              invoice__status=InvoiceStatus.EXPIRED).values_list("pk", flat=True)):
+        order_expire(order_id=order_id, now=now)
+        changed += 1
+    settled = Order.objects.filter(Q(status=OrderStatus.AWAITING_PAYMENT) | Q(status=OrderStatus.EXPIRED),
+                                   invoice__status=InvoiceStatus.SETTLED)
+    for order_id in list(settled.values_list("pk", flat=True)):
+        changed += rental_from_order(order_id=order_id, now=now) is not None
+    for invoice_id in list(Renewal.objects.filter(invoice__status=InvoiceStatus.SETTLED)
+                           .exclude(kind=RenewalKind.USAGE)
+                           .exclude(invoice_id__in=RentalPeriod.objects.filter(invoice__isnull=False)
+                                    .values("invoice_id"))
+                           .values_list("invoice_id", flat=True)):
+        changed += renewal_apply(invoice_id=invoice_id, now=now) is not None
+    return changed

@@ -1,0 +1,289 @@
+"""From an order to a paid reservation.
+
+`order_create` does everything in one transaction: validate against the
+catalog (and the sizing of the workload, when given), price it, snapshot
+every line onto the order, reserve slots on one host (catalog.slots_reserve
+never oversells) and issue the invoice. If any step refuses, nothing is left
+behind: no order, no reservation, no invoice number used.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from billing import services as billing
+from billing.models import Invoice, InvoiceStatus
+from catalog import services as catalog
+from catalog.models import Addon, GpuModel, Region, Template
+from catalog.selectors import gpu_get, gpu_regions, region_get
+from core.audit import audit_record
+from core.errors import Conflict, DomainError, NotFound
+from rentals.models import Order, OrderLine, OrderStatus, SshKey
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OrderSpec:
+    """A validated order request (see rentals.order_serializers.OrderCreateInput)."""
+
+    region: str
+    gpu: str
+    gpu_count: int
+    term: str
+    terms: int
+    template: str
+    pay_currency: str
+    ssh_keys: tuple[int, ...]
+    addons: tuple[str, ...] = ()
+    workload: Any = None  # sizing.arithmetic.Workload
+    workload_input: dict[str, Any] | None = field(default=None)
+
+
+def _template_get(slug: str) -> Template:
+    template = Template.objects.filter(slug=slug, is_active=True).prefetch_related("gpus").first()
+    if template is None:
+        raise DomainError("unknown_template", f"No template {slug!r}.",
+                          details={"templates": list(Template.objects.filter(is_active=True)
+                                                     .values_list("slug", flat=True))})
+    return template
+
+
+def _addons_get(slugs: tuple[str, ...]) -> list[Addon]:
+    found = {a.slug: a for a in Addon.objects.filter(slug__in=slugs, is_active=True, is_usage=False)}
+    missing = [s for s in slugs if s not in found]
+    if missing:
+        raise DomainError("unknown_addon", f"No add-on {missing[0]!r} can be ordered.", details={"addons": missing})
+    return [found[s] for s in slugs]
+
+
+def _ssh_keys_get(account: Any, ids: tuple[int, ...]) -> list[SshKey]:
+    if not ids:
+        raise DomainError("ssh_key_required", "Add at least one SSH key: root on the server is handed over through it.",
+                          details={"field": "ssh_keys"})
+    keys = {k.pk: k for k in SshKey.objects.filter(account=account, pk__in=ids)}
+    missing = [i for i in ids if i not in keys]
+    if missing:
+        raise DomainError("unknown_ssh_key", "No such SSH key on your account.", details={"ssh_keys": missing})
+    return [keys[i] for i in dict.fromkeys(ids)]
+
+
+def _region_offers(region: Region, gpu: GpuModel) -> None:
+    regions = gpu_regions(gpu=gpu)
+    if region.code not in regions:
+        raise Conflict(
+            "region_unavailable",
+            f"{gpu.name} is not offered in {region.code}.",
+            details={"region": region.code, "gpu": gpu.slug, "regions": regions},
+        )
+
+
+def _workload_fits(spec: OrderSpec, gpu: GpuModel, region: Region) -> dict[str, Any]:
+    """The sizing check's report; a refusal carries the breakdown and the
+    cheapest configuration that fits in that region now."""
+    from sizing.serializers import candidate_payload, check_payload
+    from sizing.services import sizing_recommend, sizing_require_fit
+
+    try:
+        result = sizing_require_fit(request=spec.workload, gpu=gpu, gpu_count=spec.gpu_count, term=spec.term)
+    except DomainError as exc:
+        if exc.code in ("invalid_gpu_count", "min_gpus"):
+            raise
+        cheapest = sizing_recommend(request=spec.workload, region=region.code, term=spec.term).candidates
+        exc.details["cheapest_fit"] = candidate_payload(cheapest[0]) if cheapest else None
+        raise
+    return check_payload(result)
+
+
+def _invoice_lines(lines: list[OrderLine] | tuple) -> list[billing.LineSpec]:
+    return [
+        billing.LineSpec(
+            description=f"{ln.description} x {ln.terms}" if ln.terms > 1 else ln.description,
+            quantity=Decimal(ln.quantity * ln.terms),
+            unit_usd=ln.unit_usd,
+            amount_usd=ln.amount_usd,
+            discount_usd=ln.discount_usd,
+            code=ln.code,
+        )
+        for ln in lines
+    ]
+
+
+def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) -> Order:
+    now = now or timezone.now()
+    with transaction.atomic():
+        region = region_get(code=spec.region)
+        gpu = gpu_get(slug=spec.gpu)
+        template = _template_get(spec.template)
+        addons = _addons_get(spec.addons)
+        keys = _ssh_keys_get(account, spec.ssh_keys)
+        quote = catalog.quote(gpu=gpu, gpu_count=spec.gpu_count, term=spec.term, terms=spec.terms,
+                              addons=addons, template=template)
+        _region_offers(region, gpu)
+        sizing = _workload_fits(spec, gpu, region) if spec.workload is not None else None
+
+        order = Order.objects.create(
+            account=account,
+            region=region,
+            gpu=gpu,
+            template=template,
+            gpu_count=spec.gpu_count,
+            term=spec.term,
+            terms=spec.terms,
+            region_code=region.code,
+            gpu_slug=gpu.slug,
+            gpu_name=gpu.name,
+            template_slug=template.slug,
+            addons=[a.slug for a in addons],
+            ssh_keys=[{"id": k.pk, "name": k.name, "type": k.key_type, "fingerprint": k.fingerprint,
+                       "public_key": k.public_key} for k in keys],
+            workload=spec.workload_input,
+            sizing=sizing,
+            pay_currency=spec.pay_currency.upper(),
+            subtotal_usd=quote.subtotal_usd,
+            multi_gpu_discount_pct=quote.multi_gpu_discount_pct,
+            term_discount_pct=quote.term_discount_pct,
+            discount_usd=quote.discount_usd,
+            total_usd=quote.total_usd,
+            per_gpu_hour_usd=quote.per_gpu_hour_usd,
+            per_hour_usd=quote.per_hour_usd,
+            created_at=now,
+        )
+        lines = OrderLine.objects.bulk_create(
+            OrderLine(order=order, position=i, code=ln.code, description=ln.description, quantity=ln.quantity,
+                      unit_usd=ln.unit_usd, terms=ln.terms, subtotal_usd=ln.subtotal_usd,
+                      discount_pct=ln.discount_pct, discount_usd=ln.discount_usd, amount_usd=ln.amount_usd)
+            for i, ln in enumerate(quote.lines, start=1)
+        )
+        reservation = catalog.slots_reserve(region=region, gpu=gpu, count=spec.gpu_count, holder=order.holder)
+        term_word = "week" if spec.term == "weekly" else "month"
+        invoice = billing.invoice_create(
+            account=account,
+            subject=order.holder,
+            description=(f"{spec.gpu_count}x {gpu.name} in {region.code}, {spec.terms} "
+                         f"{term_word}{'s' if spec.terms > 1 else ''}"),
+            lines=_invoice_lines(lines),
+            currency=spec.pay_currency,
+            metadata={"order": order.pk, "region": region.code, "gpu": gpu.slug, "gpu_count": spec.gpu_count,
+                      "term": spec.term, "terms": spec.terms},
+            now=now,
+        )
+        order.host = reservation.host
+        order.invoice = invoice
+        order.save(update_fields=["host", "invoice"])
+        _emit(order.account, "order.created", order)
+    log.info("order %s: %sx %s in %s reserved on %s, invoice %s", order.pk, spec.gpu_count, gpu.slug,
+             region.code, reservation.host.name, invoice.number)
+    return order
+
+
+def _emit(account: Any, event: str, order: Order) -> None:
+    from rentals.events import order_event_data, webhook_emit
+
+    webhook_emit(account=account, type=event, data=order_event_data(order))
+
+
+def _order_lock(*, order_id: int, account: Any = None) -> Order:
+    qs = Order.objects.select_for_update()
+    if account is not None:
+        qs = qs.filter(account=account)
+    order = qs.filter(pk=order_id).first()
+    if order is None:
+        raise NotFound("No such order.")
+    return order
+
+
+@transaction.atomic
+def order_cancel(*, order_id: int, account: Any = None, actor: Any = None, reason: str = "",
+                 now: datetime | None = None) -> Order:
+    """Cancel an unpaid order: its invoice is voided and its slots go back to
+    stock. Refused once money has been seen for it."""
+    now = now or timezone.now()
+    order = _order_lock(order_id=order_id, account=account)
+    if order.status not in (OrderStatus.AWAITING_PAYMENT, OrderStatus.EXPIRED):
+        raise Conflict("order_not_cancellable", f"This order is {order.status}.", details={"status": order.status})
+    reason = reason or "cancelled by the customer"
+    if order.invoice_id:
+        invoice = Invoice.objects.get(pk=order.invoice_id)
+        if invoice.status == InvoiceStatus.PROCESSING or invoice.payments.exclude(status="removed").exists():
+            raise Conflict("order_has_payments", "A payment for this order has been seen; it can no longer be "
+                                                 "cancelled.")
+        if invoice.status in (InvoiceStatus.NEW, InvoiceStatus.EXPIRED):
+            billing.invoice_void(invoice_id=invoice.pk, reason=reason, actor=actor or account)
+    released = catalog.slots_release(holder=order.holder)
+    order.status = OrderStatus.CANCELLED
+    order.closed_at = now
+    order.close_reason = reason
+    order.save(update_fields=["status", "closed_at", "close_reason"])
+    if actor is not None:
+        audit_record(actor=actor, action="order.cancel", obj=order, reason=reason, changes={"released": released})
+    return order
+
+
+@transaction.atomic
+def order_expire(*, order_id: int, now: datetime | None = None) -> Order | None:
+    """The invoice expired unpaid: release the reservation. Idempotent."""
+    now = now or timezone.now()
+    order = Order.objects.select_for_update().filter(pk=order_id).first()
+    if order is None or order.status != OrderStatus.AWAITING_PAYMENT:
+        return order
+    invoice = Invoice.objects.get(pk=order.invoice_id)
+    if invoice.status != InvoiceStatus.EXPIRED:
+        return order
+    catalog.slots_release(holder=order.holder)
+    order.status = OrderStatus.EXPIRED
+    order.closed_at = now
+    order.close_reason = "invoice expired unpaid"
+    order.save(update_fields=["status", "closed_at", "close_reason"])
+    log.info("order %s expired; slots released", order.pk)
+    return order
+
+
+def order_requote_hook(invoice: Invoice) -> None:
+    """Billing asks before re-quoting an expired order invoice: reserve the
+    slots again (any host in the region) or refuse with insufficient_stock."""
+    order = Order.objects.select_for_update().filter(invoice=invoice).first()
+    if order is None:
+        return
+    if order.status == OrderStatus.CANCELLED:
+        raise Conflict("order_not_cancellable", "This order was cancelled.")
+    if order.status == OrderStatus.EXPIRED:
+        reservation = catalog.slots_reserve(region=order.region, gpu=order.gpu, count=order.gpu_count,
+                                            holder=order.holder)
+        order.host = reservation.host
+        order.status = OrderStatus.AWAITING_PAYMENT
+        order.closed_at = None
+        order.close_reason = ""
+        order.save(update_fields=["host", "status", "closed_at", "close_reason"])
+
+
+def order_lines_for_terms(*, order: Order, terms: int) -> list[billing.LineSpec]:
+    """The order's lines for `terms` terms at the prices on the order
+    (grandfathered): same unit prices and multi-GPU discount; the term discount
+    of the order when the count of terms matches, else today's tier."""
+    from catalog.models import TermDiscount
+    from catalog.services import _tier_percent
+    from core.money import cents
+
+    if terms == order.terms:
+        pct = order.multi_gpu_discount_pct + order.term_discount_pct
+    else:
+        tiers = list(TermDiscount.objects.filter(term=order.term).values_list("min_terms", "percent"))
+        pct = order.multi_gpu_discount_pct + _tier_percent(tiers, terms)
+    out = []
+    for ln in order.lines.all():
+        subtotal = ln.unit_usd * ln.quantity * terms
+        discount = cents(subtotal * pct / 100)
+        out.append(billing.LineSpec(
+            description=f"{ln.description} x {terms}" if terms > 1 else ln.description,
+            quantity=Decimal(ln.quantity * terms), unit_usd=ln.unit_usd, amount_usd=subtotal - discount,
+            discount_usd=discount, code=ln.code,
+        ))
+    return out

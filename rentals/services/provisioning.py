@@ -1,0 +1,126 @@
+"""Telling the operators' systems what to do with a server.
+
+`PROVISIONER=manual`: jobs are recorded; staff act on them in admin (mark
+provisioned with the addresses). `PROVISIONER=webhook`: each job is POSTed as
+signed JSON to `PROVISIONER_URL`; the operator's system calls
+`POST /api/v1/ops/rentals/{id}/ready` when the server is handed over. Jobs are
+delivered after commit and retried by a periodic sweep until accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from core.signing import signature_header
+from rentals.models import ProvisioningAction, ProvisioningJob, Rental
+
+log = logging.getLogger(__name__)
+
+# Delay before retry n (n = attempts so far); the last value repeats.
+RETRY_DELAYS = (timedelta(seconds=10), timedelta(minutes=1), timedelta(minutes=10), timedelta(hours=1))
+
+
+def provisioner_name() -> str:
+    return settings.PROVISIONER
+
+
+def _payload(job_id: str, rental: Rental, action: str) -> dict[str, Any]:
+    return {
+        "job": job_id,
+        "action": action,
+        "rental": {
+            "id": rental.pk,
+            "host": rental.host.name,
+            "slots": sorted(rental.host.slots.filter(holder=rental.holder).values_list("index", flat=True)),
+            "region": rental.region_code,
+            "gpu": rental.gpu_slug,
+            "gpu_count": rental.gpu_count,
+            "template": rental.template_slug,
+            "addons": rental.addons,
+            "ssh_keys": [k["public_key"] for k in rental.ssh_keys],
+        },
+        "ready_url": f"{settings.SITE_URL.rstrip('/')}/api/v1/ops/rentals/{rental.pk}/ready",
+    }
+
+
+def provisioning_job_create(*, rental: Rental, action: str, now: datetime | None = None) -> ProvisioningJob:
+    """Record a job inside the caller's transaction; with the webhook
+    provisioner it is sent once the transaction commits."""
+    now = now or timezone.now()
+    job = ProvisioningJob(rental=rental, action=action, created_at=now, payload={})
+    job.payload = _payload(str(job.id), rental, action)
+    job.save()
+    if provisioner_name() == "webhook":
+        from rentals.tasks import provisioning_deliver
+
+        job_id = str(job.pk)
+        transaction.on_commit(lambda: provisioning_deliver.delay(job_id))
+    log.info("rental %s: %s job %s (%s)", rental.pk, action, job.pk, provisioner_name())
+    return job
+
+
+def provisioning_job_deliver(*, job_id: str, now: datetime | None = None) -> bool:
+    """POST one job to the operators' URL. True once accepted (2xx)."""
+    with transaction.atomic():
+        job = ProvisioningJob.objects.select_for_update(skip_locked=True).filter(pk=job_id).first()
+        if job is None or job.delivered_at is not None:
+            return job is not None
+        body = json.dumps(job.payload, sort_keys=True).encode()
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "GPU-Rent-Hub-Provisioning/1",
+            "GRH-Job": str(job.pk),
+            "GRH-Signature": signature_header(secret=settings.PROVISIONER_SECRET, body=body),
+        }
+        job.attempts += 1
+        try:
+            resp = httpx.post(settings.PROVISIONER_URL, content=body, headers=headers,
+                              timeout=settings.PROVISIONER_TIMEOUT_SECONDS, follow_redirects=False)
+            ok = 200 <= resp.status_code < 300
+            job.last_error = "" if ok else f"HTTP {resp.status_code}"
+        except httpx.HTTPError as exc:
+            ok = False
+            job.last_error = f"{exc.__class__.__name__}: {exc}"[:500]
+        if ok:
+            job.delivered_at = now or timezone.now()
+        job.save(update_fields=["attempts", "last_error", "delivered_at"])
+    if not ok:
+        log.warning("provisioning job %s (%s) not accepted: %s", job_id, job.action, job.last_error)
+    return ok
+
+
+def provisioning_jobs_due(*, now: datetime | None = None) -> list[str]:
+    """Webhook jobs not yet accepted whose next retry has come."""
+    if provisioner_name() != "webhook":
+        return []
+    now = now or timezone.now()
+    due = []
+    for job in ProvisioningJob.objects.filter(delivered_at__isnull=True).only("id", "attempts", "created_at"):
+        delay = sum(RETRY_DELAYS[min(i, len(RETRY_DELAYS) - 1)].total_seconds() for i in range(job.attempts))
+        if job.created_at + timedelta(seconds=delay) <= now:
+            due.append(str(job.pk))
+    return due
+
+
+def provisioning_job_complete(*, rental: Rental, action: str, now: datetime | None = None) -> None:
+    ProvisioningJob.objects.filter(rental=rental, action=action, completed_at__isnull=True).update(
+        completed_at=now or timezone.now()
+    )
+
+
+__all__ = [
+    "ProvisioningAction",
+    "provisioner_name",
+    "provisioning_job_complete",
+    "provisioning_job_create",
+    "provisioning_job_deliver",
+    "provisioning_jobs_due",
+]

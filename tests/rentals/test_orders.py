@@ -1,0 +1,243 @@
+"""Orders through the API: validation, pricing snapshot, reservation, invoice,
+Idempotency-Key, the sizing refusal, cancellation and expiry."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+import time_machine
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from billing import services as billing
+from billing.models import Invoice, InvoiceCounter
+from catalog.models import Slot, SlotStatus
+from rentals.models import Order, SshKey
+from rentals.services import ssh_key_add
+
+pytestmark = pytest.mark.django_db
+
+START = "2026-11-30 12:00:00+00:00"
+
+
+def new_key_line() -> str:
+    key = ed25519.Ed25519PrivateKey.generate().public_key()
+    return key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+
+
+@pytest.fixture
+def ssh_key(customer) -> SshKey:
+    return ssh_key_add(account=customer, public_key=new_key_line(), name="laptop")
+
+
+@pytest.fixture
+def frozen():
+    with time_machine.travel(START, tick=False) as traveller:
+        yield traveller
+
+
+def order_body(ssh_key, **overrides):
+    body = {
+        "region": "DFW-1", "gpu": "h100-sxm", "gpu_count": 8, "term": "monthly", "terms": 1,
+        "template": "vllm-0.9-ubuntu-24.04", "addons": [], "ssh_keys": [ssh_key.pk], "pay_currency": "BTC",
+    }
+    return body | overrides
+
+
+def free(gpu: str, region: str) -> int:
+    return Slot.objects.filter(host__gpu__slug=gpu, host__region__code=region, status=SlotStatus.FREE).count()
+
+
+def test_order_reserves_snapshots_and_invoices(chains, customer_api, ssh_key, catalog, frozen):
+    before = free("h100-sxm", "DFW-1")
+    resp = customer_api.post("/api/v1/orders", order_body(ssh_key), format="json")
+    assert resp.status_code == 201, resp.json()
+    body = resp.json()
+    assert body["status"] == "awaiting_payment"
+    assert (body["region"], body["gpu"], body["gpu_count"], body["term"]) == ("DFW-1", "h100-sxm", 8, "monthly")
+    assert body["total_usd"] == "12168.00" and body["per_gpu_hour_usd"] == "2.11"
+    assert body["lines"][0] | {"description": ""} == {
+        "code": "gpu", "description": "", "quantity": 8, "unit_usd": "1690.00", "terms": 1,
+        "subtotal_usd": "13520.00", "discount_pct": 10, "discount_usd": "1352.00", "amount_usd": "12168.00",
+    }
+    assert body["ssh_keys"] == [{"id": ssh_key.pk, "name": "laptop", "fingerprint": ssh_key.fingerprint}]
+    invoice = body["invoice"]
+    assert {k: invoice[k] for k in ("status", "exception", "amount_usd", "pay_currency")} == {
+        "status": "new", "exception": "none", "amount_usd": "12168.00", "pay_currency": "BTC"}
+    assert invoice["number"] == "GRH-2026-000001"
+    assert invoice["amount"] == "12808422"  # 12168 / 95000 BTC, rounded up to the satoshi
+    assert invoice["address"].startswith("bc1q") and invoice["payment_uri"].startswith("bitcoin:")
+    assert invoice["expires_at"] == "2026-11-30T12:30:00Z"
+    order = Order.objects.get(pk=body["id"])
+    assert order.host.slots.filter(holder=f"order:{order.pk}", status=SlotStatus.RESERVED).count() == 8
+    assert free("h100-sxm", "DFW-1") == before - 8
+    assert customer_api.get(f"/api/v1/orders/{order.pk}").json() == body
+    assert [o["id"] for o in customer_api.get("/api/v1/orders").json()] == [order.pk]
+
+
+def test_the_price_on_the_order_does_not_follow_catalog_edits(chains, customer_api, ssh_key, catalog):
+    from catalog.models import GpuModel
+
+    body = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1), format="json").json()
+    GpuModel.objects.filter(slug="h100-sxm").update(monthly_usd=Decimal("1990.00"))
+    again = customer_api.get(f"/api/v1/orders/{body['id']}").json()
+    assert again["total_usd"] == "1690.00" and again["lines"][0]["unit_usd"] == "1690.00"
+
+
+@pytest.mark.parametrize(
+    "overrides,status,code",
+    [
+        ({"region": "LHR-1"}, 400, "unknown_region"),
+        ({"gpu": "mi300x", "template": "rocm-6.4-pytorch", "region": "IAD-1"}, 409, "region_unavailable"),
+        ({"gpu": "b200", "gpu_count": 1}, 400, "min_gpus"),
+        ({"gpu_count": 3}, 400, "invalid_gpu_count"),
+        ({"template": "rocm-6.4-pytorch"}, 400, "template_incompatible"),
+        ({"template": "windows-95"}, 400, "unknown_template"),
+        ({"addons": ["egress-overage"]}, 400, "unknown_addon"),
+        ({"ssh_keys": []}, 400, "ssh_key_required"),
+        ({"ssh_keys": [999999]}, 400, "unknown_ssh_key"),
+        ({"pay_currency": "DOGE"}, 400, "invalid"),
+        ({"terms": 0}, 400, "invalid"),
+        ({"workload": "70b please"}, 400, "invalid"),
+        ({"workload": {"model": "no-such-model", "precision": "fp8"}}, 400, "unknown_model"),
+    ],
+)
+def test_refusals_leave_nothing_behind(chains, customer_api, ssh_key, catalog, overrides, status, code):
+    stock = Slot.objects.filter(status=SlotStatus.FREE).count()
+    resp = customer_api.post("/api/v1/orders", order_body(ssh_key, **overrides), format="json")
+    assert resp.status_code == status, resp.json()
+    assert resp.json()["error"]["code"] == code
+    assert not Order.objects.exists() and not Invoice.objects.exists()
+    assert Slot.objects.filter(status=SlotStatus.FREE).count() == stock
+
+
+def test_another_accounts_ssh_key_is_unknown(chains, customer_api, other_customer, catalog):
+    theirs = ssh_key_add(account=other_customer, public_key=new_key_line(), name="theirs")
+    resp = customer_api.post("/api/v1/orders", order_body(theirs), format="json")
+    assert resp.json()["error"]["code"] == "unknown_ssh_key"
+
+
+def test_rate_unavailable_leaves_no_gap_in_invoice_numbers(chains, customer_api, ssh_key, catalog, settings):
+    settings.MANUAL_RATES_USD = ""
+    settings.RATE_PROVIDERS = []
+    resp = customer_api.post("/api/v1/orders", order_body(ssh_key), format="json")
+    assert resp.status_code == 409 and resp.json()["error"]["code"] == "rate_unavailable"
+    assert not Order.objects.exists() and not InvoiceCounter.objects.filter(last__gt=0).exists()
+    assert free("h100-sxm", "DFW-1") == 26
+
+
+def test_insufficient_stock_is_409(chains, customer_api, ssh_key, catalog):
+    # DFW-1 has two whole free H100 SXM hosts; the third 8-GPU order finds none.
+    for _ in range(2):
+        assert customer_api.post("/api/v1/orders", order_body(ssh_key), format="json").status_code == 201
+    resp = customer_api.post("/api/v1/orders", order_body(ssh_key), format="json")
+    assert resp.status_code == 409
+    assert resp.json()["error"] == {
+        "code": "insufficient_stock", "message": "No host in DFW-1 has 8 free H100 SXM right now.",
+        "details": {"region": "DFW-1", "gpu": "h100-sxm", "gpu_count": 8},
+    }
+
+
+def test_workload_that_does_not_fit_is_refused_with_the_breakdown_and_the_cheapest_fit(
+        chains, customer_api, ssh_key, catalog):
+    workload = {"model": "llama-3.1-70b", "precision": "bf16", "context": 8192, "concurrency": 1}
+    resp = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1, workload=workload), format="json")
+    assert resp.status_code == 400
+    err = resp.json()["error"]
+    assert err["code"] == "does_not_fit"
+    assert err["details"]["per_gpu"]["capacity_gb"] == 80
+    assert err["details"]["per_gpu"]["required_gb"] > 80
+    cheapest = err["details"]["cheapest_fit"]
+    # 145 GB in BF16: four 48 GB A40s ($883.20 a month) hold it for less than any single card.
+    assert (cheapest["gpu"], cheapest["gpu_count"], cheapest["monthly_usd"]) == ("a40", 4, "883.20")
+    assert not Order.objects.exists()
+
+
+def test_fp8_workload_on_ampere_is_refused(chains, customer_api, ssh_key, catalog):
+    workload = {"model": "llama-3.1-8b", "precision": "fp8"}
+    resp = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu="a100-sxm", gpu_count=1, workload=workload),
+                             format="json")
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "fp8_unsupported"
+
+
+def test_workload_that_fits_is_kept_on_the_order(chains, customer_api, ssh_key, catalog):
+    workload = {"model": "llama-3.1-70b", "precision": "fp8", "context": 8192, "concurrency": 1}
+    resp = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1, workload=workload), format="json")
+    assert resp.status_code == 201, resp.json()
+    body = resp.json()
+    assert body["workload"] == workload
+    assert body["sizing"]["fits"] is True and body["sizing"]["per_gpu"]["capacity_gb"] == 80
+
+
+def test_idempotency_key(chains, customer_api, ssh_key, catalog, frozen):
+    headers = {"HTTP_IDEMPOTENCY_KEY": "order-7f3a"}
+    first = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1), format="json", **headers)
+    again = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1), format="json", **headers)
+    assert first.status_code == again.status_code == 201
+    assert again.json() == first.json()
+    assert again["Idempotent-Replayed"] == "true"
+    assert Order.objects.count() == 1
+    other = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=2), format="json", **headers)
+    assert other.status_code == 422 and other.json()["error"]["code"] == "idempotency_key_reused"
+    frozen.shift(timedelta(hours=24, seconds=1))
+    later = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=2), format="json", **headers)
+    assert later.status_code == 201 and Order.objects.count() == 2
+
+
+def test_idempotency_remembers_refusals_too(chains, customer_api, ssh_key, catalog):
+    headers = {"HTTP_IDEMPOTENCY_KEY": "k1"}
+    body = order_body(ssh_key, region="IAD-1", gpu="b200", gpu_count=2)
+    first = customer_api.post("/api/v1/orders", body, format="json", **headers)
+    assert first.status_code == 409 and first.json()["error"]["code"] == "region_unavailable"
+    again = customer_api.post("/api/v1/orders", body, format="json", **headers)
+    assert again.status_code == 409 and again.json() == first.json() and again["Idempotent-Replayed"] == "true"
+
+
+def test_cancel_releases_the_slots_and_voids_the_invoice(chains, customer_api, ssh_key, catalog):
+    before = free("h100-sxm", "DFW-1")
+    order = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=4), format="json").json()
+    assert free("h100-sxm", "DFW-1") == before - 4
+    resp = customer_api.post(f"/api/v1/orders/{order['id']}/cancel")
+    assert resp.status_code == 200
+    assert resp.json()["status"] == "cancelled" and resp.json()["invoice"]["status"] == "invalid"
+    assert free("h100-sxm", "DFW-1") == before
+    again = customer_api.post(f"/api/v1/orders/{order['id']}/cancel")
+    assert again.status_code == 409 and again.json()["error"]["code"] == "order_not_cancellable"
+
+
+def test_an_order_with_a_payment_seen_cannot_be_cancelled(chains, customer_api, ssh_key, catalog):
+    order = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1), format="json").json()
+    billing.payment_record_manual(invoice_number=order["invoice"]["number"], txid="t", amount=1000,
+                                  confirmations=0, reason="test", actor=None)
+    resp = customer_api.post(f"/api/v1/orders/{order['id']}/cancel")
+    assert resp.status_code == 409 and resp.json()["error"]["code"] == "order_has_payments"
+
+
+def test_expiry_releases_the_reservation_and_a_requote_takes_it_again(chains, customer_api, ssh_key, catalog,
+                                                                      frozen, django_capture_on_commit_callbacks):
+    before = free("l4", "PDX-1")
+    order = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu="l4", region="PDX-1", gpu_count=2),
+                              format="json").json()
+    frozen.shift(timedelta(minutes=31))
+    with django_capture_on_commit_callbacks(execute=True):
+        billing.invoices_advance_due()
+    body = customer_api.get(f"/api/v1/orders/{order['id']}").json()
+    assert (body["status"], body["invoice"]["status"]) == ("expired", "expired")
+    assert free("l4", "PDX-1") == before
+    resp = customer_api.post(f"/api/v1/invoices/{order['invoice']['id']}/requote", {}, format="json")
+    assert resp.status_code == 200 and resp.json()["status"] == "new"
+    assert customer_api.get(f"/api/v1/orders/{order['id']}").json()["status"] == "awaiting_payment"
+    assert free("l4", "PDX-1") == before - 2
+
+
+def test_other_accounts_get_404_on_every_order_and_rental_endpoint(chains, customer_api, ssh_key, catalog,
+                                                                   other_customer, api):
+    order = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1), format="json").json()
+    api.force_authenticate(other_customer)
+    for method, path in [
+        ("get", f"/api/v1/orders/{order['id']}"), ("post", f"/api/v1/orders/{order['id']}/cancel"),
+        ("get", f"/api/v1/invoices/{order['invoice']['id']}"),
+    ]:
+        resp = getattr(api, method)(path)
+        assert resp.status_code == 404 and resp.json()["error"]["code"] == "not_found", path
+    assert api.get("/api/v1/orders").json() == []
