@@ -58,6 +58,7 @@ from billing.chains.bitcoin_scan import (
     RPC_NOT_FOUND,
     chain_advance,
     chain_tip,
+    fork_walk,
     height_at_time,
 )
 from billing.chains.bitcoind import BitcoinRpc, ChainUnavailable, RpcError
@@ -137,7 +138,8 @@ class ScanReport:
             return f"{self.currency}: skipped ({self.skipped}){': ' + self.error if self.error else ''}"
         if self.error:
             return f"{self.currency}: failed: {self.error}"
-        lag = "" if self.caught_up else f", {self.tip_height - self.height} block(s) behind"
+        behind = (self.tip_height or 0) - (self.height if self.height is not None else -1)
+        lag = "" if self.caught_up else f", {behind} block(s) behind"
         return (
             f"{self.currency}: cursor at {self.height} (node tip {self.tip_height}{lag}); "
             f"{self.blocks} block(s), {self.recorded} payment(s) from blocks, {self.unconfirmed} unconfirmed, "
@@ -393,10 +395,13 @@ def _fork_apply(
         ChainBlock.objects.filter(chain=family.chain, height__gte=lowest).delete()
         if fork.common is not None:
             state.height, state.block_hash = fork.common.height, fork.common.hash
+            ChainBlock.objects.update_or_create(chain=family.chain, height=fork.common.height,
+                                                defaults={"block_hash": fork.common.hash})
         else:
             state.height, state.block_hash = None, ""
-            log.error("%s: reorg deeper than the %d stored blocks; rescanning from height %d. Payments in "
-                      "blocks below it are not re-checked: look at them.", family.chain, len(orphaned), lowest)
+            log.error("%s: reorg deeper than the %d stored blocks, and the node cannot say where it forked; "
+                      "rescanning from height %d. Payments in blocks below it are not re-checked: look at them.",
+                      family.chain, len(orphaned), lowest)
         state.save(update_fields=["height", "block_hash"])
     mempool.forget({p.txid for p in hit})
     return uncounted
@@ -577,10 +582,11 @@ def _run(
     mempool = _mempool(family.chain, rpc)
     mempool.pending_replace(_pending_load(_state(family.chain)))
     newest = _newest_request_id(family)
-    scripts = _watched(family)
+    scripts = _watched(family, now=now)
     recent = _recent(family.chain)
     start_height: int | None = None
     budget = max(1, max_blocks)
+    deep_walks = 0
     while True:
         if not recent and start_height is None:
             tip = chain_tip(rpc)
@@ -588,6 +594,15 @@ def _run(
         step = chain_advance(rpc, recent=recent, scripts=scripts, start_height=start_height,
                              max_blocks=min(STEP_BLOCKS, budget))
         report.tip_height = step.tip.height
+        if step.fork is not None and step.fork.common is None and deep_walks < 3:
+            # Deeper than the stored blocks: find the real fork point, then scan from it.
+            deep_walks += 1
+            deep = fork_walk(rpc, fork=step.fork)
+            if deep is not None:
+                report.reorgs += 1
+                report.uncounted += _fork_apply(family, rpc, mempool, deep, (), now=now)
+                recent = _recent(family.chain)
+                continue
         if step.fork is not None:
             report.reorgs += 1
             report.uncounted += _fork_apply(family, rpc, mempool, step.fork, step.blocks, now=now)
@@ -622,7 +637,7 @@ def watched_scripts(*, currency: str, now: datetime | None = None) -> frozenset[
     """The scriptPubKeys (hex) of the destinations `currency`'s watcher matches.
 
     Exactly the keys of `billing.selectors.watched_requests` (a test holds the
-    two together), read as plain strings: a run reads this set twice, and
+    two together), read as plain strings: every run reads the whole set, and
     building 100,000 model instances would cost more than scanning a block.
     """
     now = now or timezone.now()
@@ -631,8 +646,8 @@ def watched_scripts(*, currency: str, now: datetime | None = None) -> frozenset[
     return frozenset(rows.values_list("match_key", flat=True))
 
 
-def _watched(family: Family) -> frozenset[str]:
-    return watched_scripts(currency=family.currency)
+def _watched(family: Family, *, now: datetime | None) -> frozenset[str]:
+    return watched_scripts(currency=family.currency, now=now)
 
 
 def _newest_request_id(family: Family) -> int:

@@ -389,6 +389,40 @@ def fork_find(rpc: BitcoinRpc, *, recent: Sequence[BlockRef]) -> Fork | None:
     return Fork(common=common, orphaned=tuple(orphaned))
 
 
+def fork_walk(rpc: BitcoinRpc, *, fork: Fork, max_depth: int = 10_000) -> Fork | None:
+    """Complete a fork deeper than the stored blocks (`fork.common` is None).
+
+    The node keeps the headers of blocks that left its best chain, so walking
+    back from the lowest orphaned block through `previousblockhash` reaches
+    the last block both chains share (the first whose `confirmations` is not
+    -1). Returns the fork with that common block and every orphaned block down
+    to it, lowest first; None when the node does not know the orphaned blocks
+    (e.g. it was resynced) or the walk is deeper than `max_depth`.
+    """
+    if fork.common is not None or not fork.orphaned:
+        return fork
+    walked: list[BlockRef] = []
+    block_hash = min(fork.orphaned).hash
+    for _ in range(max_depth):
+        try:
+            header = rpc.call("getblockheader", block_hash)
+        except RpcError as exc:
+            if exc.code == RPC_NOT_FOUND:
+                return None
+            raise
+        ref = BlockRef(int(header["height"]), header["hash"])
+        if int(header.get("confirmations", -1)) >= 0:
+            below = [b for b in walked if b not in fork.orphaned]
+            log.warning("deep reorg: fork above height %d, %d block(s) orphaned", ref.height,
+                        len(below) + len(fork.orphaned))
+            return Fork(common=ref, orphaned=tuple(sorted({*below, *fork.orphaned})))
+        walked.append(ref)
+        if "previousblockhash" not in header:
+            return None
+        block_hash = header["previousblockhash"]
+    return None
+
+
 def height_at_time(rpc: BitcoinRpc, *, at: int, tip_height: int) -> int:
     """The lowest height whose median time past is at or after `at` (epoch seconds).
 

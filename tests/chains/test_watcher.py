@@ -424,3 +424,33 @@ def test_watched_scripts_are_the_keys_of_watched_requests(ltc, settings):
     assert fresh.active_request.match_key in scripts and closed_recently.active_request.match_key in scripts
     assert closed_long_ago.active_request.match_key not in scripts
     assert watched_scripts(currency="BTC", now=now) == frozenset()
+
+
+def test_a_reorg_deeper_than_the_stored_blocks_is_walked_back_to_its_fork(ltc, node, settings):
+    settings.CHAIN_REORG_WINDOW = 3
+    first, second = ltc.invoice(), ltc.invoice()
+    base = node.height()
+    lost = ltc.pay(first)
+    old_branch = node.mine(5)  # the first payment in base + 1
+    ltc.scan()
+    assert sorted(ChainBlock.objects.values_list("height", flat=True)) == [base + 3, base + 4, base + 5]
+    assert status(ltc, first)[0] == InvoiceStatus.PROCESSING  # 5 of 6 confirmations
+    try:
+        node.invalidate(old_branch[0])
+        node.replace(lost, address=node.new_address())  # the first payment's coins go elsewhere
+        ltc.pay(second)
+        new_branch = node.mine(7)  # the second payment in the new base + 1
+        report = ltc.scan()
+        assert report.reorgs == 1 and report.height == base + 7
+        # Every orphaned block was un-counted, below the stored window too ...
+        [payment] = ltc.payments(first)
+        assert payment.status == PaymentStatus.REMOVED
+        assert payment.removal_reason == f"reorg: block {base + 1} {old_branch[0]} orphaned"
+        assert status(ltc, first) == (InvoiceStatus.NEW, InvoiceException.NONE)
+        # ... and the new branch was scanned from the fork point, not from the window.
+        [payment] = ltc.payments(second)
+        assert (payment.block_hash, payment.confirmations) == (new_branch[0], 7)
+        assert status(ltc, second) == (InvoiceStatus.SETTLED, InvoiceException.NONE)
+        assert ltc.state().block_hash == new_branch[-1]
+    finally:
+        node.reconsider(old_branch[0])
