@@ -29,6 +29,10 @@ The types:
 - `ChainStep`: the result of one `chain_advance`: fork (if any), new blocks.
 - `MempoolWatcher` / `MempoolScan` / `GoneTx`: the unconfirmed side.
 
+Two node look-ups help the service around the cursor: `fork_walk` finds the
+fork point of a reorg deeper than the stored blocks, and `height_at_time`
+where a watcher without a cursor should start.
+
 Matching is a set lookup of each output's scriptPubKey hex in the caller's
 set of open destination scripts (lowercase hex): no query per output, so a
 block of thousands of transactions against 100,000 open destinations costs
