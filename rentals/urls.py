@@ -1,6 +1,6 @@
 """Routes of the rentals app under /api/v1/ (included from config.api_urls)."""
 
-from django.urls import path, register_converter
+from django.urls import include, path, register_converter
 
 from rentals import views
 
@@ -33,4 +33,5 @@ urlpatterns = [
     path("account/recovery-codes", views.RecoveryCodesView.as_view(), name="account-recovery-codes"),
     path("account/ssh-keys", views.SshKeyListView.as_view(), name="ssh-keys"),
     path("account/ssh-keys/<id:ssh_key_id>", views.SshKeyDetailView.as_view(), name="ssh-key"),
+    path("", include("rentals.webhook_urls")),
 ]
