@@ -634,3 +634,51 @@ def test_two_sweeps_never_send_one_attempt_twice(receiver, allow_private, django
     assert all(r.verified for r in receiver.posts)
     for delivery in WebhookDelivery.objects.all():
         assert (delivery.status, delivery.attempts, delivery.attempt_log.count()) == (DeliveryStatus.SUCCEEDED, 1, 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deleting_an_endpoint_waits_for_a_transaction_emitting_to_it(receiver, allow_private, django_user_model):
+    """The emitter's commit must not fail on its new delivery's foreign key
+    because the endpoint vanished meanwhile: the deletion waits for it."""
+    from django.db import transaction
+
+    account = django_user_model.objects.create_user("emitter", "a long enough passphrase")
+    endpoint = endpoint_for(account, receiver)
+    emitted = threading.Event()
+    outcome: dict[str, object] = {}
+
+    def caller():
+        try:
+            with transaction.atomic():
+                webhooks.event_emit(account=account, type="invoice.settled", data={})
+                emitted.set()
+                time.sleep(0.5)  # the rest of the caller's work
+            outcome["caller"] = "committed"
+        except Exception as exc:  # what the test looks for
+            outcome["caller"] = repr(exc)
+        finally:
+            emitted.set()
+            connection.close()
+
+    def customer_deletes():
+        emitted.wait(5)
+        started = time.monotonic()
+        try:
+            webhooks.endpoint_delete(account=account, endpoint_id=endpoint.pk)
+            outcome["delete_waited"] = time.monotonic() - started
+        except Exception as exc:
+            outcome["delete_waited"] = repr(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=caller), threading.Thread(target=customer_deletes)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    assert outcome["caller"] == "committed"
+    assert isinstance(outcome["delete_waited"], float) and outcome["delete_waited"] >= 0.3
+    assert not WebhookEndpoint.objects.exists()
+    assert not WebhookDelivery.objects.exists()
+    assert WebhookEvent.objects.filter(type="invoice.settled").count() == 1
