@@ -675,7 +675,11 @@ def _attempt(delivery: WebhookDelivery) -> WebhookAttempt:
         result = PostResult(None, f"Internal error ({type(exc).__name__}).")
     duration_ms = int((time.monotonic() - started) * 1000)
     attempt = WebhookAttempt.objects.create(
-        delivery=delivery, at=at, status_code=result.status_code, error=result.error[:_ERROR_MAX], duration_ms=duration_ms
+        delivery=delivery,
+        at=at,
+        status_code=result.status_code,
+        error=result.error[:_ERROR_MAX],
+        duration_ms=duration_ms,
     )
     delivery.attempts += 1
     if result.ok:

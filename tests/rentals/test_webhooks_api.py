@@ -4,8 +4,14 @@ other account; SSRF refusals when a URL is registered; the schema."""
 
 from __future__ import annotations
 
+import ipaddress
+import socket
+
 import pytest
 from drf_spectacular.generators import SchemaGenerator
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from rentals import webhooks
@@ -173,7 +179,8 @@ def test_another_account_gets_404_everywhere(customer, customer_api, mallory_api
     delivery = event.deliveries.get()
     method, path, payload = _routes(endpoint["id"], delivery.pk)[index]
 
-    resp = getattr(mallory_api, method)(path, payload, format="json") if payload else getattr(mallory_api, method)(path)
+    call = getattr(mallory_api, method)
+    resp = call(path, payload, format="json") if payload else call(path)
     assert resp.status_code == 404
     assert resp.json()["error"]["code"] == "webhook_not_found"
     assert "secret" not in resp.content.decode() and with_secret.secret not in resp.content.decode()
@@ -188,7 +195,8 @@ def test_another_account_gets_404_everywhere(customer, customer_api, mallory_api
 @pytest.mark.parametrize("index", range(8))
 def test_unknown_ids_are_404(customer_api, endpoint, index):
     method, path, payload = _routes(999999999, 999999999)[index]
-    resp = getattr(customer_api, method)(path, payload, format="json") if payload else getattr(customer_api, method)(path)
+    call = getattr(customer_api, method)
+    resp = call(path, payload, format="json") if payload else call(path)
     assert resp.status_code == 404
     assert resp.json()["error"]["code"] == "webhook_not_found"
 
@@ -464,3 +472,54 @@ def test_the_secret_is_only_in_the_create_and_rotate_answers(schema):
     assert with_secret == ["WebhookEndpointWithSecretOutput"]
     ref = components["WebhookEndpointCreateInputRequest"]["properties"]["events"]["items"]["$ref"]
     assert components[ref.rsplit("/", 1)[1]]["enum"] == list(WEBHOOK_EVENTS)
+
+
+# =============================================================================
+# No input is a 5xx
+# =============================================================================
+
+_url_like = st.one_of(
+    st.text(max_size=600),
+    st.builds(
+        lambda scheme, host, rest: f"{scheme}{host}{rest}",
+        st.sampled_from(["https://", "http://", "HTTPS://", "ftp://", "https:/", "//", ""]),
+        st.one_of(
+            st.text(max_size=80),
+            st.ip_addresses().map(lambda ip: f"[{ip}]" if ip.version == 6 else str(ip)),
+            st.sampled_from(
+                ["localhost", "93.184.215.14", "[::1]", "xn--", "a..b", "0x7f.1", "127.1", "[::ffff:10.0.0.1]"]
+            ),
+        ),
+        st.text(max_size=60),
+    ),
+)
+
+
+@pytest.fixture
+def no_dns(monkeypatch):
+    """Names never resolve here (literal addresses still do): no lookups leave the machine."""
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        try:
+            ipaddress.ip_address(host.decode() if isinstance(host, bytes) else host)
+        except ValueError:
+            raise socket.gaierror(socket.EAI_NONAME, "not here") from None
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+@hypothesis_settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(url=_url_like, events=st.lists(st.sampled_from([*WEBHOOK_EVENTS, "ping", "", "x"]), max_size=12),
+       description=st.one_of(st.none(), st.text(max_size=250)))
+def test_any_registration_input_is_answered_without_a_5xx(customer_api, no_dns, url, events, description):
+    payload = {"url": url, "events": events}
+    if description is not None:
+        payload["description"] = description
+    resp = customer_api.post("/api/v1/webhooks", payload, format="json")
+    assert resp.status_code in (201, 400, 409), resp.content
+    if resp.status_code == 201:
+        assert resp.json()["url"].lower().startswith("https://")
+    else:
+        assert resp.json()["error"]["code"]

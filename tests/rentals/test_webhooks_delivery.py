@@ -294,7 +294,9 @@ def test_redeliver_a_failed_one(customer, receiver, allow_private, emit, django_
     assert len(receiver.posts) == 8
 
 
-def test_redeliver_a_pending_one_attempts_now(customer, receiver, allow_private, emit, django_capture_on_commit_callbacks):
+def test_redeliver_a_pending_one_attempts_now(
+    customer, receiver, allow_private, emit, django_capture_on_commit_callbacks
+):
     endpoint = endpoint_for(customer, receiver)
     receiver.status = 500
     with time_machine.travel(T0, tick=False) as clock:
@@ -379,7 +381,9 @@ def test_the_event_rolls_back_with_the_caller(customer, receiver, allow_private,
     assert receiver.posts == []
 
 
-def test_ping_goes_to_that_endpoint_whatever_it_subscribes(customer, receiver, allow_private, django_capture_on_commit_callbacks):
+def test_ping_goes_to_that_endpoint_whatever_it_subscribes(
+    customer, receiver, allow_private, django_capture_on_commit_callbacks
+):
     endpoint = endpoint_for(customer, receiver, events=["rental.terminated"])
     with django_capture_on_commit_callbacks(execute=True):
         delivery = webhooks.endpoint_ping(account=customer, endpoint_id=endpoint.pk)
