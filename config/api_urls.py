@@ -6,4 +6,5 @@ urlpatterns = [
     path("", include("catalog.urls")),
     path("", include("billing.urls")),
     path("", include("rentals.urls")),
+    path("sizing/", include("sizing.urls")),
 ]

@@ -241,6 +241,10 @@ LOGGING = {
 
 SESSION_COOKIE_AGE = int(timedelta(hours=12).total_seconds())
 
+# --- Sizing -------------------------------------------------------------------
+
+SIZING_OVERHEAD_GB = Decimal(env.str("SIZING_OVERHEAD_GB", default="2"))  # runtime overhead per GPU
+
 # --- Billing ------------------------------------------------------------------
 # A currency is enabled exactly when its watch-only material is set. Never put
 # a key that can spend here: xprv/zprv/tprv/vprv and spend keys are refused.

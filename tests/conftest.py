@@ -17,21 +17,23 @@ def api() -> APIClient:
 
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker):
-    """Load the published catalog once for the whole run; tests roll back around it."""
-    from catalog.seed import catalog_seed
+    """Load the published catalog (and the sizing architectures) once for the
+    whole run; tests roll back around it."""
+    from django.core.management import call_command
 
     with django_db_blocker.unblock():
-        catalog_seed()
+        call_command("seed_catalog", verbosity=0)
 
 
 @pytest.fixture
 def catalog(db):
     """The published catalog (seeded again when a transactional test flushed it)."""
+    from django.core.management import call_command
+
     from catalog.models import GpuModel
-    from catalog.seed import catalog_seed
 
     if not GpuModel.objects.exists():
-        catalog_seed()
+        call_command("seed_catalog", verbosity=0)
 
 
 @pytest.fixture

@@ -71,9 +71,19 @@ def test_seed_is_idempotent_and_keeps_staff_edits(catalog, capsys):
     call_command("seed_catalog")
     out = capsys.readouterr().out
     assert "1 hosts" in out and "8 slots" in out  # only the deleted host came back
+    assert "architectures" not in out  # loaded already, nothing new
 
     call_command("seed_catalog")
     assert "nothing to add" in capsys.readouterr().out
     assert Slot.objects.count() == before + 8
     h100.refresh_from_db()
     assert str(h100.monthly_usd) == "1590.00"
+
+
+def test_seed_catalog_loads_the_sizing_architectures(catalog, capsys):
+    from sizing.models import Architecture
+
+    Architecture.objects.filter(slug="ref-70b").delete()
+    call_command("seed_catalog")
+    assert "1 architectures" in capsys.readouterr().out
+    assert Architecture.objects.filter(slug="ref-70b").exists()

@@ -1,0 +1,266 @@
+"""Read a Hugging Face `config.json` into an `Arch`, estimating the parameter
+count from the shapes when the caller does not state it.
+
+Families read: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe,
+gemma, gemma2, phi3, gpt_oss, deepseek_v2, deepseek_v3 (and any config that
+uses the same key names). A multimodal wrapper's `text_config` is read instead
+of the wrapper.
+
+The estimate counts embeddings (once when tied), attention (with MLA's
+low-rank projections), the MLP or the experts (routed and shared, and the
+router), biases where the family has them, and norms. The active parameters
+of a MoE are those a decode step reads: everything but the experts a token is
+not routed to and the input embedding table (a lookup reads one row of it).
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from core.errors import DomainError
+
+from .arithmetic import ATTENTION_MLA, Arch, attention_kind_infer
+
+MALFORMED = "malformed_config"
+
+# Families whose attention projections carry biases even when the config says nothing.
+_QKV_BIAS_FAMILIES = {"qwen2", "qwen2_moe"}
+# Families whose input and output embeddings are tied unless the config says otherwise.
+_TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text"}
+# Norms per decoder layer (Gemma 2 adds a norm after attention and after the MLP).
+_NORMS_PER_LAYER = {"gemma2": 4, "gemma3_text": 4}
+# Families that state a sliding window in config but whose serving keeps the full
+# context in every layer (Phi-3 mini declares 2047; sized conservatively).
+_WINDOW_IGNORED = {"phi3"}
+# Bounds no real model comes near; they keep absurd inputs out of the arithmetic.
+_MAX_DIM = 10**7  # hidden size, heads, head dim, intermediate sizes
+_MAX_LAYERS = 100_000
+_MAX_PARAMS_B = Decimal(100_000)  # 100 trillion parameters
+_MAX_PARAMS = int(_MAX_PARAMS_B * 10**9)
+
+
+def _fail(message: str, **details: Any) -> DomainError:
+    return DomainError(MALFORMED, message, status=400, details=details)
+
+
+def _int(cfg: dict[str, Any], *keys: str, default: int | None = None, minimum: int = 1) -> int:
+    """The first of `keys` present, as a positive integer."""
+    for key in keys:
+        if key in cfg and cfg[key] is not None:
+            value = cfg[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise _fail(f"`{key}` must be a number.", field=key)
+            if isinstance(value, float):
+                if not value.is_integer():
+                    raise _fail(f"`{key}` must be a whole number.", field=key)
+                value = int(value)
+            if value < minimum or value > _MAX_DIM * 100:
+                raise _fail(f"`{key}` is out of range.", field=key)
+            return value
+    if default is None:
+        raise _fail(f"`{keys[0]}` is missing.", field=keys[0])
+    return default
+
+
+def _bool(cfg: dict[str, Any], key: str, default: bool) -> bool:
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _fail(f"`{key}` must be true or false.", field=key)
+    return value
+
+
+def _params_from_b(value: Any, key: str) -> int:
+    try:
+        billions = Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        raise _fail(f"`{key}` must be a number of billions of parameters.", field=key) from None
+    if isinstance(value, bool) or not billions.is_finite() or billions <= 0 or billions > _MAX_PARAMS_B:
+        raise _fail(f"`{key}` must be a positive number of billions of parameters.", field=key)
+    return int(billions * 10**9)
+
+
+def _text_config(config: Any) -> dict[str, Any]:
+    if not isinstance(config, dict):
+        raise _fail("`architecture` must be the JSON object of a config.json.")
+    inner = config.get("text_config")
+    if isinstance(inner, dict) and "num_hidden_layers" in inner:
+        merged = dict(inner)
+        for key in ("params_b", "active_params_b", "_name_or_path"):
+            if key in config and key not in merged:
+                merged[key] = config[key]
+        return merged
+    return config
+
+
+def _sliding(cfg: dict[str, Any], family: str, layers: int) -> tuple[int | None, int]:
+    """(window, number of layers that use it)."""
+    window = cfg.get("sliding_window")
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and layer_types:
+        if len(layer_types) != layers or not all(isinstance(t, str) for t in layer_types):
+            raise _fail("`layer_types` must name one attention type per layer.", field="layer_types")
+        count = sum(1 for t in layer_types if t == "sliding_attention")
+        if count and not window:
+            raise _fail("`layer_types` has sliding layers but `sliding_window` is missing.", field="sliding_window")
+        return (_int(cfg, "sliding_window") if count else None), count
+    if family in _WINDOW_IGNORED or window is None:
+        return None, 0
+    window = _int(cfg, "sliding_window")
+    if family in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
+        if not _bool(cfg, "use_sliding_window", False):
+            return None, 0
+        # Layers from max_window_layers upwards use the window.
+        first = _int(cfg, "max_window_layers", default=layers, minimum=0)
+        return window, max(0, layers - first)
+    if family in ("gemma2", "gemma3_text"):
+        pattern = cfg.get("sliding_window_pattern")
+        if family == "gemma2" or not isinstance(pattern, int) or pattern < 1:
+            return window, (layers + 1) // 2  # Gemma 2: even-numbered layers slide
+        return window, layers - layers // pattern  # every pattern-th layer is global
+    return window, layers  # mistral-style: every layer slides
+
+
+def architecture_from_hf_config(
+    config: Any,
+    *,
+    slug: str = "custom",
+    name: str | None = None,
+    params_b: Any = None,
+    active_params_b: Any = None,
+) -> Arch:
+    """An `Arch` from the contents of a config.json. `params_b` (billions) overrides
+    the estimate of total parameters; so does a `params_b` key in the config."""
+    cfg = _text_config(config)
+    family = str(cfg.get("model_type") or "").lower()
+    layers = _int(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    hidden = _int(cfg, "hidden_size", "n_embd", "d_model")
+    heads = _int(cfg, "num_attention_heads", "n_head")
+    kv_heads = _int(cfg, "num_key_value_heads", "num_kv_heads", default=heads)
+    if kv_heads > heads or heads % kv_heads:
+        raise _fail("`num_key_value_heads` must divide `num_attention_heads`.", field="num_key_value_heads")
+    head_dim = _int(cfg, "head_dim", default=0, minimum=0) or 0
+    if not head_dim:
+        if hidden % heads:
+            raise _fail("`hidden_size` does not divide by the heads and `head_dim` is not given.", field="head_dim")
+        head_dim = hidden // heads
+    max_context = _int(cfg, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+    vocab = _int(cfg, "vocab_size")
+    for key, value in (("hidden_size", hidden), ("num_attention_heads", heads), ("head_dim", head_dim)):
+        if value > _MAX_DIM:
+            raise _fail(f"`{key}` is out of range.", field=key)
+    if layers > _MAX_LAYERS:
+        raise _fail("`num_hidden_layers` is out of range.", field="num_hidden_layers")
+
+    kv_lora = _int(cfg, "kv_lora_rank", default=0, minimum=0)
+    is_mla = kv_lora > 0
+    rope_dim = _int(cfg, "qk_rope_head_dim", default=0, minimum=0) if is_mla else 0
+
+    window, sliding_layers = _sliding(cfg, family, layers)
+
+    # --- MoE layout -------------------------------------------------------------
+    experts = _int(cfg, "num_local_experts", "n_routed_experts", "num_experts", default=0, minimum=0)
+    top_k = _int(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk", default=0, minimum=0)
+    if experts and not top_k:
+        raise _fail("A mixture of experts needs `num_experts_per_tok`.", field="num_experts_per_tok")
+    if top_k > experts:
+        raise _fail("`num_experts_per_tok` exceeds the number of experts.", field="num_experts_per_tok")
+    intermediate = _int(cfg, "intermediate_size", "n_inner", "ffn_dim", default=4 * hidden)
+    moe_intermediate = _int(cfg, "moe_intermediate_size", default=intermediate)
+    shared_intermediate = 0
+    if experts:
+        shared_intermediate = _int(cfg, "n_shared_experts", "num_shared_experts", default=0, minimum=0) * moe_intermediate
+        shared_intermediate += _int(cfg, "shared_expert_intermediate_size", default=0, minimum=0)
+    dense_first = _int(cfg, "first_k_dense_replace", default=0, minimum=0) if experts else 0
+    freq = _int(cfg, "moe_layer_freq", "decoder_sparse_step", default=1) if experts else 1
+    moe_layers = 0
+    if experts:
+        moe_layers = sum(1 for i in range(layers) if i >= dense_first and (i - dense_first) % freq == 0) if freq > 1 \
+            else max(0, layers - dense_first)
+    dense_layers = layers - moe_layers
+
+    # --- Parameter estimate -----------------------------------------------------
+    tied = _bool(cfg, "tie_word_embeddings", family in _TIED_BY_DEFAULT)
+    embed = vocab * hidden
+    attention_bias = _bool(cfg, "attention_bias", family in _QKV_BIAS_FAMILIES)
+    if is_mla:
+        q_lora = _int(cfg, "q_lora_rank", default=0, minimum=0)
+        nope = _int(cfg, "qk_nope_head_dim", default=head_dim)
+        v_dim = _int(cfg, "v_head_dim", default=head_dim)
+        q_head = nope + rope_dim
+        q_proj = (hidden * q_lora + q_lora + q_lora * heads * q_head) if q_lora else hidden * heads * q_head
+        kv_proj = hidden * (kv_lora + rope_dim) + kv_lora + kv_lora * heads * (nope + v_dim)
+        attention = q_proj + kv_proj + heads * v_dim * hidden
+    else:
+        q_out, kv_out = heads * head_dim, kv_heads * head_dim
+        attention = hidden * (q_out + 2 * kv_out) + q_out * hidden
+        if attention_bias:
+            # Families that bias attention bias q, k, v; gpt-oss biases o too.
+            attention += q_out + 2 * kv_out + (hidden if family == "gpt_oss" else 0)
+        if family == "gpt_oss":
+            attention += heads  # one attention sink per head
+    mlp_bias = family == "gpt_oss" or _bool(cfg, "mlp_bias", False)
+
+    def ffn(width: int) -> int:
+        # Every family read here uses a gated MLP (SwiGLU / GeGLU): gate, up, down.
+        return 3 * hidden * width + ((2 * width + hidden) if mlp_bias else 0)
+
+    expert = ffn(moe_intermediate)
+    router = (hidden * experts + (experts if mlp_bias or family == "deepseek_v3" else 0)) if experts else 0
+    shared = ffn(shared_intermediate) if shared_intermediate else 0
+    norms = _NORMS_PER_LAYER.get(family, 2) * hidden + (kv_lora + _int(cfg, "q_lora_rank", default=0, minimum=0) if is_mla else 0)
+    if family in ("qwen3", "qwen3_moe"):
+        norms += 2 * head_dim  # q and k norms
+
+    dense_layer = attention + ffn(intermediate) + norms
+    moe_fixed = attention + router + shared + norms
+    total = embed * (1 if tied else 2) + hidden + dense_layers * dense_layer + moe_layers * (moe_fixed + experts * expert)
+    active = None
+    if experts:
+        output_table = embed  # read by the last projection for every token (tied or not)
+        active = output_table + hidden + dense_layers * dense_layer + moe_layers * (moe_fixed + top_k * expert)
+
+    if total > _MAX_PARAMS and params_b is None and cfg.get("params_b") is None:
+        raise _fail("These shapes make an implausible model (over 100 trillion parameters).")
+    explicit_total = params_b if params_b is not None else cfg.get("params_b")
+    if explicit_total is not None:
+        total = _params_from_b(explicit_total, "params_b")
+        if active is not None:
+            active = min(active, total)
+    explicit_active = active_params_b if active_params_b is not None else cfg.get("active_params_b")
+    if explicit_active is not None:
+        active = _params_from_b(explicit_active, "active_params_b")
+        if active > total:
+            raise _fail("`active_params_b` exceeds `params_b`.", field="active_params_b")
+
+    kind = ATTENTION_MLA if is_mla else attention_kind_infer(attention_heads=heads, kv_heads=kv_heads)
+    if is_mla and "head_dim" not in cfg:
+        head_dim = v_dim  # the per-head width MLA expands its latent to
+    label = name or str(cfg.get("_name_or_path") or family or "custom model")
+    return Arch(
+        slug=slug,
+        name=label[:120],
+        total_params=total,
+        active_params=active,
+        layers=layers,
+        hidden_size=hidden,
+        attention_heads=heads,
+        kv_heads=1 if is_mla else kv_heads,
+        head_dim=head_dim,
+        max_context=max_context,
+        attention_kind=kind,
+        mla_latent_dim=kv_lora,
+        mla_rope_dim=rope_dim,
+        sliding_window=window if sliding_layers else None,
+        sliding_window_layers=sliding_layers,
+        experts=experts,
+        experts_per_token=top_k,
+    )
+
+
+def params_b(params: int) -> float:
+    """Parameters in billions, for display."""
+    return math.floor(params / 10**7 + 0.5) / 100

@@ -1,0 +1,369 @@
+"""Sizing API shapes: one serializer per input and per output.
+
+`WorkloadInput` is the workload part of a sizing body (model or architecture,
+precision, context, concurrency); orders validate their `workload` with it and
+get a `Workload` in `validated_data["workload"]`, with the same error codes.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from rest_framework import serializers
+
+from catalog.models import ALLOWED_COUNTS, TERM_CHOICES, TERM_MONTHLY, Vendor
+from core.errors import DomainError
+from core.money import usd_str
+
+from .arithmetic import (
+    DEFAULT_OVERHEAD_GB,
+    KV_PRECISION_BYTES,
+    PRECISION_BYTES,
+    Arch,
+    Workload,
+    kv_cache_bytes_per_token,
+    gb_number,
+    requirement_compute,
+)
+from .hf_config import architecture_from_hf_config
+from .models import Architecture, AttentionKind
+from .selectors import architecture_get
+from .services import breakdown_per_gpu, breakdown_total
+
+MAX_CONTEXT = 10_000_000
+MAX_CONCURRENCY = 100_000
+MAX_GPUS = 64
+
+
+def params_in_billions(params: int | None) -> float | None:
+    if params is None:
+        return None
+    return float((Decimal(params) / 10**9).quantize(Decimal("0.001")))
+
+
+def overhead_default() -> Decimal:
+    return Decimal(str(getattr(settings, "SIZING_OVERHEAD_GB", DEFAULT_OVERHEAD_GB)))
+
+
+# --- Inputs -------------------------------------------------------------------
+
+
+class WorkloadInput(serializers.Serializer):
+    model = serializers.CharField(required=False, max_length=64, help_text="A slug from GET /sizing/models.")
+    architecture = serializers.JSONField(
+        required=False, help_text="The contents of a Hugging Face config.json, instead of `model`."
+    )
+    params_b = serializers.DecimalField(
+        required=False, max_digits=12, decimal_places=4, min_value=Decimal("0.0001"),
+        help_text="Total parameters in billions: overrides the estimate from `architecture`.",
+    )
+    active_params_b = serializers.DecimalField(
+        required=False, max_digits=12, decimal_places=4, min_value=Decimal("0.0001"),
+        help_text="MoE: parameters read per token, in billions.",
+    )
+    precision = serializers.ChoiceField(choices=list(PRECISION_BYTES), help_text="Weight precision.")
+    kv_precision = serializers.ChoiceField(choices=list(KV_PRECISION_BYTES), default="bf16")
+    context = serializers.IntegerField(min_value=1, max_value=MAX_CONTEXT, default=8192, help_text="Tokens per sequence.")
+    concurrency = serializers.IntegerField(
+        min_value=1, max_value=MAX_CONCURRENCY, default=1, help_text="Sequences in flight at once."
+    )
+    overhead_gb = serializers.DecimalField(
+        required=False, max_digits=6, decimal_places=2, min_value=Decimal(0), max_value=Decimal(1000),
+        help_text="Runtime overhead per GPU, GB (default 2).",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        has_model, has_arch = "model" in attrs, "architecture" in attrs
+        if has_model == has_arch:
+            raise serializers.ValidationError(
+                {"model": ["Give either `model` (a slug) or `architecture` (a config.json), not both."]}
+            )
+        params_b, active_b = attrs.get("params_b"), attrs.get("active_params_b")
+        if has_model:
+            arch = architecture_get(slug=attrs["model"]).to_arch()
+            if params_b is not None or active_b is not None:
+                total = int(params_b * 10**9) if params_b is not None else arch.total_params
+                active = int(active_b * 10**9) if active_b is not None else arch.active_params
+                if active is not None and active > total:
+                    raise DomainError("invalid", "`active_params_b` exceeds `params_b`.", status=400,
+                                      details={"fields": {"active_params_b": ["exceeds params_b"]}})
+                arch = Arch(**{**arch.__dict__, "total_params": total,
+                               "active_params": None if active == total else active})
+        else:
+            arch = architecture_from_hf_config(attrs["architecture"], params_b=params_b, active_params_b=active_b)
+        if attrs["context"] > arch.max_context:
+            raise DomainError(
+                "context_too_long",
+                f"{arch.name} takes at most {arch.max_context:,} tokens of context; {attrs['context']:,} asked.",
+                status=400,
+                details={"context": attrs["context"], "max_context": arch.max_context, "model": arch.slug},
+            )
+        attrs["workload"] = Workload(
+            arch=arch,
+            precision=attrs["precision"],
+            kv_precision=attrs["kv_precision"],
+            context=attrs["context"],
+            concurrency=attrs["concurrency"],
+            overhead_gb=attrs.get("overhead_gb", overhead_default()),
+        )
+        return attrs
+
+
+class CheckInput(WorkloadInput):
+    gpu = serializers.CharField(max_length=32, help_text="A card slug, e.g. h100-sxm.")
+    gpu_count = serializers.IntegerField(min_value=1, max_value=MAX_GPUS, default=1)
+    term = serializers.ChoiceField(choices=[c for c, _ in TERM_CHOICES], default=TERM_MONTHLY, help_text="Prices the cost per token.")
+
+
+class RecommendInput(WorkloadInput):
+    vendor = serializers.ChoiceField(choices=Vendor.choices, required=False)
+    region = serializers.CharField(max_length=16, required=False, help_text="Only what this region can supply now.")
+    max_gpus = serializers.IntegerField(min_value=1, max_value=MAX_GPUS, required=False)
+    gpu_count = serializers.IntegerField(min_value=1, max_value=MAX_GPUS, required=False, help_text="Exactly this many.")
+    term = serializers.ChoiceField(choices=[c for c, _ in TERM_CHOICES], default=TERM_MONTHLY, help_text="Ranks by this term's price.")
+    tokens_per_month = serializers.IntegerField(
+        min_value=0, max_value=10**16, required=False, help_text="Expected volume, for the advice."
+    )
+    traffic = serializers.ChoiceField(choices=["steady", "bursty"], required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        count = attrs.get("gpu_count")
+        if count is not None and count not in ALLOWED_COUNTS:
+            raise DomainError(
+                "invalid_gpu_count",
+                f"Instances have {', '.join(map(str, ALLOWED_COUNTS))} cards; not {count}.",
+                status=400,
+                details={"gpu_count": count, "allowed_counts": list(ALLOWED_COUNTS)},
+            )
+        return attrs
+
+
+# --- Outputs ------------------------------------------------------------------
+
+
+class ArchitectureOutput(serializers.ModelSerializer):
+    params_b = serializers.SerializerMethodField()
+    active_params_b = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Architecture
+        fields = [
+            "slug", "name", "params_b", "active_params_b", "total_params", "active_params", "layers",
+            "hidden_size", "attention_heads", "kv_heads", "head_dim", "attention_kind", "mla_latent_dim",
+            "mla_rope_dim", "sliding_window", "sliding_window_layers", "max_context", "experts",
+            "experts_per_token", "is_reference", "source",
+        ]
+
+    def get_params_b(self, obj: Architecture) -> float:
+        return params_in_billions(obj.total_params)
+
+    def get_active_params_b(self, obj: Architecture) -> float | None:
+        return params_in_billions(obj.active_params)
+
+
+class ModelSummaryOutput(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    params_b = serializers.FloatField()
+    active_params_b = serializers.FloatField(allow_null=True)
+    attention_kind = serializers.ChoiceField(choices=AttentionKind.choices)
+    layers = serializers.IntegerField()
+    kv_heads = serializers.IntegerField()
+    head_dim = serializers.IntegerField()
+    max_context = serializers.IntegerField()
+    kv_cache_bytes_per_token = serializers.IntegerField(help_text="At the request's KV precision, one copy.")
+
+
+def model_summary(workload: Workload) -> dict[str, Any]:
+    arch = workload.arch
+    return {
+        "slug": arch.slug,
+        "name": arch.name,
+        "params_b": params_in_billions(arch.total_params),
+        "active_params_b": params_in_billions(arch.active_params),
+        "attention_kind": arch.attention_kind,
+        "layers": arch.layers,
+        "kv_heads": arch.kv_heads,
+        "head_dim": arch.head_dim,
+        "max_context": arch.max_context,
+        "kv_cache_bytes_per_token": kv_cache_bytes_per_token(arch=arch, kv_precision=workload.kv_precision),
+    }
+
+
+class ReasonOutput(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    details = serializers.DictField()
+
+
+class TotalOutput(serializers.Serializer):
+    weights_gb = serializers.FloatField()
+    kv_cache_gb = serializers.FloatField(help_text="What the group holds, replicas included.")
+    overhead_gb = serializers.FloatField()
+    required_gb = serializers.FloatField()
+    capacity_gb = serializers.FloatField()
+    headroom_gb = serializers.FloatField()
+    kv_cache_one_copy_gb = serializers.FloatField()
+
+
+class PerGpuOutput(serializers.Serializer):
+    weights_gb = serializers.FloatField()
+    kv_cache_gb = serializers.FloatField()
+    overhead_gb = serializers.FloatField()
+    required_gb = serializers.FloatField()
+    capacity_gb = serializers.FloatField()
+    headroom_gb = serializers.FloatField()
+    kv_heads = serializers.IntegerField(help_text="KV heads each GPU holds (1 for an MLA latent).")
+
+
+class CheckOutput(serializers.Serializer):
+    model = ModelSummaryOutput()
+    precision = serializers.CharField()
+    kv_precision = serializers.CharField()
+    context = serializers.IntegerField()
+    concurrency = serializers.IntegerField()
+    gpu = serializers.CharField()
+    gpu_count = serializers.IntegerField()
+    fits = serializers.BooleanField()
+    reasons = ReasonOutput(many=True)
+    total = TotalOutput()
+    per_gpu = PerGpuOutput()
+    decode_ceiling_tokens_per_s = serializers.IntegerField()
+    term = serializers.CharField()
+    price_usd = serializers.CharField(allow_null=True, help_text="The term's price after discounts.")
+    monthly_usd = serializers.CharField(allow_null=True)
+    cost_per_million_tokens_usd = serializers.CharField(
+        allow_null=True, help_text="The term's price over the tokens the ceiling yields in it."
+    )
+
+
+class CandidateOutput(serializers.Serializer):
+    gpu = serializers.CharField()
+    gpu_name = serializers.CharField()
+    vendor = serializers.CharField()
+    gpu_count = serializers.IntegerField()
+    term = serializers.CharField()
+    price_usd = serializers.CharField()
+    monthly_usd = serializers.CharField()
+    discount_pct = serializers.CharField()
+    per_gpu_hour_usd = serializers.CharField()
+    capacity_gb = serializers.FloatField(help_text="Per GPU.")
+    required_gb = serializers.FloatField(help_text="Per GPU.")
+    headroom_gb = serializers.FloatField(help_text="Per GPU: the least room of any GPU in the group.")
+    decode_ceiling_tokens_per_s = serializers.IntegerField()
+    cost_per_million_tokens_usd = serializers.CharField(allow_null=True)
+    available = serializers.IntegerField(required=False, help_text="Free cards in the region (region filter only).")
+
+
+class RequirementOutput(serializers.Serializer):
+    weights_gb = serializers.FloatField()
+    kv_cache_gb = serializers.FloatField()
+    overhead_gb = serializers.FloatField()
+    required_gb = serializers.FloatField()
+    kv_cache_one_copy_gb = serializers.FloatField()
+
+
+class AdviceOutput(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    details = serializers.DictField()
+
+
+class RecommendOutput(serializers.Serializer):
+    model = ModelSummaryOutput()
+    precision = serializers.CharField()
+    kv_precision = serializers.CharField()
+    context = serializers.IntegerField()
+    concurrency = serializers.IntegerField()
+    region = serializers.CharField(allow_null=True)
+    term = serializers.CharField()
+    requirement = RequirementOutput(help_text="On one GPU.")
+    considered = serializers.IntegerField(help_text="Configurations checked.")
+    candidates = CandidateOutput(many=True)
+    advice = AdviceOutput(many=True)
+
+
+def money(amount: Decimal | None) -> str | None:
+    return None if amount is None else usd_str(amount)
+
+
+def to_float_gb(nbytes: int) -> float:
+    return gb_number(nbytes)
+
+
+# --- Payloads (what the output serializers render) ------------------------------
+
+
+def _workload_fields(workload: Workload) -> dict[str, Any]:
+    return {
+        "model": model_summary(workload),
+        "precision": workload.precision,
+        "kv_precision": workload.kv_precision,
+        "context": workload.context,
+        "concurrency": workload.concurrency,
+    }
+
+
+def check_payload(result) -> dict[str, Any]:
+    check = result.check
+    return {
+        **_workload_fields(check.workload),
+        "gpu": result.gpu.slug,
+        "gpu_count": result.gpu_count,
+        "fits": result.fits,
+        "reasons": [r.as_dict() for r in result.reasons],
+        "total": breakdown_total(check),
+        "per_gpu": breakdown_per_gpu(check),
+        "decode_ceiling_tokens_per_s": check.decode_ceiling_tokens_per_s,
+        "term": result.term,
+        "price_usd": money(result.quote.total_usd) if result.quote else None,
+        "monthly_usd": money(result.monthly_quote.total_usd) if result.monthly_quote else None,
+        "cost_per_million_tokens_usd": money(result.cost_per_million_tokens_usd),
+    }
+
+
+def candidate_payload(result, stock_row=None) -> dict[str, Any]:
+    check, q = result.check, result.quote
+    out = {
+        "gpu": result.gpu.slug,
+        "gpu_name": result.gpu.name,
+        "vendor": result.gpu.vendor,
+        "gpu_count": result.gpu_count,
+        "term": q.term,
+        "price_usd": money(q.total_usd),
+        "monthly_usd": money(result.monthly_quote.total_usd),
+        "discount_pct": f"{q.discount_pct:.2f}",
+        "per_gpu_hour_usd": money(q.per_gpu_hour_usd),
+        "capacity_gb": to_float_gb(check.capacity_per_gpu),
+        "required_gb": to_float_gb(check.requirement.required_per_gpu),
+        "headroom_gb": to_float_gb(check.headroom_per_gpu),
+        "decode_ceiling_tokens_per_s": check.decode_ceiling_tokens_per_s,
+        "cost_per_million_tokens_usd": money(result.cost_per_million_tokens_usd),
+    }
+    if stock_row is not None:
+        out["available"] = stock_row.available
+    return out
+
+
+def recommend_payload(rec) -> dict[str, Any]:
+    one = requirement_compute(workload=rec.workload, gpu_count=1)
+    stock = rec.stock or {}
+    return {
+        **_workload_fields(rec.workload),
+        "region": rec.region,
+        "term": rec.term,
+        "requirement": {
+            "weights_gb": to_float_gb(one.weights_total),
+            "kv_cache_gb": to_float_gb(one.kv_cache_total),
+            "overhead_gb": to_float_gb(one.overhead_total),
+            "required_gb": to_float_gb(one.required_total),
+            "kv_cache_one_copy_gb": to_float_gb(one.kv_cache_logical),
+        },
+        "considered": rec.considered,
+        "candidates": [candidate_payload(c, stock.get(c.gpu.slug) if rec.stock is not None else None)
+                       for c in rec.candidates],
+        "advice": [a.as_dict() for a in rec.advice],
+    }

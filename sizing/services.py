@@ -1,0 +1,253 @@
+"""Sizing against the catalog: does a configuration hold a workload, what does it
+cost per million tokens at its decode ceiling, and which configurations are the
+cheapest that hold it.
+
+Other apps call `sizing_check` / `sizing_require_fit` (orders refuse workloads
+that do not fit) and `sizing_recommend`. Reading only: nothing here writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from catalog.models import TERM_HOURS, TERM_MONTHLY, GpuModel, MultiGpuDiscount, TermDiscount
+from catalog.selectors import StockRow, region_get, stock
+from catalog.services import Quote, quote
+from core.errors import DomainError
+from core.money import cents
+
+from .advice import Advice, advice_for
+from .arithmetic import Card, Check, Reason, Requirement, Workload, fit_check, requirement_compute, to_gb
+
+# The request type of a sizing: what is served, at which precision, context and concurrency.
+SizingRequest = Workload
+
+SECONDS_PER_HOUR = 3600
+MILLION = Decimal(10**6)
+
+
+@dataclass(frozen=True)
+class SizingResult:
+    """`gpu_count` x `gpu` against a workload: the arithmetic, the catalog's word on
+    the count, the price, and the cost of a million tokens at the decode ceiling."""
+
+    check: Check
+    gpu: GpuModel
+    term: str
+    catalog_reasons: tuple[Reason, ...]
+    quote: Quote | None  # the asked term's price; None when the catalog refuses the configuration
+    monthly_quote: Quote | None
+    cost_per_million_tokens_usd: Decimal | None
+
+    @property
+    def reasons(self) -> tuple[Reason, ...]:
+        return self.catalog_reasons + self.check.reasons
+
+    @property
+    def fits(self) -> bool:
+        return not self.reasons
+
+    @property
+    def gpu_count(self) -> int:
+        return self.check.gpu_count
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    workload: Workload
+    candidates: list[SizingResult]  # every (card, count) that fits, cheapest first
+    advice: list[Advice]
+    considered: int  # configurations checked
+    region: str | None
+    term: str
+    stock: dict[str, StockRow] | None  # by card slug, when a region was asked for
+
+
+def card_from_gpu(gpu: GpuModel) -> Card:
+    return Card(
+        slug=gpu.slug,
+        name=gpu.name,
+        memory_gb=gpu.memory_gb,
+        bandwidth_gbps=gpu.bandwidth_gbps,
+        fp8=gpu.fp8,
+        architecture=gpu.architecture,
+        vendor=gpu.vendor,
+    )
+
+
+def cost_per_million_tokens(*, price_usd: Decimal, hours: int, tokens_per_s: int) -> Decimal | None:
+    """What a million tokens cost when the configuration decodes at `tokens_per_s`
+    for every hour of the term it is paid for (a floor: real decode is slower)."""
+    if tokens_per_s <= 0:
+        return None
+    return cents(price_usd * MILLION / (tokens_per_s * hours * SECONDS_PER_HOUR))
+
+
+def _result(
+    *,
+    workload: Workload,
+    gpu: GpuModel,
+    gpu_count: int,
+    term: str,
+    multi_gpu_tiers=None,
+    term_tiers: dict[str, list] | None = None,
+    requirement: Requirement | None = None,
+    price_unfit: bool = True,
+) -> SizingResult:
+    check = fit_check(workload=workload, card=card_from_gpu(gpu), gpu_count=gpu_count, requirement=requirement)
+    catalog_reasons: tuple[Reason, ...] = ()
+    priced = monthly = None
+    tiers = term_tiers or {}
+    if not price_unfit and not check.fits:
+        return SizingResult(check=check, gpu=gpu, term=term, catalog_reasons=(), quote=None, monthly_quote=None,
+                            cost_per_million_tokens_usd=None)
+    try:
+        priced = quote(
+            gpu=gpu, gpu_count=gpu_count, term=term, multi_gpu_tiers=multi_gpu_tiers, term_tiers=tiers.get(term)
+        )
+        monthly = priced if term == TERM_MONTHLY else quote(
+            gpu=gpu, gpu_count=gpu_count, term=TERM_MONTHLY, multi_gpu_tiers=multi_gpu_tiers,
+            term_tiers=tiers.get(TERM_MONTHLY),
+        )
+    except DomainError as refusal:
+        catalog_reasons = (Reason(refusal.code, refusal.message, dict(refusal.details)),)
+    cost = None
+    if priced is not None:
+        cost = cost_per_million_tokens(
+            price_usd=priced.total_usd, hours=priced.hours, tokens_per_s=check.decode_ceiling_tokens_per_s
+        )
+    return SizingResult(
+        check=check, gpu=gpu, term=term, catalog_reasons=catalog_reasons, quote=priced, monthly_quote=monthly,
+        cost_per_million_tokens_usd=cost,
+    )
+
+
+def sizing_check(
+    *, request: Workload, gpu: GpuModel, gpu_count: int, term: str = TERM_MONTHLY
+) -> SizingResult:
+    """Whether `gpu_count` x `gpu` holds the workload, with the reasons when not.
+    A report, not a refusal: see `sizing_require_fit` for that."""
+    return _result(workload=request, gpu=gpu, gpu_count=gpu_count, term=term)
+
+
+def sizing_require_fit(
+    *, request: Workload, gpu: GpuModel, gpu_count: int, term: str = TERM_MONTHLY
+) -> SizingResult:
+    """`sizing_check`, raising DomainError (the first reason's code: `does_not_fit`,
+    `fp8_unsupported`, `tp_indivisible`, `invalid_gpu_count`, `min_gpus`) with
+    every reason and the per-GPU breakdown in its details when it does not fit."""
+    result = sizing_check(request=request, gpu=gpu, gpu_count=gpu_count, term=term)
+    if not result.fits:
+        first = result.reasons[0]
+        raise DomainError(
+            first.code,
+            f"The workload does not run on {gpu_count} x {gpu.name}: {first.message}",
+            status=400,
+            details={
+                "gpu": gpu.slug,
+                "gpu_count": gpu_count,
+                "reasons": [r.as_dict() for r in result.reasons],
+                "per_gpu": breakdown_per_gpu(result.check),
+                "total": breakdown_total(result.check),
+            },
+        )
+    return result
+
+
+def breakdown_per_gpu(check: Check) -> dict[str, float]:
+    req = check.requirement
+    return {
+        "weights_gb": float(to_gb(req.weights_per_gpu)),
+        "kv_cache_gb": float(to_gb(req.kv_cache_per_gpu)),
+        "overhead_gb": float(to_gb(req.overhead_per_gpu)),
+        "required_gb": float(to_gb(req.required_per_gpu)),
+        "capacity_gb": float(to_gb(check.capacity_per_gpu)),
+        "headroom_gb": float(to_gb(check.headroom_per_gpu)),
+        "kv_heads": req.kv_heads_per_gpu,
+    }
+
+
+def breakdown_total(check: Check) -> dict[str, float]:
+    req = check.requirement
+    capacity = check.capacity_per_gpu * check.gpu_count
+    return {
+        "weights_gb": float(to_gb(req.weights_total)),
+        "kv_cache_gb": float(to_gb(req.kv_cache_total)),
+        "overhead_gb": float(to_gb(req.overhead_total)),
+        "required_gb": float(to_gb(req.required_total)),
+        "capacity_gb": float(to_gb(capacity)),
+        "headroom_gb": float(to_gb(capacity - req.required_total)),
+        "kv_cache_one_copy_gb": float(to_gb(req.kv_cache_logical)),
+    }
+
+
+def _sort_key(result: SizingResult):
+    # Cheapest first; on a tie fewer cards (less to go wrong), then more room.
+    return (result.quote.total_usd, result.gpu_count, -result.check.headroom_per_gpu, result.gpu.sort_order)
+
+
+def sizing_recommend(
+    *,
+    request: Workload,
+    region: str | None = None,
+    vendor: str | None = None,
+    max_gpus: int | None = None,
+    gpu_count: int | None = None,
+    term: str = TERM_MONTHLY,
+    tokens_per_month: int | None = None,
+    traffic: str | None = None,
+) -> Recommendation:
+    """Every (card, count) that holds the workload, cheapest first by the term's
+    price after discounts. `region` keeps what that region can supply now (an
+    instance lives on one host, so a count needs a host with that many free);
+    `gpu_count` asks for exactly that many cards, `max_gpus` for at most that many."""
+    if term not in TERM_HOURS:
+        raise DomainError("invalid_term", f"Terms are {', '.join(TERM_HOURS)}.", details={"term": term})
+    gpus = list(GpuModel.objects.filter(is_active=True))
+    if vendor:
+        gpus = [g for g in gpus if g.vendor == vendor]
+    supply: dict[str, StockRow] | None = None
+    if region is not None:
+        region = region_get(code=region).code
+        supply = {row.gpu: row for row in stock(region=region)}
+    multi_gpu_tiers = list(MultiGpuDiscount.objects.values_list("min_gpus", "percent"))
+    term_tiers: dict[str, list] = {t: [] for t in TERM_HOURS}
+    for row_term, min_terms, percent in TermDiscount.objects.values_list("term", "min_terms", "percent"):
+        term_tiers.setdefault(row_term, []).append((min_terms, percent))
+
+    fitting: list[SizingResult] = []
+    considered = 0
+    requirements: dict[int, Requirement] = {}  # by GPU count: the same for every card
+    for gpu in gpus:
+        for count in gpu.allowed_counts:
+            if gpu_count is not None and count != gpu_count:
+                continue
+            if max_gpus is not None and count > max_gpus:
+                continue
+            if supply is not None and (gpu.slug not in supply or supply[gpu.slug].max_per_host < count):
+                continue
+            considered += 1
+            if count not in requirements:
+                requirements[count] = requirement_compute(workload=request, gpu_count=count)
+            result = _result(
+                workload=request, gpu=gpu, gpu_count=count, term=term,
+                multi_gpu_tiers=multi_gpu_tiers, term_tiers=term_tiers, requirement=requirements[count],
+                price_unfit=False,
+            )
+            if result.fits:
+                fitting.append(result)
+    fitting.sort(key=_sort_key)
+    advice = advice_for(
+        workload=request,
+        candidates=fitting,
+        gpus=gpus,
+        gpu_count=gpu_count,
+        max_gpus=max_gpus,
+        tokens_per_month=tokens_per_month,
+        traffic=traffic,
+    )
+    return Recommendation(
+        workload=request, candidates=fitting, advice=advice, considered=considered, region=region, term=term,
+        stock=supply,
+    )

@@ -1,0 +1,57 @@
+"""Sizing endpoints: public, like the catalog (a customer sizes before signing up)."""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+
+from catalog.selectors import gpu_get
+from catalog.views import PublicView
+
+from . import selectors, serializers, services
+
+
+class ModelListView(PublicView):
+    @extend_schema(responses=serializers.ArchitectureOutput(many=True), summary="Models the sizing API knows")
+    def get(self, request):
+        return Response(serializers.ArchitectureOutput(selectors.architecture_list(), many=True).data)
+
+
+class CheckView(PublicView):
+    @extend_schema(
+        request=serializers.CheckInput,
+        responses=serializers.CheckOutput,
+        summary="Does this configuration hold the model? (fits=false is a report, answered 200)",
+    )
+    def post(self, request):
+        data = serializers.CheckInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        result = services.sizing_check(
+            request=v["workload"], gpu=gpu_get(slug=v["gpu"]), gpu_count=v["gpu_count"], term=v["term"]
+        )
+        return Response(serializers.CheckOutput(serializers.check_payload(result)).data)
+
+
+class RecommendView(PublicView):
+    @extend_schema(
+        request=serializers.RecommendInput,
+        responses=serializers.RecommendOutput,
+        summary="Every configuration that holds the model, cheapest first",
+    )
+    def post(self, request):
+        data = serializers.RecommendInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        rec = services.sizing_recommend(
+            request=v["workload"],
+            region=v.get("region"),
+            vendor=v.get("vendor"),
+            max_gpus=v.get("max_gpus"),
+            gpu_count=v.get("gpu_count"),
+            term=v["term"],
+            tokens_per_month=v.get("tokens_per_month"),
+            traffic=v.get("traffic"),
+        )
+        # The payload is built in the documented shape (RecommendOutput; a test
+        # holds them together) and returned as is: re-rendering up to sixty
+        # candidates through DRF fields would cost more than the sizing itself.
+        return Response(serializers.recommend_payload(rec))
