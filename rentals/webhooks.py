@@ -299,7 +299,7 @@ def endpoint_create(
     description = _description_check(description)
     with transaction.atomic():
         # One at a time per account, so the limit holds under concurrent requests.
-        Account.objects.select_for_update().filter(pk=account.pk).exists()
+        list(Account.objects.select_for_update(no_key=True).filter(pk=account.pk).values_list("pk", flat=True))
         limit = settings.WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT
         if WebhookEndpoint.objects.filter(account=account).count() >= limit:
             raise Conflict(
