@@ -375,3 +375,23 @@ CELERY_BEAT_SCHEDULE.update({
     "rentals.provisioning_retry": {"task": "rentals.provisioning_retry", "schedule": 30.0},
     "rentals.idempotency_keys_prune": {"task": "rentals.idempotency_keys_prune", "schedule": 3600.0},
 })
+
+# --- Customer webhooks --------------------------------------------------------
+# WEBHOOK_ALLOW_PRIVATE_TARGETS lets webhooks go to http:// URLs and to
+# loopback and private addresses: for local runs and tests only, so it is
+# refused when DEBUG is off. Production sends to public https:// targets only.
+WEBHOOK_ALLOW_PRIVATE_TARGETS = env.bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", default=False)
+if WEBHOOK_ALLOW_PRIVATE_TARGETS and not DEBUG:
+    raise ImproperlyConfigured(
+        "WEBHOOK_ALLOW_PRIVATE_TARGETS is for local runs and tests: it needs DEBUG=1."
+    )
+# One delivery attempt, all in: connect, TLS, sending, the response's status line.
+# (Name lookups wait on the system resolver, which has timeouts of its own.)
+WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT = env.int("WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT", default=10)
+# Retries (and first attempts whose task was lost) are made by this sweep.
+CELERY_BEAT_SCHEDULE["rentals.webhook_deliveries_sweep"] = {
+    "task": "rentals.webhook_deliveries_sweep",
+    "schedule": 10.0,
+    "options": {"expires": 10.0},
+}

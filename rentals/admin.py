@@ -1,6 +1,6 @@
 """Staff views of accounts (and, later, orders and rentals).
 
-Sections: accounts.
+Sections: accounts; webhooks.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from core.admin import AuditedModelAdmin
 from core.audit import audit_record, model_snapshot, snapshot_diff
 from core.errors import DomainError
 from rentals import services
-from rentals.models import Account, ApiToken, SshKey
+from rentals.models import Account, ApiToken, SshKey, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 # =============================================================================
 # Accounts
@@ -155,6 +155,69 @@ class AccountAdmin(AuditedModelAdmin, UserAdmin):
         if queryset.filter(pk=request.user.pk).exists():
             messages.warning(request, "Your own account was left active.")
         messages.success(request, f"Deactivated {done} account(s).")
+
+
+# =============================================================================
+# Webhooks (read-only: customers manage their endpoints through the API)
+# =============================================================================
+
+
+class _ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(_ReadOnlyAdmin):
+    # The signing secret is the customer's: never shown here.
+    fields = readonly_fields = ("account", "url", "events", "description", "is_active", "created_at")
+    list_display = ("url", "account", "is_active", "created_at")
+    list_filter = ("is_active",)
+    search_fields = ("url", "account__username")
+    list_select_related = ("account",)
+    ordering = ("-created_at", "-id")
+
+
+@admin.register(WebhookEvent)
+class WebhookEventAdmin(_ReadOnlyAdmin):
+    fields = readonly_fields = ("id", "account", "type", "data", "created_at")
+    list_display = ("id", "type", "account", "created_at")
+    list_filter = ("type",)
+    search_fields = ("=id", "account__username")
+    list_select_related = ("account",)
+    date_hierarchy = "created_at"
+
+
+class WebhookAttemptInline(_ReadOnlyInline):
+    model = WebhookAttempt
+    fields = readonly_fields = ("at", "status_code", "error", "duration_ms")
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(_ReadOnlyAdmin):
+    fields = readonly_fields = (
+        "event", "endpoint", "status", "attempts", "next_attempt_at", "delivered_at", "created_at",
+    )
+    list_display = ("id", "event_type", "endpoint", "account", "status", "attempts", "next_attempt_at", "created_at")
+    list_filter = ("status", "event__type")
+    search_fields = ("=event__id", "endpoint__url", "endpoint__account__username")
+    list_select_related = ("event", "endpoint__account")
+    date_hierarchy = "created_at"
+    inlines = [WebhookAttemptInline]
+
+    @admin.display(description="event", ordering="event__type")
+    def event_type(self, obj):
+        return obj.event.type
+
+    @admin.display(description="account", ordering="endpoint__account__username")
+    def account(self, obj):
+        return obj.endpoint.account
 
 
 # Orders, rentals and the dashboard live in their own module.

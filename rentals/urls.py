@@ -35,4 +35,6 @@ urlpatterns = [
     path("account/ssh-keys/<id:ssh_key_id>", views.SshKeyDetailView.as_view(), name="ssh-key"),
     # --- Orders, rentals, operators
     path("", include("rentals.order_urls")),
+    # --- Customer webhooks
+    path("", include("rentals.webhook_urls")),
 ]

@@ -29,7 +29,17 @@ from django.utils import timezone
 
 from core.audit import audit_record
 from core.errors import Conflict, DomainError, NotFound
-from rentals.models import SSH_RSA_MIN_BITS, Account, ApiToken, RecoveryCode, SshKey, SshKeyType
+from rentals.models import (
+    SSH_RSA_MIN_BITS,
+    Account,
+    ApiToken,
+    IdempotencyKey,
+    RecoveryCode,
+    SshKey,
+    SshKeyType,
+    WebhookEndpoint,
+    WebhookEvent,
+)
 from rentals.throttling import auth_failure_record, auth_failures_clear, auth_throttle_check
 
 # =============================================================================
@@ -403,9 +413,9 @@ def account_deactivate(*, account: Account, actor: Account, reason: str = "") ->
     return revoked
 
 
-# The account's own credentials: they go with it, they are not records that
-# keep it alive.
-_ACCOUNT_OWNED_MODELS = (ApiToken, RecoveryCode, SshKey)
+# The account's own credentials and settings: they go with it, they are not
+# records that keep it alive.
+_ACCOUNT_OWNED_MODELS = (ApiToken, RecoveryCode, SshKey, WebhookEndpoint, WebhookEvent, IdempotencyKey)
 
 
 def _account_is_referenced(*, account: Account) -> bool:
