@@ -178,7 +178,7 @@ class CreditEntryAdmin(admin.ModelAdmin):
         except DomainError as exc:
             self.message_user(request, exc.message, messages.ERROR)
             raise _Refused from exc
-        obj.pk = entry.pk
+        _copy_saved(entry, obj)
 
     def add_view(self, request, form_url="", extra_context=None):
         try:
@@ -191,6 +191,12 @@ class CreditEntryAdmin(admin.ModelAdmin):
 
 class _Refused(Exception):
     pass
+
+
+def _copy_saved(saved, obj) -> None:
+    """The row a service wrote becomes the object the admin shows and logs."""
+    for field in type(saved)._meta.concrete_fields:
+        setattr(obj, field.attname, getattr(saved, field.attname))
 
 
 @admin.register(CreditBalance)
@@ -248,7 +254,7 @@ class RateSampleAdmin(admin.ModelAdmin):
         except DomainError as exc:
             self.message_user(request, exc.message, messages.ERROR)
             raise _Refused from exc
-        obj.pk = sample.pk
+        _copy_saved(sample, obj)
 
     def add_view(self, request, form_url="", extra_context=None):
         try:

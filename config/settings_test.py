@@ -12,6 +12,7 @@ _redis = os.environ.setdefault("TEST_REDIS_URL", "redis://127.0.0.1:6379")
 os.environ.setdefault("CACHE_URL", f"{_redis}/14")
 os.environ.setdefault("CELERY_BROKER_URL", f"{_redis}/15")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "false")
+os.environ.setdefault("ALLOWED_HOSTS", "localhost,testserver,127.0.0.1")
 
 from config.settings import *  # noqa: E402,F403
 

@@ -41,12 +41,12 @@ def on_invoice_settled(sender, invoice_id: int, subject: str, **kwargs) -> None:
     from rentals.services import rental_from_order, renewal_apply
 
     try:
+        _invoice_webhook(invoice_id, "invoice.settled")
         kind = _kind(subject)
         if kind == "order":
             rental_from_order(order_id=int(subject.split(":")[1]))
         elif kind == "renewal":
             renewal_apply(invoice_id=invoice_id)
-        _invoice_webhook(invoice_id, "invoice.settled")
     except Exception:
         log.exception("after invoice %s settled (%s); orders_reconcile will retry", invoice_id, subject)
 
@@ -56,9 +56,9 @@ def on_invoice_expired(sender, invoice_id: int, subject: str, **kwargs) -> None:
     from rentals.services import order_expire
 
     try:
+        _invoice_webhook(invoice_id, "invoice.expired")
         if _kind(subject) == "order":
             order_expire(order_id=int(subject.split(":")[1]))
-        _invoice_webhook(invoice_id, "invoice.expired")
     except Exception:
         log.exception("after invoice %s expired (%s); orders_reconcile will retry", invoice_id, subject)
 
