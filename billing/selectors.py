@@ -54,14 +54,15 @@ def credit_entries(*, account: Any) -> QuerySet[CreditEntry]:
     return CreditEntry.objects.filter(account=account).select_related("invoice").order_by("-created_at", "-id")
 
 
-def watched_requests(*, currencies: list[str], now: datetime | None = None) -> dict[str, PaymentRequest]:
-    """Destinations a watcher must match, keyed by match key: those of invoices
-    still open or inside their monitoring window, and of closed invoices for
-    `WATCH_AFTER_CLOSE_DAYS` more (money sent late still becomes credit)."""
+def watched_match_keys(*, currencies: list[str], now: datetime | None = None) -> frozenset[str]:
+    """What a watcher must match (scripts, addresses, references): the
+    destinations of invoices still open or inside their monitoring window, and
+    of closed invoices for `WATCH_AFTER_CLOSE_DAYS` more (money sent late still
+    becomes credit). Plain strings: a watcher reads the whole set every run."""
     now = now or timezone.now()
     horizon = now - timedelta(days=settings.WATCH_AFTER_CLOSE_DAYS)
     rows = PaymentRequest.objects.filter(currency__in=currencies, invoice__monitoring_until__gte=horizon)
-    return {r.match_key: r for r in rows.only("id", "currency", "match_key", "invoice_id", "amount_due")}
+    return frozenset(rows.values_list("match_key", flat=True))
 
 
 @dataclass(frozen=True)

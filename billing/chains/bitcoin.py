@@ -63,6 +63,7 @@ from billing.chains.bitcoin_scan import (
 )
 from billing.chains.bitcoind import BitcoinRpc, ChainUnavailable, RpcError
 from billing.models import ChainBlock, ChainState, Invoice, Payment, PaymentRequest, PaymentStatus
+from billing.selectors import watched_match_keys
 from core.errors import DomainError, NotFound
 
 log = logging.getLogger(__name__)
@@ -634,16 +635,8 @@ def _run(
 
 
 def watched_scripts(*, currency: str, now: datetime | None = None) -> frozenset[str]:
-    """The scriptPubKeys (hex) of the destinations `currency`'s watcher matches.
-
-    Exactly the keys of `billing.selectors.watched_requests` (a test holds the
-    two together), read as plain strings: every run reads the whole set, and
-    building 100,000 model instances would cost more than scanning a block.
-    """
-    now = now or timezone.now()
-    horizon = now - timedelta(days=settings.WATCH_AFTER_CLOSE_DAYS)
-    rows = PaymentRequest.objects.filter(currency=_family(currency).currency, invoice__monitoring_until__gte=horizon)
-    return frozenset(rows.values_list("match_key", flat=True))
+    """The scriptPubKeys (hex) of the destinations `currency`'s watcher matches."""
+    return watched_match_keys(currencies=[_family(currency).currency], now=now)
 
 
 def _watched(family: Family, *, now: datetime | None) -> frozenset[str]:

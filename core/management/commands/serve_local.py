@@ -32,7 +32,7 @@ class Command(BaseCommand):
 
     def _prepare(self) -> None:
         settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
-        for key in ("data_folder_in", "data_folder_out", "processed_folder"):
+        for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
             folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(key)
             if folder:
                 os.makedirs(folder, exist_ok=True)
