@@ -119,10 +119,6 @@ def currencies_enabled() -> list[dict[str, Any]]:
     return out
 
 
-def invoice_open_statuses() -> tuple[str, ...]:
-    return (InvoiceStatus.NEW, InvoiceStatus.PROCESSING)
-
-
 def revenue_by_currency(*, since: datetime, until: datetime) -> list[dict[str, Any]]:
     """What invoices settled in [since, until) brought in, per currency: money
     applied to them on chain (base units and USD at each invoice's rate), plus a

@@ -83,7 +83,7 @@ class Command(BaseCommand):
                 f"LTC sandbox: a Litecoin regtest node at 127.0.0.1:{sandbox.node.rpc_port} (data in "
                 f"{sandbox.node.datadir}).\n"
                 "    Order or invoice in LTC, then pay it from the node's wallet:\n"
-                "    .venv/bin/python manage.py sandbox_pay <invoice-number> [--confirm]\n"
+                "    DEBUG=1 .venv/bin/python manage.py sandbox_pay <invoice-number> [--confirm]\n"
             ))
         stopping = False
 
