@@ -7,7 +7,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 
 from billing import services
 from billing.currencies import CURRENCIES
@@ -24,20 +24,7 @@ from billing.models import (
 )
 from billing.rates import rate_manual_end, rate_manual_set
 from billing.selectors import chain_health
-from core.admin import ReasonForm, reason_action
-from core.errors import DomainError
-
-
-class ReadOnlyInline(admin.TabularInline):
-    extra = 0
-    can_delete = False
-    show_change_link = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
+from core.admin import ReadOnlyAdmin, ReadOnlyInline, ReasonForm, ServiceAddAdmin, reason_action
 
 
 class InvoiceLineInline(ReadOnlyInline):
@@ -113,21 +100,12 @@ class InvoiceAdmin(admin.ModelAdmin):
 
 
 @admin.register(Payment)
-class PaymentAdmin(admin.ModelAdmin):
+class PaymentAdmin(ReadOnlyAdmin):
     list_display = ("txid", "output_index", "currency", "amount", "amount_usd", "confirmations", "status",
                     "disposition", "source", "invoice", "first_seen_at")
     list_filter = ("chain", "currency", "status", "disposition", "source")
     search_fields = ("txid", "invoice__number", "request__address")
     list_select_related = ("invoice",)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class CreditEntryForm(forms.ModelForm):
@@ -146,7 +124,7 @@ class CreditEntryForm(forms.ModelForm):
 
 
 @admin.register(CreditEntry)
-class CreditEntryAdmin(admin.ModelAdmin):
+class CreditEntryAdmin(ServiceAddAdmin):
     list_display = ("created_at", "account", "kind", "amount_usd", "balance_after_usd", "invoice", "created_by",
                     "reason")
     list_filter = ("kind",)
@@ -161,57 +139,24 @@ class CreditEntryAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    def save_model(self, request, obj, form, change):
+    def add_through_service(self, request, obj, form):
         """Staff entries go through the ledger service (balance lock, audit)."""
         data = form.cleaned_data
-        try:
-            if data["kind"] == CreditKind.REFUND:
-                entry = services.credit_refund_record(
-                    account_id=data["account"].pk, amount_usd=Decimal(data["amount_usd"]),
-                    currency=data["refund_currency"] or "", destination=data["refund_destination"],
-                    amount=int(data["refund_amount"] or 0), txid=data["refund_txid"], reason=data["reason"],
-                    actor=request.user,
-                )
-            else:
-                entry = services.credit_adjust(account_id=data["account"].pk, amount_usd=Decimal(data["amount_usd"]),
-                                               reason=data["reason"], actor=request.user)
-        except DomainError as exc:
-            self.message_user(request, exc.message, messages.ERROR)
-            raise _Refused from exc
-        _copy_saved(entry, obj)
-
-    def add_view(self, request, form_url="", extra_context=None):
-        try:
-            return super().add_view(request, form_url, extra_context)
-        except _Refused:
-            from django.http import HttpResponseRedirect
-
-            return HttpResponseRedirect(request.get_full_path())
-
-
-class _Refused(Exception):
-    pass
-
-
-def _copy_saved(saved, obj) -> None:
-    """The row a service wrote becomes the object the admin shows and logs."""
-    for field in type(saved)._meta.concrete_fields:
-        setattr(obj, field.attname, getattr(saved, field.attname))
+        if data["kind"] == CreditKind.REFUND:
+            return services.credit_refund_record(
+                account_id=data["account"].pk, amount_usd=Decimal(data["amount_usd"]),
+                currency=data["refund_currency"] or "", destination=data["refund_destination"],
+                amount=int(data["refund_amount"] or 0), txid=data["refund_txid"], reason=data["reason"],
+                actor=request.user,
+            )
+        return services.credit_adjust(account_id=data["account"].pk, amount_usd=Decimal(data["amount_usd"]),
+                                      reason=data["reason"], actor=request.user)
 
 
 @admin.register(CreditBalance)
-class CreditBalanceAdmin(admin.ModelAdmin):
+class CreditBalanceAdmin(ReadOnlyAdmin):
     list_display = ("account", "balance_usd", "updated_at")
     search_fields = ("account__username",)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class ManualRateForm(forms.ModelForm):
@@ -229,7 +174,7 @@ def _end_rate(sample, *, actor, reason):
 
 
 @admin.register(RateSample)
-class RateSampleAdmin(admin.ModelAdmin):
+class RateSampleAdmin(ServiceAddAdmin):
     """Fetched samples are read-only; staff add manual rates (they take
     precedence over the market median until `valid_until`) and end them early."""
 
@@ -246,23 +191,9 @@ class RateSampleAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    def save_model(self, request, obj, form, change):
-        try:
-            sample = rate_manual_set(
-                currency=obj.currency, usd=obj.usd, valid_until=obj.valid_until, actor=request.user, note=obj.note
-            )
-        except DomainError as exc:
-            self.message_user(request, exc.message, messages.ERROR)
-            raise _Refused from exc
-        _copy_saved(sample, obj)
-
-    def add_view(self, request, form_url="", extra_context=None):
-        try:
-            return super().add_view(request, form_url, extra_context)
-        except _Refused:
-            from django.http import HttpResponseRedirect
-
-            return HttpResponseRedirect(request.get_full_path())
+    def add_through_service(self, request, obj, form):
+        return rate_manual_set(currency=obj.currency, usd=obj.usd, valid_until=obj.valid_until, actor=request.user,
+                               note=obj.note)
 
 
 @admin.register(ChainState)

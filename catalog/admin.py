@@ -15,7 +15,7 @@ from catalog.models import (
     Template,
     TermDiscount,
 )
-from core.admin import AuditedModelAdmin
+from core.admin import AuditedModelAdmin, ReportAdmin
 
 
 @admin.register(GpuModel)
@@ -118,22 +118,10 @@ class TemplateAdmin(AuditedModelAdmin):
 
 
 @admin.register(StockOverview)
-class StockOverviewAdmin(admin.ModelAdmin):
+class StockOverviewAdmin(ReportAdmin):
     """Region x card table of free / total GPUs and the largest free block."""
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def has_view_permission(self, request, obj=None):
-        return request.user.is_active and request.user.is_staff
-
-    def changelist_view(self, request, extra_context=None):
+    def report_view(self, request):
         regions = list(Region.objects.filter(is_active=True))
         gpus = list(GpuModel.objects.all())
         totals = {

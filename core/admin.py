@@ -11,6 +11,80 @@ from core.errors import DomainError
 from core.models import AuditEntry, Lease
 
 
+class ReadOnlyInline(admin.TabularInline):
+    """An inline staff can read but not change: records that are never edited."""
+
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """A list staff can read but not change (ledgers, logs, payments)."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class ReportAdmin(ReadOnlyAdmin):
+    """An admin page that is a report (a proxy model's changelist replaced by
+    `report_view`), visible to active staff."""
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_staff
+
+    def changelist_view(self, request, extra_context=None):
+        return self.report_view(request)
+
+    def report_view(self, request):  # pragma: no cover - each report defines it
+        raise NotImplementedError
+
+
+class _Refused(Exception):
+    """A service refused what an admin add form asked for."""
+
+
+class ServiceAddAdmin(admin.ModelAdmin):
+    """Rows added in the admin are written by a service (with its locks, checks
+    and audit row): `add_through_service(request, obj, form)` returns the row it
+    wrote, or raises DomainError, shown as a message with the form kept."""
+
+    def add_through_service(self, request, obj, form):  # pragma: no cover - each admin defines it
+        raise NotImplementedError
+
+    def save_model(self, request, obj, form, change):
+        try:
+            saved = self.add_through_service(request, obj, form)
+        except DomainError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            raise _Refused from exc
+        for field in type(saved)._meta.concrete_fields:  # the admin shows and logs the row written
+            setattr(obj, field.attname, getattr(saved, field.attname))
+
+    def add_view(self, request, form_url="", extra_context=None):
+        try:
+            return super().add_view(request, form_url, extra_context)
+        except _Refused:
+            from django.http import HttpResponseRedirect
+
+            return HttpResponseRedirect(request.get_full_path())
+
+
 class AuditedModelAdmin(admin.ModelAdmin):
     """A ModelAdmin whose every add, change and delete writes an audit row with
     the fields that changed (old and new values)."""
@@ -56,20 +130,11 @@ class AuditedModelAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "actor_name", "action", "content_type", "object_repr", "reason")
     list_filter = ("action", "content_type")
     search_fields = ("actor_name", "object_repr", "object_id", "reason")
     date_hierarchy = "created_at"
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Lease)

@@ -11,7 +11,7 @@ from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.forms import BaseUserCreationForm, UserChangeForm
 from django.db import transaction
 
-from core.admin import AuditedModelAdmin
+from core.admin import AuditedModelAdmin, ReadOnlyAdmin, ReadOnlyInline
 from core.audit import audit_record, model_snapshot, snapshot_diff
 from core.errors import DomainError
 from rentals import services
@@ -48,28 +48,13 @@ class AccountChangeForm(UserChangeForm):
         fields = "__all__"
 
 
-class _ReadOnlyInline(admin.TabularInline):
-    extra = 0
-    can_delete = False
-    show_change_link = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
-class ApiTokenInline(_ReadOnlyInline):
+class ApiTokenInline(ReadOnlyInline):
     model = ApiToken
     fields = readonly_fields = ("name", "prefix", "created_at", "last_used_at", "revoked_at")
     verbose_name_plural = "API tokens (only the prefix is stored in the clear)"
 
 
-class SshKeyInline(_ReadOnlyInline):
+class SshKeyInline(ReadOnlyInline):
     model = SshKey
     fields = readonly_fields = ("name", "key_type", "bits", "fingerprint", "comment", "created_at")
 
@@ -162,19 +147,8 @@ class AccountAdmin(AuditedModelAdmin, UserAdmin):
 # =============================================================================
 
 
-class _ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
 @admin.register(WebhookEndpoint)
-class WebhookEndpointAdmin(_ReadOnlyAdmin):
+class WebhookEndpointAdmin(ReadOnlyAdmin):
     # The signing secret is the customer's: never shown here.
     fields = readonly_fields = ("account", "url", "events", "description", "is_active", "created_at")
     list_display = ("url", "account", "is_active", "created_at")
@@ -185,7 +159,7 @@ class WebhookEndpointAdmin(_ReadOnlyAdmin):
 
 
 @admin.register(WebhookEvent)
-class WebhookEventAdmin(_ReadOnlyAdmin):
+class WebhookEventAdmin(ReadOnlyAdmin):
     fields = readonly_fields = ("id", "account", "type", "data", "created_at")
     list_display = ("id", "type", "account", "created_at")
     list_filter = ("type",)
@@ -194,13 +168,13 @@ class WebhookEventAdmin(_ReadOnlyAdmin):
     date_hierarchy = "created_at"
 
 
-class WebhookAttemptInline(_ReadOnlyInline):
+class WebhookAttemptInline(ReadOnlyInline):
     model = WebhookAttempt
     fields = readonly_fields = ("at", "status_code", "error", "duration_ms")
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(_ReadOnlyAdmin):
+class WebhookDeliveryAdmin(ReadOnlyAdmin):
     fields = readonly_fields = (
         "event", "endpoint", "status", "attempts", "next_attempt_at", "delivered_at", "created_at",
     )

@@ -13,7 +13,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from billing.selectors import revenue_by_currency
-from core.admin import ReasonForm, reason_action
+from core.admin import ReadOnlyInline, ReasonForm, ReportAdmin, reason_action
 from rentals import services
 from rentals.models import (
     Order,
@@ -28,18 +28,7 @@ from rentals.models import (
 )
 
 
-class _ReadOnlyInline(admin.TabularInline):
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-
-class OrderLineInline(_ReadOnlyInline):
+class OrderLineInline(ReadOnlyInline):
     model = OrderLine
     fields = ("position", "description", "quantity", "unit_usd", "terms", "discount_pct", "discount_usd",
               "amount_usd")
@@ -69,22 +58,22 @@ class OrderAdmin(admin.ModelAdmin):
         return False
 
 
-class PeriodInline(_ReadOnlyInline):
+class PeriodInline(ReadOnlyInline):
     model = RentalPeriod
     fields = ("kind", "starts_at", "ends_at", "invoice", "created_by", "reason")
 
 
-class RenewalInline(_ReadOnlyInline):
+class RenewalInline(ReadOnlyInline):
     model = Renewal
     fields = ("kind", "invoice", "terms", "for_period_end", "created_at")
 
 
-class JobInline(_ReadOnlyInline):
+class JobInline(ReadOnlyInline):
     model = ProvisioningJob
     fields = ("action", "created_at", "attempts", "delivered_at", "completed_at", "last_error")
 
 
-class UsageInline(_ReadOnlyInline):
+class UsageInline(ReadOnlyInline):
     model = UsageReport
     fields = ("month", "egress_tb", "overage_tb", "overage_usd", "billed_invoice", "reported_at")
 
@@ -141,20 +130,8 @@ def month_start(now: datetime) -> datetime:
 
 
 @admin.register(RentalDashboard)
-class RentalDashboardAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def has_view_permission(self, request, obj=None):
-        return request.user.is_active and request.user.is_staff
-
-    def changelist_view(self, request, extra_context=None):
+class RentalDashboardAdmin(ReportAdmin):
+    def report_view(self, request):
         now = timezone.now()
         start = month_start(now)
         end = (start.replace(year=start.year + 1, month=1) if start.month == 12

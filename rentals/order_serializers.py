@@ -12,6 +12,7 @@ from rest_framework import serializers
 from billing.currencies import CURRENCIES
 from billing.serializers import InvoiceOutput
 from catalog.models import TERM_CHOICES
+from catalog.serializers import QuoteLineOutput
 from catalog.services import MAX_TERMS
 from core.fields import MoneyField, PercentField
 
@@ -92,16 +93,8 @@ class ReasonInput(serializers.Serializer):
 # --- Outputs -----------------------------------------------------------------------
 
 
-class OrderLineOutput(serializers.Serializer):
-    code = serializers.CharField()
-    description = serializers.CharField()
-    quantity = serializers.IntegerField()
-    unit_usd = MoneyField()
-    terms = serializers.IntegerField()
-    subtotal_usd = MoneyField()
-    discount_pct = PercentField()
-    discount_usd = MoneyField()
-    amount_usd = MoneyField()
+class OrderLineOutput(QuoteLineOutput):
+    """A line as it was priced (the quote's line, copied onto the order)."""
 
 
 class SshKeySnapshotOutput(serializers.Serializer):
