@@ -61,7 +61,7 @@ def main() -> None:
     from billing.chains.regtest import RegtestNode, watch_only_account_generate
 
     workdir = Path(tempfile.mkdtemp(prefix="chain-scan-bench-"))
-    print(f"Starting litecoind -regtest ...", flush=True)
+    print("Starting litecoind -regtest ...", flush=True)
     node = RegtestNode.start(mine=300)  # 200 mature coinbases fund the 2,000 transactions
     try:
         account = watch_only_account_generate(hrp=node.hrp)

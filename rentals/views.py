@@ -40,13 +40,13 @@ from rentals.throttling import client_address
 TAG_ACCOUNTS = "accounts"
 
 
-def _error(description: str) -> OpenApiResponse:
+def error_doc(description: str) -> OpenApiResponse:
     return OpenApiResponse(ErrorOutput, description=description)
 
 
-_E400 = _error("Invalid input (`invalid`, or the rule's own code).")
-_E401 = _error("No valid token (`not_authenticated`, `authentication_failed`).")
-_E429 = _error("`throttled`: too many failed attempts; see the Retry-After header.")
+_E400 = error_doc("Invalid input (`invalid`, or the rule's own code).")
+E401 = error_doc("No valid token (`not_authenticated`, `authentication_failed`).")
+_E429 = error_doc("`throttled`: too many failed attempts; see the Retry-After header.")
 
 
 def _id_parameter(name: str) -> OpenApiParameter:
@@ -105,8 +105,8 @@ class AccountCreateView(PublicApiView):
         request=AccountCreateInput,
         responses={
             201: AccountCreatedOutput,
-            400: _error("`invalid_username`, `weak_password` or `invalid`."),
-            409: _error("`username_taken`."),
+            400: error_doc("`invalid_username`, `weak_password` or `invalid`."),
+            409: error_doc("`username_taken`."),
         },
     )
     def post(self, request):
@@ -130,7 +130,7 @@ class TokenObtainView(PublicApiView):
         responses={
             200: TokenIssuedOutput,
             400: _E400,
-            401: _error("`invalid_credentials`."),
+            401: error_doc("`invalid_credentials`."),
             429: _E429,
         },
     )
@@ -155,8 +155,8 @@ class RecoverView(PublicApiView):
         request=RecoverInput,
         responses={
             200: RecoveredOutput,
-            400: _error("`weak_password` or `invalid`."),
-            401: _error("`invalid_credentials`: unknown username or invalid code."),
+            400: error_doc("`weak_password` or `invalid`."),
+            401: error_doc("`invalid_credentials`: unknown username or invalid code."),
             429: _E429,
         },
     )
@@ -187,7 +187,7 @@ class TokenListView(ApiView):
         operation_id="auth_tokens_list",
         tags=[TAG_ACCOUNTS],
         summary="The account's active tokens",
-        responses={200: TokenOutput(many=True), 401: _E401},
+        responses={200: TokenOutput(many=True), 401: E401},
     )
     def get(self, request):
         tokens = selectors.token_list(account=request.user)
@@ -201,7 +201,7 @@ class TokenRevokeView(ApiView):
         summary="Revoke a token",
         parameters=[_id_parameter("token_id")],
         request=None,
-        responses={204: None, 401: _E401, 404: _error("`token_not_found`.")},
+        responses={204: None, 401: E401, 404: error_doc("`token_not_found`.")},
     )
     def delete(self, request, token_id: int):
         services.token_revoke(account=request.user, token_id=token_id)
@@ -220,7 +220,7 @@ class AccountView(ApiView):
         operation_id="account_retrieve",
         tags=[TAG_ACCOUNTS],
         summary="The caller's account",
-        responses={200: AccountOutput, 401: _E401},
+        responses={200: AccountOutput, 401: E401},
     )
     def get(self, request):
         account = request.user
@@ -242,7 +242,7 @@ class AccountView(ApiView):
             "deleted and its username freed; one with orders or payments is kept, deactivated."
         ),
         request=PasswordConfirmInput,
-        responses={204: None, 400: _E400, 401: _E401, 403: _error("`wrong_password`."), 429: _E429},
+        responses={204: None, 400: _E400, 401: E401, 403: error_doc("`wrong_password`."), 429: _E429},
     )
     def delete(self, request):
         data = self.validated(PasswordConfirmInput)
@@ -261,9 +261,9 @@ class PasswordChangeView(ApiView):
         request=PasswordChangeInput,
         responses={
             204: None,
-            400: _error("`weak_password` or `invalid`."),
-            401: _E401,
-            403: _error("`wrong_password`."),
+            400: error_doc("`weak_password` or `invalid`."),
+            401: E401,
+            403: error_doc("`wrong_password`."),
             429: _E429,
         },
     )
@@ -286,7 +286,7 @@ class RecoveryCodesView(ApiView):
         summary="New recovery codes",
         description="Ten new one-time codes, shown once; every earlier code stops working.",
         request=PasswordConfirmInput,
-        responses={200: RecoveryCodesOutput, 400: _E400, 401: _E401, 403: _error("`wrong_password`."), 429: _E429},
+        responses={200: RecoveryCodesOutput, 400: _E400, 401: E401, 403: error_doc("`wrong_password`."), 429: _E429},
     )
     def post(self, request):
         data = self.validated(PasswordConfirmInput)
@@ -306,7 +306,7 @@ class SshKeyListView(ApiView):
         operation_id="account_ssh_keys_list",
         tags=[TAG_ACCOUNTS],
         summary="The account's SSH public keys",
-        responses={200: SshKeyOutput(many=True), 401: _E401},
+        responses={200: SshKeyOutput(many=True), 401: E401},
     )
     def get(self, request):
         return Response(SshKeyOutput(selectors.ssh_key_list(account=request.user), many=True).data)
@@ -318,9 +318,9 @@ class SshKeyListView(ApiView):
         request=SshKeyCreateInput,
         responses={
             201: SshKeyOutput,
-            400: _error("`invalid_ssh_key` or `invalid`."),
-            401: _E401,
-            409: _error("`duplicate_ssh_key`."),
+            400: error_doc("`invalid_ssh_key` or `invalid`."),
+            401: E401,
+            409: error_doc("`duplicate_ssh_key`."),
         },
     )
     def post(self, request):
@@ -335,7 +335,7 @@ class SshKeyDetailView(ApiView):
         tags=[TAG_ACCOUNTS],
         summary="One SSH public key",
         parameters=[_id_parameter("ssh_key_id")],
-        responses={200: SshKeyOutput, 401: _E401, 404: _error("`ssh_key_not_found`.")},
+        responses={200: SshKeyOutput, 401: E401, 404: error_doc("`ssh_key_not_found`.")},
     )
     def get(self, request, ssh_key_id: int):
         key = selectors.ssh_key_get(account=request.user, ssh_key_id=ssh_key_id)
@@ -349,7 +349,7 @@ class SshKeyDetailView(ApiView):
         summary="Remove an SSH public key",
         parameters=[_id_parameter("ssh_key_id")],
         request=None,
-        responses={204: None, 401: _E401, 404: _error("`ssh_key_not_found`.")},
+        responses={204: None, 401: E401, 404: error_doc("`ssh_key_not_found`.")},
     )
     def delete(self, request, ssh_key_id: int):
         services.ssh_key_delete(account=request.user, ssh_key_id=ssh_key_id)

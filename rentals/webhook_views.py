@@ -3,14 +3,13 @@ route answers 404 for an endpoint or delivery of another account."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
 from core.errors import NotFound
 from rentals import webhooks
-from rentals.serializers import ErrorOutput
-from rentals.views import ApiView
+from rentals.views import E401, ApiView, error_doc
 from rentals.webhook_serializers import (
     WebhookDeliveryListQuery,
     WebhookDeliveryOutput,
@@ -23,18 +22,13 @@ from rentals.webhook_serializers import (
 TAG_WEBHOOKS = "webhooks"
 
 
-def _error(description: str) -> OpenApiResponse:
-    return OpenApiResponse(ErrorOutput, description=description)
-
-
-_E401 = _error("No valid token (`not_authenticated`, `authentication_failed`).")
-_E404 = _error("`webhook_not_found`: no such endpoint on this account.")
-_E404_DELIVERY = _error("`webhook_not_found` or `delivery_not_found`.")
-_E400_URL = _error(
+_E404 = error_doc("`webhook_not_found`: no such endpoint on this account.")
+_E404_DELIVERY = error_doc("`webhook_not_found` or `delivery_not_found`.")
+_E400_URL = error_doc(
     "`invalid_url`, `https_required`, `unresolvable_host`, `target_not_allowed` (a loopback, private, "
     "link-local, multicast, reserved or unspecified address), `invalid_events` or `invalid`."
 )
-_E409_INACTIVE = _error("`webhook_inactive`: the endpoint is switched off.")
+_E409_INACTIVE = error_doc("`webhook_inactive`: the endpoint is switched off.")
 _ENDPOINT_ID = OpenApiParameter("endpoint_id", int, OpenApiParameter.PATH)
 _DELIVERY_ID = OpenApiParameter("delivery_id", int, OpenApiParameter.PATH)
 
@@ -60,7 +54,7 @@ class WebhookEndpointListView(ApiView):
         tags=[TAG_WEBHOOKS],
         summary="The account's webhook endpoints",
         description="Secrets are never listed: they are shown once, on creation and rotation.",
-        responses={200: WebhookEndpointOutput(many=True), 401: _E401},
+        responses={200: WebhookEndpointOutput(many=True), 401: E401},
     )
     def get(self, request):
         return Response(WebhookEndpointOutput(webhooks.endpoint_list(account=request.user), many=True).data)
@@ -74,8 +68,8 @@ class WebhookEndpointListView(ApiView):
         responses={
             201: WebhookEndpointWithSecretOutput,
             400: _E400_URL,
-            401: _E401,
-            409: _error("`webhook_limit_reached`."),
+            401: E401,
+            409: error_doc("`webhook_limit_reached`."),
         },
     )
     def post(self, request):
@@ -91,7 +85,7 @@ class WebhookEndpointDetailView(ApiView):
         tags=[TAG_WEBHOOKS],
         summary="One webhook endpoint",
         parameters=[_ENDPOINT_ID],
-        responses={200: WebhookEndpointOutput, 401: _E401, 404: _E404},
+        responses={200: WebhookEndpointOutput, 401: E401, 404: _E404},
     )
     def get(self, request, endpoint_id: int):
         return Response(WebhookEndpointOutput(_endpoint_or_404(request, endpoint_id)).data)
@@ -103,7 +97,7 @@ class WebhookEndpointDetailView(ApiView):
         description="Pending deliveries go to the new URL at their next attempt.",
         parameters=[_ENDPOINT_ID],
         request=WebhookEndpointUpdateInput,
-        responses={200: WebhookEndpointOutput, 400: _E400_URL, 401: _E401, 404: _E404},
+        responses={200: WebhookEndpointOutput, 400: _E400_URL, 401: E401, 404: _E404},
     )
     def patch(self, request, endpoint_id: int):
         data = self.validated(WebhookEndpointUpdateInput)
@@ -116,7 +110,7 @@ class WebhookEndpointDetailView(ApiView):
         summary="Delete an endpoint and its delivery log",
         parameters=[_ENDPOINT_ID],
         request=None,
-        responses={204: None, 401: _E401, 404: _E404},
+        responses={204: None, 401: E401, 404: _E404},
     )
     def delete(self, request, endpoint_id: int):
         webhooks.endpoint_delete(account=request.user, endpoint_id=endpoint_id)
@@ -131,7 +125,7 @@ class WebhookSecretRotateView(ApiView):
         description="The new secret signs every attempt from now on and is shown in this response only.",
         parameters=[_ENDPOINT_ID],
         request=None,
-        responses={200: WebhookEndpointWithSecretOutput, 401: _E401, 404: _E404},
+        responses={200: WebhookEndpointWithSecretOutput, 401: E401, 404: _E404},
     )
     def post(self, request, endpoint_id: int):
         rotated = webhooks.endpoint_secret_rotate(account=request.user, endpoint_id=endpoint_id)
@@ -147,7 +141,7 @@ class WebhookPingView(ApiView):
         description="Queued at once; the answer is the delivery as it stands (look it up again for the outcome).",
         parameters=[_ENDPOINT_ID],
         request=None,
-        responses={202: WebhookDeliveryOutput, 401: _E401, 404: _E404, 409: _E409_INACTIVE},
+        responses={202: WebhookDeliveryOutput, 401: E401, 404: _E404, 409: _E409_INACTIVE},
     )
     def post(self, request, endpoint_id: int):
         delivery = webhooks.endpoint_ping(account=request.user, endpoint_id=endpoint_id)
@@ -160,7 +154,7 @@ class WebhookDeliveryListView(ApiView):
         tags=[TAG_WEBHOOKS],
         summary="The endpoint's delivery log, newest first, with every attempt",
         parameters=[_ENDPOINT_ID, WebhookDeliveryListQuery],
-        responses={200: WebhookDeliveryOutput(many=True), 400: _error("`invalid`."), 401: _E401, 404: _E404},
+        responses={200: WebhookDeliveryOutput(many=True), 400: error_doc("`invalid`."), 401: E401, 404: _E404},
     )
     def get(self, request, endpoint_id: int):
         query = WebhookDeliveryListQuery(data=request.query_params)
@@ -176,7 +170,7 @@ class WebhookDeliveryDetailView(ApiView):
         tags=[TAG_WEBHOOKS],
         summary="One delivery with every attempt",
         parameters=[_ENDPOINT_ID, _DELIVERY_ID],
-        responses={200: WebhookDeliveryOutput, 401: _E401, 404: _E404_DELIVERY},
+        responses={200: WebhookDeliveryOutput, 401: E401, 404: _E404_DELIVERY},
     )
     def get(self, request, endpoint_id: int, delivery_id: int):
         return _delivery_response(request, endpoint_id, delivery_id)
@@ -193,7 +187,7 @@ class WebhookRedeliverView(ApiView):
         ),
         parameters=[_ENDPOINT_ID, _DELIVERY_ID],
         request=None,
-        responses={202: WebhookDeliveryOutput, 401: _E401, 404: _E404_DELIVERY, 409: _E409_INACTIVE},
+        responses={202: WebhookDeliveryOutput, 401: E401, 404: _E404_DELIVERY, 409: _E409_INACTIVE},
     )
     def post(self, request, endpoint_id: int, delivery_id: int):
         webhooks.delivery_redeliver(account=request.user, endpoint_id=endpoint_id, delivery_id=delivery_id)

@@ -8,6 +8,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from rest_framework.test import APIClient
 
+# Fixtures of the webhook tests (a real HTTP receiver on loopback, a fake
+# resolver, the private-targets switch), for every rentals test module.
+from tests.rentals.test_webhooks_support import allow_private, dns, receiver  # noqa: F401
+
 PASSWORD = "violet-harbour-lantern-93"
 NEW_PASSWORD = "amber-quarry-whistle-58"
 

@@ -12,7 +12,6 @@ from rentals.models import ProvisioningJob, Rental
 from rentals.services.provisioning import provisioning_jobs_due
 from tests.rentals.test_lifecycle import T0, committed, pay, run_jobs_twice
 from tests.rentals.test_orders import new_key_line
-from tests.rentals.test_webhooks_support import allow_private, receiver, signature_verify  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +27,7 @@ def place_order(customer, customer_api):
     return resp.json()
 
 
-def test_customer_webhooks_follow_the_whole_life(chains, catalog, customer, customer_api, staff_api,  # noqa: F811
+def test_customer_webhooks_follow_the_whole_life(chains, catalog, customer, customer_api, staff_api,
                                                   receiver, allow_private):
     created = webhooks.endpoint_create(account=customer, url=receiver.url, events=[
         "order.created", "invoice.processing", "invoice.settled", "invoice.expired", "rental.provisioning",
@@ -70,7 +69,7 @@ def staff_api(django_user_model):
     return client
 
 
-def test_provisioning_jobs_are_signed_and_retried(chains, catalog, customer, customer_api, settings,  # noqa: F811
+def test_provisioning_jobs_are_signed_and_retried(chains, catalog, customer, customer_api, settings,
                                                   receiver):
     settings.PROVISIONER = "webhook"
     settings.PROVISIONER_URL = receiver.url

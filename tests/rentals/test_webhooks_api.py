@@ -16,7 +16,6 @@ from rest_framework.test import APIClient
 
 from rentals import webhooks
 from rentals.models import WEBHOOK_EVENTS, DeliveryStatus, WebhookDelivery, WebhookEndpoint
-from tests.rentals.test_webhooks_support import allow_private, dns, receiver  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
 

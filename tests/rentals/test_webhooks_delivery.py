@@ -20,15 +20,7 @@ from django.db import connection
 from rentals import webhooks
 from rentals.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from rentals.tasks import webhook_deliveries_sweep, webhook_delivery_attempt
-from tests.rentals.test_webhooks_support import (  # noqa: F401  (fixtures)
-    allow_private,
-    ca_create,
-    dns,
-    receiver,
-    receiver_start,
-    receiver_stop,
-    signature_verify,
-)
+from tests.rentals.test_webhooks_support import ca_create, receiver_start, receiver_stop, signature_verify
 
 pytestmark = pytest.mark.django_db
 
