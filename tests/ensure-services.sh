@@ -50,3 +50,7 @@ if ! redis_up; then
   wait_for Redis redis_up
 fi
 log "Redis ready"
+
+# --- Tools the tests compare against ---------------------------------------------
+# OpenSSH's ssh-keygen: SSH key fingerprints are checked against what it prints.
+command -v ssh-keygen >/dev/null 2>&1 || apt_install openssh-client
