@@ -20,6 +20,7 @@ from billing.models import (
     InvoiceStatus,
     Payment,
     PaymentRequest,
+    PaymentStatus,
 )
 from core.errors import NotFound
 from core.money import ZERO
@@ -43,6 +44,11 @@ def invoice_get(*, invoice_id: int, account: Any) -> Invoice:
     if invoice is None:
         raise NotFound("No such invoice.")
     return invoice
+
+
+def invoice_has_payments(*, invoice: Invoice) -> bool:
+    """Whether any payment still counts toward the invoice (un-counted ones do not)."""
+    return invoice.payments.exclude(status=PaymentStatus.REMOVED).exists()
 
 
 def credit_balance_usd(*, account: Any) -> Decimal:

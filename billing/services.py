@@ -39,6 +39,7 @@ from billing.models import (
     PaymentRequest,
     PaymentStatus,
 )
+from billing.selectors import invoice_has_payments
 from core.audit import audit_record
 from core.errors import Conflict, DomainError, NotFound
 from core.money import ZERO, ceil_int, cents
@@ -253,10 +254,6 @@ def _invoice_lock(*, invoice_id: int, account: Any = None) -> Invoice:
         raise NotFound("No such invoice.") from None
 
 
-def _counted_payments(invoice: Invoice) -> bool:
-    return invoice.payments.exclude(status=PaymentStatus.REMOVED).exists()
-
-
 @transaction.atomic
 def invoice_switch_currency(*, invoice_id: int, account: Any, currency: str, now: datetime | None = None) -> Invoice:
     """A new payment request in another currency at a fresh rate; the old
@@ -266,7 +263,7 @@ def invoice_switch_currency(*, invoice_id: int, account: Any, currency: str, now
     if invoice.status != InvoiceStatus.NEW or now >= invoice.expires_at:
         raise Conflict("invoice_not_open", "Only an open, unpaid invoice can change currency.",
                        details={"status": invoice.status})
-    if _counted_payments(invoice):
+    if invoice_has_payments(invoice=invoice):
         raise Conflict("invoice_has_payments", "This invoice already received a payment; pay the rest in its currency.")
     request = _request_create(invoice=invoice, currency=currency, now=now)
     invoice.expires_at = request.expires_at
@@ -286,7 +283,7 @@ def invoice_requote(
     if invoice.status != InvoiceStatus.EXPIRED:
         raise Conflict("invoice_not_expired", "Only an expired invoice can be re-quoted.",
                        details={"status": invoice.status})
-    if _counted_payments(invoice):
+    if invoice_has_payments(invoice=invoice):
         raise Conflict("invoice_has_payments", "This invoice received payments; they become credit when its window ends.")
     previous = invoice.active_request
     code = currency or (previous.currency if previous else None)
@@ -622,7 +619,7 @@ def invoice_void(*, invoice_id: int, reason: str, actor: Any = None, now: dateti
     invoice = _invoice_lock(invoice_id=invoice_id)
     if invoice.status not in (InvoiceStatus.NEW, InvoiceStatus.EXPIRED):
         raise Conflict("invoice_not_open", f"This invoice is {invoice.status}.", details={"status": invoice.status})
-    if _counted_payments(invoice):
+    if invoice_has_payments(invoice=invoice):
         raise Conflict("invoice_has_payments", "This invoice received a payment; it cannot be voided.")
     before = invoice.status
     _invoice_transition(invoice=invoice, status=InvoiceStatus.INVALID, exception=invoice.exception, now=now,
@@ -715,7 +712,7 @@ def invoice_pay_with_credit(*, invoice_id: int, account: Any, now: datetime | No
     invoice = _invoice_lock(invoice_id=invoice_id, account=account)
     if invoice.status != InvoiceStatus.NEW:
         raise Conflict("invoice_not_open", f"This invoice is {invoice.status}.", details={"status": invoice.status})
-    if _counted_payments(invoice):
+    if invoice_has_payments(invoice=invoice):
         raise Conflict("invoice_has_payments", "This invoice already received a payment; pay the rest on chain.")
     credit_post(
         account_id=invoice.account_id,

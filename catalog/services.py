@@ -105,6 +105,13 @@ def _tier_percent(tiers: Sequence[tuple[int, Decimal]], value: int) -> Decimal:
     return best
 
 
+def term_discount_percent(*, term: str, terms: int, tiers: Sequence[tuple[int, Decimal]] | None = None) -> Decimal:
+    """The term discount for paying `terms` terms at once (tiers read when not given)."""
+    if tiers is None:
+        tiers = list(TermDiscount.objects.filter(term=term).values_list("min_terms", "percent"))
+    return _tier_percent(tiers, terms)
+
+
 def quote(
     *,
     gpu: GpuModel,
@@ -136,16 +143,14 @@ def quote(
 
     if multi_gpu_tiers is None:
         multi_gpu_tiers = list(MultiGpuDiscount.objects.values_list("min_gpus", "percent"))
-    if term_tiers is None:
-        term_tiers = list(TermDiscount.objects.filter(term=term).values_list("min_terms", "percent"))
     multi_pct = _tier_percent(multi_gpu_tiers, gpu_count)
-    term_pct = _tier_percent(term_tiers, terms)
+    term_pct = term_discount_percent(term=term, terms=terms, tiers=term_tiers)
     pct = multi_pct + term_pct
 
     term_label = "week" if term == "weekly" else "month"
-    lines = [_line("gpu", f"{gpu.name} GPU, per card and {term_label}", gpu_count, gpu.term_price(term), terms, pct)]
+    lines = [quote_line("gpu", f"{gpu.name} GPU, per card and {term_label}", gpu_count, gpu.term_price(term), terms, pct)]
     for addon in addons:
-        lines.append(_line(f"addon:{addon.slug}", f"{addon.name}, per {term_label}", 1, addon.term_price(term), terms, pct))
+        lines.append(quote_line(f"addon:{addon.slug}", f"{addon.name}, per {term_label}", 1, addon.term_price(term), terms, pct))
 
     hours = TERM_HOURS[term] * terms
     subtotal = sum((ln.subtotal_usd for ln in lines), ZERO)
@@ -169,7 +174,8 @@ def quote(
     )
 
 
-def _line(code: str, description: str, quantity: int, unit: Decimal, terms: int, pct: Decimal) -> QuoteLine:
+def quote_line(code: str, description: str, quantity: int, unit: Decimal, terms: int, pct: Decimal) -> QuoteLine:
+    """One priced line: unit x quantity x terms, the discount rounded half up to the cent."""
     subtotal = unit * quantity * terms
     discount = cents(subtotal * pct / HUNDRED)
     return QuoteLine(code, description, quantity, unit, terms, subtotal, pct, discount, subtotal - discount)

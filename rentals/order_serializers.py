@@ -86,10 +86,6 @@ class OpsUsageInput(serializers.Serializer):
         return date(int(m.group(1)), int(m.group(2)), 1)
 
 
-class ReasonInput(serializers.Serializer):
-    reason = serializers.CharField(max_length=2000)
-
-
 # --- Outputs -----------------------------------------------------------------------
 
 

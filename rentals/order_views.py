@@ -103,9 +103,7 @@ class RentalRenewView(APIView):
     def post(self, request, rental_id: int):
         data = RenewInput(data=request.data)
         data.is_valid(raise_exception=True)
-        rental = selectors.rental_get(account=request.user, rental_id=rental_id)
-        services.rental_renew_now(rental_id=rental_id, account=request.user,
-                                  terms=data.validated_data.get("terms", rental.renewal_terms),
+        services.rental_renew_now(rental_id=rental_id, account=request.user, terms=data.validated_data.get("terms"),
                                   currency=data.validated_data.get("pay_currency"))
         return Response(_rental_body(request, rental_id), status=status.HTTP_201_CREATED)
 

@@ -33,39 +33,46 @@ def _invoice_webhook(invoice_id: int, event: str) -> None:
     invoice = Invoice.objects.filter(pk=invoice_id).select_related("account").first()
     if invoice is not None:
         with transaction.atomic():
-            webhook_emit(account=invoice.account, type=event, data=invoice_event_data(invoice))
+            webhook_emit(account=invoice.account, type=event, data=lambda: invoice_event_data(invoice))
+
+
+def _attempt(what: str, fn, *args, **kwargs) -> None:
+    """Each step on its own: a failing webhook never holds back fulfilment."""
+    try:
+        fn(*args, **kwargs)
+    except Exception:
+        log.exception("%s failed; orders_reconcile (or the webhook sweep) will retry", what)
 
 
 @receiver(billing_signals.invoice_settled, dispatch_uid="rentals.invoice_settled")
 def on_invoice_settled(sender, invoice_id: int, subject: str, **kwargs) -> None:
     from rentals.services import rental_from_order, renewal_apply
 
-    try:
-        _invoice_webhook(invoice_id, "invoice.settled")
-        kind = _kind(subject)
-        if kind == "order":
-            rental_from_order(order_id=int(subject.split(":")[1]))
-        elif kind == "renewal":
-            renewal_apply(invoice_id=invoice_id)
-    except Exception:
-        log.exception("after invoice %s settled (%s); orders_reconcile will retry", invoice_id, subject)
+    _attempt(f"invoice.settled webhook of {invoice_id}", _invoice_webhook, invoice_id, "invoice.settled")
+    kind = _kind(subject)
+    if kind == "order":
+        _attempt(f"fulfilling {subject}", rental_from_order, order_id=int(subject.split(":")[1]))
+    elif kind == "renewal":
+        _attempt(f"applying renewal invoice {invoice_id}", renewal_apply, invoice_id=invoice_id)
 
 
 @receiver(billing_signals.invoice_expired, dispatch_uid="rentals.invoice_expired")
 def on_invoice_expired(sender, invoice_id: int, subject: str, **kwargs) -> None:
     from rentals.services import order_expire
 
-    try:
-        _invoice_webhook(invoice_id, "invoice.expired")
-        if _kind(subject) == "order":
-            order_expire(order_id=int(subject.split(":")[1]))
-    except Exception:
-        log.exception("after invoice %s expired (%s); orders_reconcile will retry", invoice_id, subject)
+    _attempt(f"invoice.expired webhook of {invoice_id}", _invoice_webhook, invoice_id, "invoice.expired")
+    if _kind(subject) == "order":
+        _attempt(f"releasing {subject}", order_expire, order_id=int(subject.split(":")[1]))
+
+
+@receiver(billing_signals.invoice_invalid, dispatch_uid="rentals.invoice_invalid")
+def on_invoice_invalid(sender, invoice_id: int, subject: str, **kwargs) -> None:
+    from rentals.services import order_expire
+
+    if _kind(subject) == "order":
+        _attempt(f"releasing {subject}", order_expire, order_id=int(subject.split(":")[1]))
 
 
 @receiver(billing_signals.invoice_processing, dispatch_uid="rentals.invoice_processing")
 def on_invoice_processing(sender, invoice_id: int, subject: str, **kwargs) -> None:
-    try:
-        _invoice_webhook(invoice_id, "invoice.processing")
-    except Exception:
-        log.exception("webhook for invoice %s processing failed", invoice_id)
+    _attempt(f"invoice.processing webhook of {invoice_id}", _invoice_webhook, invoice_id, "invoice.processing")

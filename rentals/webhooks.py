@@ -25,7 +25,7 @@ import secrets
 import socket
 import ssl
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -491,17 +491,17 @@ def _json_plain(data: dict) -> dict:
     return json.loads(json.dumps(data, cls=DjangoJSONEncoder))
 
 
-def event_emit(*, account: Account, type: str, data: dict) -> WebhookEvent | None:  # noqa: A002
+def event_emit(
+    *, account: Account, type: str, data: dict | Callable[[], dict]  # noqa: A002
+) -> WebhookEvent | None:
     """Record event `type` for `account` inside the caller's transaction, with
     one delivery per active endpoint subscribed to it; the first attempts are
     queued when the caller commits (and the sweep makes them if that queueing
     is lost). Returns None, recording nothing, when no endpoint subscribes.
+    `data` may be a callable: it is built only when someone subscribes.
     An unknown type is a programming error: ValueError."""
     if type not in WEBHOOK_EVENTS:
         raise ValueError(f"Unknown webhook event type {type!r}; known: {', '.join(WEBHOOK_EVENTS)}")
-    if not isinstance(data, dict):
-        raise ValueError("Webhook event data is a dict.")
-    payload = _json_plain(data)
     with transaction.atomic():
         ids = _subscribed_endpoint_ids(account=account)
         if not ids:
@@ -509,6 +509,11 @@ def event_emit(*, account: Account, type: str, data: dict) -> WebhookEvent | Non
         endpoints = [e for e in WebhookEndpoint.objects.filter(pk__in=ids).order_by("pk") if type in e.events]
         if not endpoints:
             return None
+        if callable(data):
+            data = data()
+        if not isinstance(data, dict):
+            raise ValueError("Webhook event data is a dict.")
+        payload = _json_plain(data)
         now = timezone.now()
         event = WebhookEvent.objects.create(account=account, type=type, data=payload, created_at=now)
         deliveries = WebhookDelivery.objects.bulk_create(

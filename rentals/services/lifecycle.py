@@ -21,8 +21,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from billing import services as billing
-from billing.models import Invoice, InvoiceStatus
-from billing.selectors import credit_balance_usd
+from billing.models import CreditKind, Invoice, InvoiceStatus
+from billing.selectors import credit_balance_usd, invoice_has_payments
 from catalog import services as catalog
 from catalog.models import TERM_HOURS, Addon
 from core.audit import audit_record
@@ -78,7 +78,7 @@ def _rental_lock(*, rental_id: int, account: Any = None) -> Rental:
 
 
 def _emit_rental(rental: Rental, event: str, **extra: Any) -> None:
-    webhook_emit(account=rental.account, type=event, data=rental_event_data(rental, **extra))
+    webhook_emit(account=rental.account, type=event, data=lambda: rental_event_data(rental, **extra))
 
 
 # --- From a paid order to a rental ---------------------------------------------------
@@ -193,15 +193,33 @@ def rental_activate(*, rental_id: int, ipv4: str, ipv6_prefix: str, actor: Any, 
 
 
 def _usage_lines(rental: Rental) -> tuple[list[billing.LineSpec], list[UsageReport]]:
+    """Unbilled egress overage, at the price of when it was reported."""
     reports = list(rental.usage_reports.filter(billed_invoice__isnull=True, overage_usd__gt=0).order_by("month"))
     lines = [
         billing.LineSpec(
             description=f"Egress beyond the included allowance, {r.month:%Y-%m}: {r.overage_tb} TB",
-            quantity=r.overage_tb, unit_usd=_egress_price()[1], amount_usd=r.overage_usd, code="usage:egress",
+            quantity=r.overage_tb, unit_usd=cents(r.overage_usd / r.overage_tb), amount_usd=r.overage_usd,
+            code="usage:egress",
         )
         for r in reports
     ]
     return lines, reports
+
+
+def _open_renewal(rental: Rental) -> Invoice | None:
+    """An unpaid invoice that already renews the rental (automatic or asked for)."""
+    return Invoice.objects.filter(
+        renewal__rental=rental, status__in=[InvoiceStatus.NEW, InvoiceStatus.PROCESSING],
+        renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
+    ).first()
+
+
+def _resume(rental: Rental, *, now: datetime) -> None:
+    """A suspended rental is active again (the caller saves it); the server powers on."""
+    rental.status = RentalStatus.ACTIVE
+    rental.suspended_at = None
+    rental.end_reason = ""
+    provisioning_job_create(rental=rental, action=ProvisioningAction.POWER_ON, now=now)
 
 
 def _renewal_invoice(*, rental: Rental, kind: str, terms: int, lines: list[billing.LineSpec],
@@ -228,23 +246,25 @@ def _renewal_invoice(*, rental: Rental, kind: str, terms: int, lines: list[billi
         billing.invoice_pay_with_credit(invoice_id=invoice.pk, account=rental.account, now=now)
         invoice.refresh_from_db()
     if kind != RenewalKind.USAGE:
-        _emit_rental(rental, "rental.renewal_due", invoice=invoice_event_data(invoice)["invoice"])
+        webhook_emit(account=rental.account, type="rental.renewal_due",
+                     data=lambda: rental_event_data(rental, invoice=invoice_event_data(invoice)["invoice"]))
     return renewal
 
 
 def renewal_issue(*, rental_id: int, now: datetime | None = None) -> Renewal | None:
     """The automatic renewal of the current period, issued once per period end
-    (the database refuses a second), `RENEWAL_LEAD_DAYS_*` before it ends."""
+    (the database refuses a second), `RENEWAL_LEAD_DAYS_*` before it ends, unless
+    the customer already asked for one. Returns the renewal it created, if any."""
     now = now or timezone.now()
     with transaction.atomic():
         rental = _rental_lock(rental_id=rental_id)
         if (rental.status != RentalStatus.ACTIVE or not rental.auto_renew or rental.cancelled_at
                 or rental.paid_until is None or now < rental.paid_until - renewal_lead(rental.term)):
             return None
-        existing = Renewal.objects.filter(rental=rental, kind=RenewalKind.AUTO,
-                                          for_period_end=rental.paid_until).first()
-        if existing is not None:
-            return existing
+        if Renewal.objects.filter(rental=rental, kind=RenewalKind.AUTO, for_period_end=rental.paid_until).exists():
+            return None
+        if _open_renewal(rental) is not None:
+            return None
         lines = order_lines_for_terms(order=rental.order, terms=rental.renewal_terms)
         usage, reports = _usage_lines(rental)
         return _renewal_invoice(rental=rental, kind=RenewalKind.AUTO, terms=rental.renewal_terms,
@@ -253,20 +273,19 @@ def renewal_issue(*, rental_id: int, now: datetime | None = None) -> Renewal | N
                                 now=now)
 
 
-def rental_renew_now(*, rental_id: int, account: Any, terms: int, currency: str | None = None,
+def rental_renew_now(*, rental_id: int, account: Any, terms: int | None = None, currency: str | None = None,
                      now: datetime | None = None) -> Renewal:
     """A renewal invoice the customer asks for now (also to resume a suspended
-    rental): `terms` more terms at the prices on the order."""
+    rental): `terms` (default: the rental's renewal terms) more terms at the
+    prices on the order."""
     now = now or timezone.now()
     with transaction.atomic():
         rental = _rental_lock(rental_id=rental_id, account=account)
         if rental.status not in (RentalStatus.ACTIVE, RentalStatus.SUSPENDED):
             raise Conflict("rental_not_renewable", f"A {rental.status} rental cannot be renewed.",
                            details={"status": rental.status})
-        open_invoice = Invoice.objects.filter(
-            renewal__rental=rental, status__in=[InvoiceStatus.NEW, InvoiceStatus.PROCESSING],
-            renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
-        ).first()
+        terms = terms or rental.renewal_terms
+        open_invoice = _open_renewal(rental)
         if open_invoice is not None:
             raise Conflict("renewal_open", f"Invoice {open_invoice.number} already renews this rental: pay it first.",
                            details={"invoice": open_invoice.pk, "number": open_invoice.number})
@@ -295,7 +314,11 @@ def renewal_apply(*, invoice_id: int, now: datetime | None = None) -> RentalPeri
                                                reason=f"Rental {rental.pk} was terminated before this renewal was paid")
             return None
         resumed = rental.status == RentalStatus.SUSPENDED
-        start = now if resumed or rental.paid_until is None else rental.paid_until
+        # Continuous from the last paid period; a suspended rental starts afresh
+        # now, keeping any paid time it still had (staff may suspend early).
+        start = rental.paid_until or now
+        if resumed:
+            start = max(start, now)
         period = RentalPeriod.objects.create(
             rental=rental, kind=PeriodKind.RESUME if resumed else PeriodKind.RENEWAL, starts_at=start,
             ends_at=start + _term_length(rental.term, renewal.terms), invoice_id=invoice_id, created_at=now,
@@ -305,9 +328,7 @@ def renewal_apply(*, invoice_id: int, now: datetime | None = None) -> RentalPeri
         if request is not None:
             rental.pay_currency = request.currency
         if resumed:
-            rental.status = RentalStatus.ACTIVE
-            rental.suspended_at = None
-            provisioning_job_create(rental=rental, action=ProvisioningAction.POWER_ON, now=now)
+            _resume(rental, now=now)
         rental.save()
         if resumed:
             _emit_rental(rental, "rental.active")
@@ -352,11 +373,8 @@ def rental_unsuspend(*, rental_id: int, actor: Any, reason: str, now: datetime |
         rental = _rental_lock(rental_id=rental_id)
         if rental.status != RentalStatus.SUSPENDED:
             raise Conflict("rental_not_suspended", f"This rental is {rental.status}.", details={"status": rental.status})
-        rental.status = RentalStatus.ACTIVE
-        rental.suspended_at = None
-        rental.end_reason = ""
+        _resume(rental, now=now)
         rental.save(update_fields=["status", "suspended_at", "end_reason"])
-        provisioning_job_create(rental=rental, action=ProvisioningAction.POWER_ON, now=now)
         audit_record(actor=actor, action="rental.unsuspend", obj=rental, reason=reason)
         _emit_rental(rental, "rental.active")
     return rental
@@ -381,12 +399,12 @@ def rental_terminate(*, rental_id: int, actor: Any = None, reason: str, now: dat
         provisioning_job_create(rental=rental, action=ProvisioningAction.DEPROVISION, now=now)
         for invoice in Invoice.objects.filter(renewal__rental=rental, status__in=[InvoiceStatus.NEW,
                                                                                    InvoiceStatus.EXPIRED]):
-            if not invoice.payments.exclude(status="removed").exists():
+            if not invoice_has_payments(invoice=invoice):
                 billing.invoice_void(invoice_id=invoice.pk, reason=f"rental {rental.pk} terminated")
         usage, reports = _usage_lines(rental)
         if usage:
             _renewal_invoice(rental=rental, kind=RenewalKind.USAGE, terms=0, lines=usage, reports=reports,
-                             currency=None, payable_until=now + timedelta(days=settings.RENTAL_GRACE_DAYS),
+                             currency=None, payable_until=now + grace(),
                              for_period_end=None, now=now)
         audit_record(actor=actor, action="rental.terminate", obj=rental, reason=reason,
                      changes={"slots_released": released})
@@ -412,11 +430,14 @@ def rental_extend(*, rental_id: int, days: int, actor: Any, reason: str, now: da
                                              ends_at=start + timedelta(days=days), created_at=now,
                                              created_by=actor if getattr(actor, "pk", None) else None, reason=reason)
         rental.paid_until = period.ends_at
-        rental.save(update_fields=["paid_until"])
+        resumed = rental.status == RentalStatus.SUSPENDED
+        if resumed:
+            _resume(rental, now=now)
+        rental.save(update_fields=["paid_until", "status", "suspended_at", "end_reason"])
         audit_record(actor=actor, action="rental.extend", obj=rental, reason=reason,
-                     changes={"days": days, "paid_until": period.ends_at})
-    if rental.status == RentalStatus.SUSPENDED:
-        rental_unsuspend(rental_id=rental.pk, actor=actor, reason=f"extended: {reason}", now=now)
+                     changes={"days": days, "paid_until": period.ends_at, "resumed": resumed})
+        if resumed:
+            _emit_rental(rental, "rental.active")
     return period
 
 
@@ -433,7 +454,7 @@ def rental_cancel(*, rental_id: int, account: Any, now: datetime | None = None) 
             rental.save(update_fields=["cancelled_at", "auto_renew"])
             for invoice in Invoice.objects.filter(renewal__rental=rental, renewal__kind=RenewalKind.AUTO,
                                                   status__in=[InvoiceStatus.NEW, InvoiceStatus.EXPIRED]):
-                if not invoice.payments.exclude(status="removed").exists():
+                if not invoice_has_payments(invoice=invoice):
                     billing.invoice_void(invoice_id=invoice.pk, reason="rental cancelled by the customer")
     return rental
 
@@ -489,7 +510,7 @@ def usage_report(*, rental_id: int, month: date, egress_tb: Decimal, actor: Any,
         if ending and report.overage_usd > 0:
             lines, reports = _usage_lines(rental)
             _renewal_invoice(rental=rental, kind=RenewalKind.USAGE, terms=0, lines=lines, reports=reports,
-                             currency=None, payable_until=now + timedelta(days=settings.RENTAL_GRACE_DAYS),
+                             currency=None, payable_until=now + grace(),
                              for_period_end=None, now=now)
             report.refresh_from_db()
     return report
@@ -505,12 +526,7 @@ def rentals_renewals_issue(*, now: datetime | None = None) -> int:
     ids = Rental.objects.filter(
         status=RentalStatus.ACTIVE, auto_renew=True, cancelled_at__isnull=True, paid_until__lte=now + longest,
     ).values_list("pk", flat=True)
-    issued = 0
-    for rental_id in list(ids):
-        before = Renewal.objects.filter(rental_id=rental_id, kind=RenewalKind.AUTO).count()
-        renewal_issue(rental_id=rental_id, now=now)
-        issued += Renewal.objects.filter(rental_id=rental_id, kind=RenewalKind.AUTO).count() - before
-    return issued
+    return sum(renewal_issue(rental_id=rental_id, now=now) is not None for rental_id in list(ids))
 
 
 def rentals_suspend_due(*, now: datetime | None = None) -> int:
@@ -533,7 +549,9 @@ def rentals_suspend_due(*, now: datetime | None = None) -> int:
 
 def rentals_terminate_due(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
-    due = Rental.objects.filter(status=RentalStatus.SUSPENDED, suspended_at__lte=now - terminate_after())
+    # A rental staff suspended while it still had paid time ends only once that time is over.
+    due = Rental.objects.filter(Q(paid_until__isnull=True) | Q(paid_until__lte=now), status=RentalStatus.SUSPENDED,
+                                suspended_at__lte=now - terminate_after())
     count = 0
     for rental_id in list(due.values_list("pk", flat=True)):
         rental_terminate(rental_id=rental_id, reason="unpaid: suspended for too long", now=now)
@@ -550,7 +568,8 @@ def orders_reconcile(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
     changed = 0
     for order_id in list(Order.objects.filter(status=OrderStatus.AWAITING_PAYMENT,
-                                              invoice__status=InvoiceStatus.EXPIRED).values_list("pk", flat=True)):
+                                              invoice__status__in=[InvoiceStatus.EXPIRED, InvoiceStatus.INVALID])
+                         .values_list("pk", flat=True)):
         order_expire(order_id=order_id, now=now)
         changed += 1
     settled = Order.objects.filter(Q(status=OrderStatus.AWAITING_PAYMENT) | Q(status=OrderStatus.EXPIRED),
@@ -559,6 +578,7 @@ def orders_reconcile(*, now: datetime | None = None) -> int:
         changed += rental_from_order(order_id=order_id, now=now) is not None
     for invoice_id in list(Renewal.objects.filter(invoice__status=InvoiceStatus.SETTLED)
                            .exclude(kind=RenewalKind.USAGE)
+                           .exclude(invoice__credit_entries__kind=CreditKind.UNFULFILLED)
                            .exclude(invoice_id__in=RentalPeriod.objects.filter(invoice__isnull=False)
                                     .values("invoice_id"))
                            .values_list("invoice_id", flat=True)):

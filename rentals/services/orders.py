@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from billing import services as billing
 from billing.models import Invoice, InvoiceStatus
+from billing.selectors import invoice_has_payments
 from catalog import services as catalog
 from catalog.models import Addon, GpuModel, Region, Template
 from catalog.selectors import gpu_get, gpu_regions, region_get
@@ -102,7 +103,8 @@ def _workload_fits(spec: OrderSpec, gpu: GpuModel, region: Region) -> dict[str, 
     return check_payload(result)
 
 
-def _invoice_lines(lines: list[OrderLine] | tuple) -> list[billing.LineSpec]:
+def _invoice_lines(lines) -> list[billing.LineSpec]:
+    """Invoice lines from priced lines (an order's, or a quote's)."""
     return [
         billing.LineSpec(
             description=f"{ln.description} x {ln.terms}" if ln.terms > 1 else ln.description,
@@ -187,7 +189,7 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
 def _emit(account: Any, event: str, order: Order) -> None:
     from rentals.events import order_event_data, webhook_emit
 
-    webhook_emit(account=account, type=event, data=order_event_data(order))
+    webhook_emit(account=account, type=event, data=lambda: order_event_data(order))
 
 
 def _order_lock(*, order_id: int, account: Any = None) -> Order:
@@ -212,10 +214,12 @@ def order_cancel(*, order_id: int, account: Any = None, actor: Any = None, reaso
     reason = reason or "cancelled by the customer"
     if order.invoice_id:
         invoice = Invoice.objects.get(pk=order.invoice_id)
-        if invoice.status == InvoiceStatus.PROCESSING or invoice.payments.exclude(status="removed").exists():
+        if invoice.status not in (InvoiceStatus.NEW, InvoiceStatus.EXPIRED, InvoiceStatus.INVALID) or \
+                invoice_has_payments(invoice=invoice):
+            # Paid (on chain or from credit) or being paid: it will become a rental.
             raise Conflict("order_has_payments", "A payment for this order has been seen; it can no longer be "
-                                                 "cancelled.")
-        if invoice.status in (InvoiceStatus.NEW, InvoiceStatus.EXPIRED):
+                                                 "cancelled.", details={"invoice_status": invoice.status})
+        if invoice.status != InvoiceStatus.INVALID:
             billing.invoice_void(invoice_id=invoice.pk, reason=reason, actor=actor or account)
     released = catalog.slots_release(holder=order.holder)
     order.status = OrderStatus.CANCELLED
@@ -229,18 +233,19 @@ def order_cancel(*, order_id: int, account: Any = None, actor: Any = None, reaso
 
 @transaction.atomic
 def order_expire(*, order_id: int, now: datetime | None = None) -> Order | None:
-    """The invoice expired unpaid: release the reservation. Idempotent."""
+    """The invoice expired unpaid, or became invalid (paid but never confirmed
+    in its window, or marked so by staff): release the reservation. Idempotent."""
     now = now or timezone.now()
     order = Order.objects.select_for_update().filter(pk=order_id).first()
     if order is None or order.status != OrderStatus.AWAITING_PAYMENT:
         return order
     invoice = Invoice.objects.get(pk=order.invoice_id)
-    if invoice.status != InvoiceStatus.EXPIRED:
+    if invoice.status not in (InvoiceStatus.EXPIRED, InvoiceStatus.INVALID):
         return order
     catalog.slots_release(holder=order.holder)
     order.status = OrderStatus.EXPIRED
     order.closed_at = now
-    order.close_reason = "invoice expired unpaid"
+    order.close_reason = f"invoice {invoice.status} unpaid"
     order.save(update_fields=["status", "closed_at", "close_reason"])
     log.info("order %s expired; slots released", order.pk)
     return order
@@ -268,22 +273,8 @@ def order_lines_for_terms(*, order: Order, terms: int) -> list[billing.LineSpec]
     """The order's lines for `terms` terms at the prices on the order
     (grandfathered): same unit prices and multi-GPU discount; the term discount
     of the order when the count of terms matches, else today's tier."""
-    from catalog.models import TermDiscount
-    from catalog.services import _tier_percent
-    from core.money import cents
-
-    if terms == order.terms:
-        pct = order.multi_gpu_discount_pct + order.term_discount_pct
-    else:
-        tiers = list(TermDiscount.objects.filter(term=order.term).values_list("min_terms", "percent"))
-        pct = order.multi_gpu_discount_pct + _tier_percent(tiers, terms)
-    out = []
-    for ln in order.lines.all():
-        subtotal = ln.unit_usd * ln.quantity * terms
-        discount = cents(subtotal * pct / 100)
-        out.append(billing.LineSpec(
-            description=f"{ln.description} x {terms}" if terms > 1 else ln.description,
-            quantity=Decimal(ln.quantity * terms), unit_usd=ln.unit_usd, amount_usd=subtotal - discount,
-            discount_usd=discount, code=ln.code,
-        ))
-    return out
+    term_pct = (order.term_discount_pct if terms == order.terms
+                else catalog.term_discount_percent(term=order.term, terms=terms))
+    pct = order.multi_gpu_discount_pct + term_pct
+    return _invoice_lines([catalog.quote_line(ln.code, ln.description, ln.quantity, ln.unit_usd, terms, pct)
+                           for ln in order.lines.all()])

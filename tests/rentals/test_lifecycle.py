@@ -305,3 +305,24 @@ def test_staff_extension_adds_a_period(active_rental, staff):
     assert (period.kind, period.starts_at, period.ends_at) == (
         "extension", active_rental.paid_until, active_rental.paid_until + timedelta(days=3))
     assert RentalPeriod.objects.filter(rental=active_rental).count() == 2
+
+
+def test_a_rental_suspended_with_paid_time_left_keeps_it(active_rental, staff, customer_api):
+    end = active_rental.paid_until
+    services.rental_suspend(rental_id=active_rental.pk, actor=staff, reason="abuse report", now=T0 + timedelta(days=1))
+    # Suspended long ago but still paid: the termination job leaves it alone.
+    assert services.rentals_terminate_due(now=T0 + timedelta(days=9)) == 0
+    renewal = services.rental_renew_now(rental_id=active_rental.pk, account=active_rental.account, terms=1,
+                                        currency="LTC", now=T0 + timedelta(days=9))
+    with time_machine.travel(T0 + timedelta(days=9), tick=False):
+        pay(renewal.invoice.number, int(renewal.invoice.active_request.amount_due), txid="tx-resume")
+    rental = Rental.objects.get(pk=active_rental.pk)
+    assert rental.status == "active" and rental.end_reason == ""
+    assert rental.paid_until == end + MONTH  # the paid days before the suspension are not lost
+
+
+def test_no_automatic_renewal_while_one_asked_for_is_open(active_rental, customer_api):
+    resp = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json")
+    assert resp.status_code == 201
+    run_jobs_twice(active_rental.paid_until - timedelta(days=7))
+    assert Invoice.objects.filter(renewal__rental=active_rental).count() == 1

@@ -241,3 +241,28 @@ def test_other_accounts_get_404_on_every_order_and_rental_endpoint(chains, custo
         resp = getattr(api, method)(path)
         assert resp.status_code == 404 and resp.json()["error"]["code"] == "not_found", path
     assert api.get("/api/v1/orders").json() == []
+
+
+def test_an_order_paid_from_credit_cannot_be_cancelled(chains, customer, customer_api, ssh_key, catalog):
+    billing.credit_post(account_id=customer.pk, kind="adjustment", amount_usd=Decimal("5000.00"), reason="t")
+    order = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1), format="json").json()
+    paid = customer_api.post(f"/api/v1/invoices/{order['invoice']['id']}/pay-with-credit")
+    assert paid.json()["status"] == "settled"
+    resp = customer_api.post(f"/api/v1/orders/{order['id']}/cancel")
+    assert resp.status_code == 409 and resp.json()["error"]["code"] == "order_has_payments"
+    assert Order.objects.get(pk=order["id"]).host.slots.filter(holder=f"order:{order['id']}").count() == 1
+
+
+def test_an_invalid_invoice_releases_the_reservation(chains, customer_api, ssh_key, catalog, frozen,
+                                                     django_capture_on_commit_callbacks):
+    before = free("l4", "PDX-1")
+    order = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu="l4", region="PDX-1", gpu_count=1),
+                              format="json").json()
+    billing.payment_record_manual(invoice_number=order["invoice"]["number"], txid="never-confirms",
+                                  amount=int(order["invoice"]["amount"]), confirmations=0, reason="t", actor=None)
+    frozen.shift(timedelta(hours=25))  # past the monitoring window, still unconfirmed
+    with django_capture_on_commit_callbacks(execute=True):
+        billing.invoices_advance_due()
+    body = customer_api.get(f"/api/v1/orders/{order['id']}").json()
+    assert (body["status"], body["invoice"]["status"]) == ("expired", "invalid")
+    assert free("l4", "PDX-1") == before
