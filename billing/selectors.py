@@ -110,8 +110,11 @@ def currencies_enabled() -> list[dict[str, Any]]:
     from billing.chains.config import enabled_currencies, network_name
 
     out = []
+    health: dict[str, ChainHealth] = {}
     for code in enabled_currencies():
         cur = CURRENCIES[code]
+        if cur.chain not in health:  # ETH, USDT and USDC share one chain
+            health[cur.chain] = chain_health(chain=cur.chain)
         out.append({
             "code": code,
             "name": cur.name,
@@ -120,7 +123,7 @@ def currencies_enabled() -> list[dict[str, Any]]:
             "chain": cur.chain,
             "network": network_name(currency=code),
             "confirmations": settings.CONFIRMATIONS[code],
-            "health": chain_health(chain=cur.chain),
+            "health": health[cur.chain],
         })
     return out
 

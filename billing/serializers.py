@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema_field
+from django.urls import reverse
 from rest_framework import serializers
 
 from billing.currencies import CURRENCIES
@@ -125,7 +126,7 @@ class InvoiceOutput(serializers.Serializer):
         return r.payment_uri if r else None
 
     def get_qr_url(self, inv) -> str | None:
-        return f"/api/v1/invoices/{inv.pk}/qr.svg" if self._req(inv) else None
+        return reverse("invoice-qr", kwargs={"invoice_id": inv.pk}) if self._req(inv) else None
 
     def _sum(self, inv, confirmed_only: bool) -> str | None:
         r = self._req(inv)
@@ -133,7 +134,7 @@ class InvoiceOutput(serializers.Serializer):
             return None
         total = 0
         for p in inv.payments.all():
-            if p.request_id != r.pk or p.status == PaymentStatus.REMOVED:
+            if p.request_id != r.pk or not p.counted:
                 continue
             if confirmed_only and p.status != PaymentStatus.CONFIRMED:
                 continue

@@ -97,17 +97,9 @@ def _monitoring_window() -> timedelta:
 
 
 def _currency_enabled(currency: str) -> str:
-    from billing.chains.config import enabled_currencies
+    from billing.chains.config import currency_enabled_code
 
-    code = currency.upper()
-    enabled = enabled_currencies()
-    if code not in enabled:
-        raise DomainError(
-            "currency_unavailable",
-            f"{currency} is not accepted right now.",
-            details={"currency": currency, "enabled": enabled},
-        )
-    return code
+    return currency_enabled_code(currency)
 
 
 def _index_take(*, keyset: str, first: int) -> int:
@@ -146,6 +138,9 @@ def _request_create(*, invoice: Invoice, currency: str, now: datetime) -> Paymen
     destination = destination_derive(currency=code, index=index)
     amount = amount_due_for(total_usd=invoice.total_usd, currency=code, rate_usd=rate.usd)
     invoice.requests.filter(is_active=True).update(is_active=False)
+    expires_at = now + _expiry_window()
+    # A new quote is locked for its own window; the invoice follows it (callers save).
+    invoice.expires_at, invoice.monitoring_until = expires_at, expires_at + _monitoring_window()
     return PaymentRequest.objects.create(
         invoice=invoice,
         currency=code,
@@ -166,7 +161,7 @@ def _request_create(*, invoice: Invoice, currency: str, now: datetime) -> Paymen
             message=f"Invoice {invoice.number}",
         ),
         created_at=now,
-        expires_at=now + _expiry_window(),
+        expires_at=expires_at,
     )
 
 
@@ -211,8 +206,10 @@ def invoice_create(
     if currency is not None:
         currency = _currency_enabled(currency)
     invoice = Invoice.objects.create(
-        # A unique placeholder until the number is taken, last, so the numbering
-        # lock is held for as short a time as possible.
+        # A unique placeholder until the number is taken below: the counter's lock
+        # is held from then to the commit, so everything that can be done
+        # before it (lines) is. The payment request needs the number (its URI
+        # names it), so it comes after.
         number=f"~{uuid.uuid4().hex}",
         account=account,
         subject=subject,
@@ -240,6 +237,7 @@ def invoice_create(
     invoice.save(update_fields=["number"])
     if currency is not None:
         _request_create(invoice=invoice, currency=currency, now=now)
+        invoice.save(update_fields=["expires_at", "monitoring_until"])
     _on_commit_send(signals.invoice_created, invoice)
     return invoice
 
@@ -265,9 +263,7 @@ def invoice_switch_currency(*, invoice_id: int, account: Any, currency: str, now
                        details={"status": invoice.status})
     if invoice_has_payments(invoice=invoice):
         raise Conflict("invoice_has_payments", "This invoice already received a payment; pay the rest in its currency.")
-    request = _request_create(invoice=invoice, currency=currency, now=now)
-    invoice.expires_at = request.expires_at
-    invoice.monitoring_until = request.expires_at + _monitoring_window()
+    _request_create(invoice=invoice, currency=currency, now=now)
     invoice.save(update_fields=["expires_at", "monitoring_until"])
     return invoice
 
@@ -290,13 +286,10 @@ def invoice_requote(
     if code is None:
         raise DomainError("invalid", "Choose a currency.", details={"field": "currency"})
     hooks.requote_hook_run(invoice=invoice)
-    request = _request_create(invoice=invoice, currency=code, now=now)
-    invoice.status = InvoiceStatus.NEW
-    invoice.exception = InvoiceException.NONE
-    invoice.expires_at = request.expires_at
-    invoice.monitoring_until = request.expires_at + _monitoring_window()
-    invoice.save(update_fields=["status", "exception", "expires_at", "monitoring_until"])
-    _on_commit_send(signals.invoice_reopened, invoice)
+    _request_create(invoice=invoice, currency=code, now=now)
+    invoice.save(update_fields=["expires_at", "monitoring_until"])
+    _invoice_transition(invoice=invoice, status=InvoiceStatus.NEW, exception=InvoiceException.NONE, now=now,
+                        via="")
     return invoice
 
 
@@ -410,7 +403,7 @@ def _invoice_advance(*, invoice: Invoice, now: datetime) -> None:
             id=p.pk,
             fraction=Fraction(int(p.amount), int(p.request.amount_due)),
             confirmed=p.status == PaymentStatus.CONFIRMED,
-            counted=p.status != PaymentStatus.REMOVED,
+            counted=p.counted,
             seen_at=p.first_seen_at,
             disposition=p.disposition,
         )
@@ -481,7 +474,13 @@ def invoices_advance_due(*, now: datetime | None = None) -> int:
             Q(status=InvoiceStatus.NEW, expires_at__lte=now)
             | Q(status=InvoiceStatus.PROCESSING, monitoring_until__lte=now)
             | Q(
-                status__in=[InvoiceStatus.EXPIRED, InvoiceStatus.SETTLED, InvoiceStatus.INVALID],
+                status=InvoiceStatus.EXPIRED,
+                monitoring_until__lte=now,
+                payments__status=PaymentStatus.CONFIRMED,
+                payments__disposition=PaymentDisposition.OPEN,
+            )
+            | Q(
+                status__in=[InvoiceStatus.SETTLED, InvoiceStatus.INVALID],
                 payments__status=PaymentStatus.CONFIRMED,
                 payments__disposition=PaymentDisposition.OPEN,
             )
@@ -752,6 +751,9 @@ def credit_refund_record(
     """Staff sent a refund from outside the system (the server holds no spending
     key): record it against the credit, with where it went and its txid."""
     reason = _reason_required(reason)
+    if currency.upper() not in CURRENCIES:
+        raise DomainError("invalid", "Say in which currency the refund was sent.",
+                          details={"currency": currency, "currencies": list(CURRENCIES)})
     if amount_usd <= 0 or amount <= 0 or not destination or not txid:
         raise DomainError("invalid", "A refund needs a positive amount, a destination and a transaction id.")
     entry = credit_post(

@@ -188,7 +188,8 @@ def _currency_code(currency: str) -> str:
     return code
 
 
-def _enabled_code(currency: str) -> str:
+def currency_enabled_code(currency: str) -> str:
+    """The code of an enabled currency, or DomainError unknown_currency / currency_unavailable."""
     code = _currency_code(currency)
     if code not in enabled_currencies():
         raise DomainError(
@@ -222,7 +223,7 @@ def destination_derive(*, currency: str, index: int) -> Destination:
     (`derivation_keyset`). XMR index i is subaddress (0, i), so its sequence
     starts at 1: (0, 0) is the wallet's primary address.
     """
-    code = _enabled_code(currency)
+    code = currency_enabled_code(currency)
     if isinstance(index, bool) or not isinstance(index, int):
         raise TypeError(f"index must be an int, not {type(index).__name__}")
     if index < 0:
@@ -251,7 +252,7 @@ def derivation_keyset(*, currency: str) -> str:
     or chain id), so an index is never handed out twice for the same keys. ETH,
     USDT and USDC return the same keyset.
     """
-    code = _enabled_code(currency)
+    code = currency_enabled_code(currency)
     if code in UTXO_CHAINS:
         return f"{UTXO_CHAINS[code]}:{_utxo_account(code).key.fingerprint}"
     if code in ETHEREUM_FAMILY:

@@ -97,3 +97,12 @@ def test_billing_admin_pages_render(admin_client, invoice):
         resp = admin_client.get(url)
         assert resp.status_code == 200, url
     assert invoice.number.encode() in admin_client.get(f"/admin/billing/invoice/?q={invoice.active_request.address}").content
+
+
+def test_a_refund_must_say_its_currency(admin_client, customer):
+    services.credit_post(account_id=customer.pk, kind="adjustment", amount_usd=Decimal("50.00"), reason="seed")
+    admin_client.post("/admin/billing/creditentry/add/", {
+        "account": customer.pk, "kind": "refund", "amount_usd": "10.00", "reason": "ticket 5",
+        "refund_currency": "", "refund_destination": "bc1qexample", "refund_amount": "1000", "refund_txid": "ef" * 32})
+    assert not CreditEntry.objects.filter(kind="refund").exists()
+    assert credit_balance_usd(account=customer) == Decimal("50.00")
