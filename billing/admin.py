@@ -133,15 +133,8 @@ class CreditEntryAdmin(ServiceAddAdmin):
     date_hierarchy = "created_at"
     form = CreditEntryForm
 
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def add_through_service(self, request, obj, form):
+    def add_through_service(self, request, data):
         """Staff entries go through the ledger service (balance lock, audit)."""
-        data = form.cleaned_data
         if data["kind"] == CreditKind.REFUND:
             return services.credit_refund_record(
                 account_id=data["account"].pk, amount_usd=Decimal(data["amount_usd"]),
@@ -185,28 +178,15 @@ class RateSampleAdmin(ServiceAddAdmin):
     actions = [reason_action(name="end_manual_rate", description="End manual rate now", call=_end_rate,
                              form_class=EndRateForm)]
 
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def add_through_service(self, request, obj, form):
-        return rate_manual_set(currency=obj.currency, usd=obj.usd, valid_until=obj.valid_until, actor=request.user,
-                               note=obj.note)
+    def add_through_service(self, request, data):
+        return rate_manual_set(currency=data["currency"], usd=data["usd"], valid_until=data["valid_until"],
+                               actor=request.user, note=data.get("note", ""))
 
 
 @admin.register(ChainState)
-class ChainStateAdmin(admin.ModelAdmin):
+class ChainStateAdmin(ReadOnlyAdmin):
     list_display = ("chain", "healthy", "height", "tip_height", "last_ok_at", "last_error_at", "consecutive_failures")
-    readonly_fields = [f.name for f in ChainState._meta.fields]
 
     @admin.display(boolean=True, description="healthy")
     def healthy(self, state):
         return chain_health(chain=state.chain).ok
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -26,14 +26,20 @@ from core.errors import NotFound
 from core.money import ZERO
 
 
+def invoice_prefetches(prefix: str = "") -> list:
+    """What rendering an invoice reads, for prefetch_related (`prefix` reaches
+    invoices through a relation, e.g. "invoice__")."""
+    return [
+        f"{prefix}lines",
+        Prefetch(f"{prefix}requests", queryset=PaymentRequest.objects.order_by("created_at", "id")),
+        Prefetch(f"{prefix}payments", queryset=Payment.objects.order_by("first_seen_at", "id")),
+    ]
+
+
 def invoices_for(*, account: Any) -> QuerySet[Invoice]:
     return (
         Invoice.objects.filter(account=account)
-        .prefetch_related(
-            "lines",
-            Prefetch("requests", queryset=PaymentRequest.objects.order_by("created_at", "id")),
-            Prefetch("payments", queryset=Payment.objects.order_by("first_seen_at", "id")),
-        )
+        .prefetch_related(*invoice_prefetches())
         .order_by("-created_at", "-id")
     )
 

@@ -15,7 +15,8 @@ from catalog.models import (
     Template,
     TermDiscount,
 )
-from core.admin import AuditedModelAdmin, ReportAdmin
+from catalog.services import host_slots_ensure, slot_service_set
+from core.admin import AuditedModelAdmin, ReadOnlyAdmin, ReportAdmin, reason_action
 
 
 @admin.register(GpuModel)
@@ -35,6 +36,10 @@ class HostInline(admin.TabularInline):
     readonly_fields = ("free_slots",)
     extra = 0
     show_change_link = True
+
+    def get_readonly_fields(self, request, obj=None):
+        # A host's card and slot count are fixed once its slots exist.
+        return ("gpu", "slot_count", "free_slots") if obj is not None else ("free_slots",)
 
     def get_queryset(self, request):
         return (
@@ -57,6 +62,11 @@ class RegionAdmin(AuditedModelAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(_hosts=Count("hosts"))
 
+    def save_formset(self, request, form, formset, change):
+        super().save_formset(request, form, formset, change)
+        for host in formset.new_objects:
+            host_slots_ensure(host=host)
+
     @admin.display(description="hosts", ordering="_hosts")
     def host_count(self, region):
         return region._hosts
@@ -65,7 +75,7 @@ class RegionAdmin(AuditedModelAdmin):
 class SlotInline(admin.TabularInline):
     model = Slot
     fields = ("index", "status", "holder", "changed_at")
-    readonly_fields = ("index", "holder", "changed_at")
+    readonly_fields = ("index", "status", "holder", "changed_at")
     extra = 0
     can_delete = False
 
@@ -89,6 +99,32 @@ class HostAdmin(AuditedModelAdmin):
     @admin.display(description="free", ordering="_free")
     def free_slots(self, host):
         return host._free
+
+    def get_readonly_fields(self, request, obj=None):
+        return ("gpu", "slot_count") if obj is not None else ()
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if not change:
+            host_slots_ensure(host=obj)
+
+
+@admin.register(Slot)
+class SlotAdmin(ReadOnlyAdmin):
+    """Slots change only through reservations and rentals, or these actions."""
+
+    list_display = ("__str__", "host", "status", "holder", "changed_at")
+    list_filter = ("status", "host__region", "host__gpu")
+    search_fields = ("host__name", "holder")
+    list_select_related = ("host",)
+    actions = [
+        reason_action(name="out_of_service", description="Take out of service (free slots)",
+                      call=lambda slot, actor, reason: slot_service_set(slot_id=slot.pk, in_service=False,
+                                                                        actor=actor, reason=reason)),
+        reason_action(name="in_service", description="Put back in service",
+                      call=lambda slot, actor, reason: slot_service_set(slot_id=slot.pk, in_service=True,
+                                                                        actor=actor, reason=reason)),
+    ]
 
 
 @admin.register(MultiGpuDiscount)

@@ -21,7 +21,7 @@ class StockRow:
 
 
 def _hosts_free(region: Region | None = None, gpu: GpuModel | None = None):
-    hosts = Host.objects.filter(is_active=True, region__is_active=True)
+    hosts = Host.objects.filter(is_active=True, region__is_active=True, gpu__is_active=True)
     if region is not None:
         hosts = hosts.filter(region=region)
     if gpu is not None:

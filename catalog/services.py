@@ -146,6 +146,10 @@ def quote(
     multi_pct = _tier_percent(multi_gpu_tiers, gpu_count)
     term_pct = term_discount_percent(term=term, terms=terms, tiers=term_tiers)
     pct = multi_pct + term_pct
+    if pct >= HUNDRED:
+        # Each tier table is below 100 %; together staff could reach it. Sell nothing for free.
+        raise Conflict("pricing_unavailable", "This configuration cannot be priced right now.",
+                       details={"multi_gpu_discount_pct": str(multi_pct), "term_discount_pct": str(term_pct)})
 
     term_label = "week" if term == "weekly" else "month"
     lines = [quote_line("gpu", f"{gpu.name} GPU, per card and {term_label}", gpu_count, gpu.term_price(term), terms, pct)]
@@ -216,9 +220,11 @@ def slots_reserve(*, region: Region, gpu: GpuModel, count: int, holder: str) -> 
                 )
                 if len(free) < count:
                     raise _HostTaken
-                Slot.objects.filter(pk__in=[s.pk for s in free]).update(
+                taken = Slot.objects.filter(pk__in=[s.pk for s in free], status=SlotStatus.FREE).update(
                     status=SlotStatus.RESERVED, holder=holder
                 )
+                if taken != count:  # a slot changed under us (staff took it out of service)
+                    raise _HostTaken
                 for s in free:
                     s.status, s.holder = SlotStatus.RESERVED, holder
                 return Reservation(host=host, slots=tuple(free))
@@ -246,3 +252,39 @@ def slots_mark_rented(*, holder: str) -> int:
 def slots_rehold(*, holder: str, new_holder: str) -> int:
     """Move slots from one holder to another (an order's slots become its rental's)."""
     return Slot.objects.filter(holder=holder).update(holder=new_holder)
+
+
+# --- Hosts and slots in the admin ---------------------------------------------------
+
+
+def host_slots_ensure(*, host: Host) -> int:
+    """A host has one slot per GPU: create the ones missing (a host staff just
+    added). Returns how many were created."""
+    existing = set(host.slots.values_list("index", flat=True))
+    missing = [Slot(host=host, index=i) for i in range(host.slot_count) if i not in existing]
+    Slot.objects.bulk_create(missing)
+    return len(missing)
+
+
+@transaction.atomic
+def slot_service_set(*, slot_id: int, in_service: bool, actor, reason: str) -> Slot:
+    """Take a free slot out of service (a failed GPU), or put one back. Under
+    the host's lock, like reservations, so neither overwrites the other."""
+    from core.audit import audit_record
+
+    if not reason.strip():
+        raise DomainError("reason_required", "Say why: a reason is required.")
+    slot = Slot.objects.select_related("host").get(pk=slot_id)
+    Host.objects.select_for_update().get(pk=slot.host_id)
+    slot.refresh_from_db()
+    before = slot.status
+    wanted_from, wanted_to = ((SlotStatus.OUT_OF_SERVICE, SlotStatus.FREE) if in_service
+                              else (SlotStatus.FREE, SlotStatus.OUT_OF_SERVICE))
+    if slot.status != wanted_from:
+        raise Conflict("slot_busy", f"Slot {slot} is {slot.status}; only a {wanted_from} slot can be changed so.",
+                       details={"status": slot.status})
+    slot.status = wanted_to
+    slot.save(update_fields=["status", "changed_at"])
+    audit_record(actor=actor, action="slot.in_service" if in_service else "slot.out_of_service", obj=slot,
+                 reason=reason, changes={"status": [before, wanted_to]})
+    return slot

@@ -55,34 +55,42 @@ class ReportAdmin(ReadOnlyAdmin):
         raise NotImplementedError
 
 
-class _Refused(Exception):
-    """A service refused what an admin add form asked for."""
-
-
 class ServiceAddAdmin(admin.ModelAdmin):
     """Rows added in the admin are written by a service (with its locks, checks
-    and audit row): `add_through_service(request, obj, form)` returns the row it
-    wrote, or raises DomainError, shown as a message with the form kept."""
+    and audit row). `add_through_service(request, cleaned_data)` returns the row
+    it wrote; a DomainError it raises is shown on the form, which keeps what
+    staff typed (the admin's add view runs in one transaction, so nothing of a
+    refused attempt stays). Such rows are never changed or deleted here."""
 
-    def add_through_service(self, request, obj, form):  # pragma: no cover - each admin defines it
+    def add_through_service(self, request, cleaned_data):  # pragma: no cover - each admin defines it
         raise NotImplementedError
 
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_form(self, request, obj=None, **kwargs):
+        base = super().get_form(request, obj, **kwargs)
+        model_admin = self
+
+        class ServiceForm(base):
+            def clean(self):
+                data = super().clean()
+                if not self.errors:
+                    try:
+                        self.saved = model_admin.add_through_service(request, data)
+                    except DomainError as exc:
+                        raise forms.ValidationError(exc.message, code=exc.code) from exc
+                return data
+
+        return ServiceForm
+
     def save_model(self, request, obj, form, change):
-        try:
-            saved = self.add_through_service(request, obj, form)
-        except DomainError as exc:
-            self.message_user(request, exc.message, messages.ERROR)
-            raise _Refused from exc
-        for field in type(saved)._meta.concrete_fields:  # the admin shows and logs the row written
+        saved = form.saved  # written in form validation; the admin shows and logs that row
+        for field in type(saved)._meta.concrete_fields:
             setattr(obj, field.attname, getattr(saved, field.attname))
-
-    def add_view(self, request, form_url="", extra_context=None):
-        try:
-            return super().add_view(request, form_url, extra_context)
-        except _Refused:
-            from django.http import HttpResponseRedirect
-
-            return HttpResponseRedirect(request.get_full_path())
 
 
 class AuditedModelAdmin(admin.ModelAdmin):

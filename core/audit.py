@@ -3,6 +3,7 @@ row, in the same transaction as the change itself."""
 
 from __future__ import annotations
 
+import uuid
 from decimal import Decimal
 from typing import Any
 
@@ -15,7 +16,7 @@ from core.models import AuditEntry
 def _plain(value: Any) -> Any:
     if isinstance(value, models.Model):
         return str(value)
-    if isinstance(value, Decimal):
+    if isinstance(value, (Decimal, uuid.UUID)):
         return str(value)
     if hasattr(value, "isoformat"):
         return value.isoformat()

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import QuerySet
 
 from billing import selectors as billing_selectors
-from billing.models import Payment, PaymentRequest
 from core.errors import NotFound
 from rentals.models import Account, ApiToken, Order, RecoveryCode, Rental, SshKey
 
@@ -54,17 +53,9 @@ def ssh_key_get(*, account: Account, ssh_key_id: int) -> SshKey | None:
 # --- Orders and rentals ------------------------------------------------------------
 
 
-def _invoice_prefetch(prefix: str) -> list:
-    return [
-        f"{prefix}lines",
-        Prefetch(f"{prefix}requests", queryset=PaymentRequest.objects.order_by("created_at", "id")),
-        Prefetch(f"{prefix}payments", queryset=Payment.objects.order_by("first_seen_at", "id")),
-    ]
-
-
 def orders_for(*, account) -> QuerySet[Order]:
     return (Order.objects.filter(account=account).select_related("invoice", "rental")
-            .prefetch_related("lines", *_invoice_prefetch("invoice__")).order_by("-created_at", "-id"))
+            .prefetch_related("lines", *billing_selectors.invoice_prefetches("invoice__")).order_by("-created_at", "-id"))
 
 
 def order_get(*, account, order_id: int) -> Order:

@@ -36,7 +36,6 @@ ATTENTION_MHA = "mha"
 ATTENTION_GQA = "gqa"
 ATTENTION_MQA = "mqa"
 ATTENTION_MLA = "mla"
-ATTENTION_KINDS = (ATTENTION_MHA, ATTENTION_GQA, ATTENTION_MQA, ATTENTION_MLA)
 
 DEFAULT_OVERHEAD_GB = Decimal(2)
 
@@ -306,7 +305,7 @@ def decode_ceiling(*, arch: Arch, precision: str, bandwidth_gbps: int, gpu_count
     num, den = _PRECISION_RATIO[precision]
     # bandwidth / (params x num / den), half up, in integers.
     top, bottom = bandwidth_gbps * GB * gpu_count * den, arch.params_read_per_token * num
-    return (2 * top + bottom) // (2 * bottom)
+    return round_half_up(Fraction(top, bottom))
 
 
 def fit_check(

@@ -15,7 +15,6 @@ not routed to and the input embedding table (a lookup reads one row of it).
 
 from __future__ import annotations
 
-import math
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -260,7 +259,3 @@ def architecture_from_hf_config(
         experts_per_token=top_k,
     )
 
-
-def params_b(params: int) -> float:
-    """Parameters in billions, for display."""
-    return math.floor(params / 10**7 + 0.5) / 100

@@ -18,7 +18,6 @@ from core.errors import DomainError
 from core.money import usd_str
 
 from .arithmetic import (
-    DEFAULT_OVERHEAD_GB,
     KV_PRECISION_BYTES,
     PRECISION_BYTES,
     Arch,
@@ -44,7 +43,7 @@ def params_in_billions(params: int | None) -> float | None:
 
 
 def overhead_default() -> Decimal:
-    return Decimal(str(getattr(settings, "SIZING_OVERHEAD_GB", DEFAULT_OVERHEAD_GB)))
+    return Decimal(str(settings.SIZING_OVERHEAD_GB))
 
 
 # --- Inputs -------------------------------------------------------------------
@@ -71,7 +70,7 @@ class WorkloadInput(serializers.Serializer):
     )
     overhead_gb = serializers.DecimalField(
         required=False, max_digits=6, decimal_places=2, min_value=Decimal(0), max_value=Decimal(1000),
-        help_text="Runtime overhead per GPU, GB (default 2).",
+        help_text="Runtime overhead per GPU, GB (default: the SIZING_OVERHEAD_GB setting, 2).",
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -290,10 +289,6 @@ def money(amount: Decimal | None) -> str | None:
     return None if amount is None else usd_str(amount)
 
 
-def to_float_gb(nbytes: int) -> float:
-    return gb_number(nbytes)
-
-
 # --- Payloads (what the output serializers render) ------------------------------
 
 
@@ -337,9 +332,9 @@ def candidate_payload(result, stock_row=None) -> dict[str, Any]:
         "monthly_usd": money(result.monthly_quote.total_usd),
         "discount_pct": f"{q.discount_pct:.2f}",
         "per_gpu_hour_usd": money(q.per_gpu_hour_usd),
-        "capacity_gb": to_float_gb(check.capacity_per_gpu),
-        "required_gb": to_float_gb(check.requirement.required_per_gpu),
-        "headroom_gb": to_float_gb(check.headroom_per_gpu),
+        "capacity_gb": gb_number(check.capacity_per_gpu),
+        "required_gb": gb_number(check.requirement.required_per_gpu),
+        "headroom_gb": gb_number(check.headroom_per_gpu),
         "decode_ceiling_tokens_per_s": check.decode_ceiling_tokens_per_s,
         "cost_per_million_tokens_usd": money(result.cost_per_million_tokens_usd),
     }
@@ -356,11 +351,11 @@ def recommend_payload(rec) -> dict[str, Any]:
         "region": rec.region,
         "term": rec.term,
         "requirement": {
-            "weights_gb": to_float_gb(one.weights_total),
-            "kv_cache_gb": to_float_gb(one.kv_cache_total),
-            "overhead_gb": to_float_gb(one.overhead_total),
-            "required_gb": to_float_gb(one.required_total),
-            "kv_cache_one_copy_gb": to_float_gb(one.kv_cache_logical),
+            "weights_gb": gb_number(one.weights_total),
+            "kv_cache_gb": gb_number(one.kv_cache_total),
+            "overhead_gb": gb_number(one.overhead_total),
+            "required_gb": gb_number(one.required_total),
+            "kv_cache_one_copy_gb": gb_number(one.kv_cache_logical),
         },
         "considered": rec.considered,
         "candidates": [candidate_payload(c, stock.get(c.gpu.slug) if rec.stock is not None else None)

@@ -21,7 +21,6 @@ from .advice import Advice, advice_for
 from .arithmetic import Card, Check, Reason, Requirement, Workload, fit_check, requirement_compute, to_gb
 
 # The request type of a sizing: what is served, at which precision, context and concurrency.
-SizingRequest = Workload
 
 SECONDS_PER_HOUR = 3600
 MILLION = Decimal(10**6)

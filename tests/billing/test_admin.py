@@ -75,6 +75,8 @@ def test_credit_adjustment_and_refund_from_the_admin(admin_client, customer):
     # More than the balance is refused, and nothing is written.
     resp = admin_client.post("/admin/billing/creditentry/add/", {
         "account": customer.pk, "kind": "adjustment", "amount_usd": "-50.00", "reason": "mistake"})
+    assert resp.status_code == 200 and b"20.00 USD of credit" in resp.content  # the form again, with why
+    assert b"mistake" in resp.content  # what staff typed is kept
     assert CreditEntry.objects.count() == 2
     assert credit_balance_usd(account=customer) == Decimal("20.00")
 

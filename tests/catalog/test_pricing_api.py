@@ -179,3 +179,10 @@ def test_wrong_method_is_405_in_the_error_shape(api, catalog):
     resp = api.get("/api/v1/pricing/quote")
     assert resp.status_code == 405
     assert resp.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_discounts_that_would_give_it_away_are_refused(api, catalog):
+    MultiGpuDiscount.objects.filter(min_gpus=8).update(percent=Decimal("60"))
+    TermDiscount.objects.filter(term="monthly", min_terms=12).update(percent=Decimal("40"))
+    resp = quote(api, gpu="h100-sxm", gpu_count=8, term="monthly", terms=12)
+    assert resp.status_code == 409 and resp.json()["error"]["code"] == "pricing_unavailable"

@@ -62,3 +62,11 @@ def test_addons_and_templates(api, catalog):
     assert templates["rocm-6.4-pytorch"]["gpus"] == ["mi300x"]
     assert "mi300x" not in templates["vllm-0.9-ubuntu-24.04"]["gpus"]
     assert len(templates["ubuntu-24.04"]["gpus"]) == 15
+
+
+def test_a_retired_card_leaves_the_stock(api, catalog):
+    from catalog.models import GpuModel
+
+    GpuModel.objects.filter(slug="rtx-a5000").update(is_active=False)
+    assert "rtx-a5000" not in {r["gpu"] for r in api.get("/api/v1/catalog/stock").json()}
+    assert all("rtx-a5000" not in r["gpus"] for r in api.get("/api/v1/catalog/regions").json())

@@ -67,24 +67,7 @@ class Command(BaseCommand):
                      "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
         }
         sandbox = self._sandbox_start()
-        # The children are separate processes: they see the sandbox through their environment.
-        env = {**os.environ, **sandbox.env} if sandbox else None
-        running = {name: subprocess.Popen(cmd, env=env) for name, cmd in procs.items()}
-        self.stdout.write(self.style.SUCCESS(
-            f"\nGPU Rent Hub is running.\n"
-            f"    API:       {base}/api/v1/\n"
-            f"    API docs:  {base}/api/docs/\n"
-            f"    Admin:     {base}/admin/\n"
-            f"    Health:    {base}/healthz  {base}/readyz\n"
-            "Press Ctrl-C to stop.\n"
-        ))
-        if sandbox:
-            self.stdout.write(self.style.SUCCESS(
-                f"LTC sandbox: a Litecoin regtest node at 127.0.0.1:{sandbox.node.rpc_port} (data in "
-                f"{sandbox.node.datadir}).\n"
-                "    Order or invoice in LTC, then pay it from the node's wallet:\n"
-                "    DEBUG=1 .venv/bin/python manage.py sandbox_pay <invoice-number> [--confirm]\n"
-            ))
+        running: dict[str, subprocess.Popen] = {}
         stopping = False
 
         def stop(*_):
@@ -94,6 +77,25 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
         try:
+            # The children are separate processes: they see the sandbox through their environment.
+            env = {**os.environ, **sandbox.env} if sandbox else None
+            for name, cmd in procs.items():
+                running[name] = subprocess.Popen(cmd, env=env)
+            self.stdout.write(self.style.SUCCESS(
+                f"\nGPU Rent Hub is running.\n"
+                f"    API:       {base}/api/v1/\n"
+                f"    API docs:  {base}/api/docs/\n"
+                f"    Admin:     {base}/admin/\n"
+                f"    Health:    {base}/healthz  {base}/readyz\n"
+                "Press Ctrl-C to stop.\n"
+            ))
+            if sandbox:
+                self.stdout.write(self.style.SUCCESS(
+                    f"LTC sandbox: a Litecoin regtest node at 127.0.0.1:{sandbox.node.rpc_port} (data in "
+                    f"{sandbox.node.datadir}).\n"
+                    "    Order or invoice in LTC, then pay it from the node's wallet:\n"
+                    "    DEBUG=1 .venv/bin/python manage.py sandbox_pay <invoice-number> [--confirm]\n"
+                ))
             while not stopping:
                 for name, proc in running.items():
                     if proc.poll() is not None:
