@@ -12,7 +12,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpurenthub
 TEST_REDIS_URL ?= redis://127.0.0.1:6379
 PYTEST_ARGS ?=
 
-.PHONY: run test install lock check clean services chain-nodes
+.PHONY: run test install lock check lint clean services chain-nodes
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,7 +36,12 @@ test: install services chain-nodes
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 	  $(PY) -m pytest $(PYTEST_ARGS)
 
-check: install
+# Static checks: lint and formatting (ruff). .ci/run runs them before the tests.
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+check: lint
 	DEBUG=1 $(PY) manage.py check
 	DEBUG=1 $(PY) manage.py makemigrations --check --dry-run
 

@@ -65,20 +65,22 @@ def main() -> None:
     node = RegtestNode.start(mine=300)  # 200 mature coinbases fund the 2,000 transactions
     try:
         account = watch_only_account_generate(hrp=node.hrp)
-        os.environ.update({
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-            "DEBUG": "1",
-            "DATA_DIR": str(workdir),
-            "DATABASE_URL": args.database_url or f"sqlite:///{workdir / 'bench.sqlite3'}",
-            "CACHE_URL": "locmemcache://",
-            "CELERY_BROKER_URL": "memory://",
-            "LTC_XPUB": account.vpub,
-            "LTC_NETWORK": "regtest",
-            "LTC_RPC_URL": node.url,
-            "MANUAL_RATES_USD": "LTC=90",
-            "CONFIRMATIONS_LTC": "1",
-            "LOG_LEVEL": "WARNING",
-        })
+        os.environ.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "config.settings",
+                "DEBUG": "1",
+                "DATA_DIR": str(workdir),
+                "DATABASE_URL": args.database_url or f"sqlite:///{workdir / 'bench.sqlite3'}",
+                "CACHE_URL": "locmemcache://",
+                "CELERY_BROKER_URL": "memory://",
+                "LTC_XPUB": account.vpub,
+                "LTC_NETWORK": "regtest",
+                "LTC_RPC_URL": node.url,
+                "MANUAL_RATES_USD": "LTC=90",
+                "CONFIRMATIONS_LTC": "1",
+                "LOG_LEVEL": "WARNING",
+            }
+        )
         for name in ("BTC_XPUB", "ETH_XPUB", "XMR_ADDRESS", "SOL_RECIPIENT", "SANDBOX"):
             os.environ.pop(name, None)
         run(node, args)
@@ -107,8 +109,11 @@ def run(node, args) -> None:
     call_command("migrate", verbosity=0)
     customer = Account.objects.create_user("bench", "a long bench passphrase")
     invoice = services.invoice_create(
-        account=customer, subject="bench:1", description="Benchmark",
-        lines=[services.LineSpec("GPU time", Decimal(1), Decimal("90.00"), Decimal("90.00"))], currency="LTC",
+        account=customer,
+        subject="bench:1",
+        description="Benchmark",
+        lines=[services.LineSpec("GPU time", Decimal(1), Decimal("90.00"), Decimal("90.00"))],
+        currency="LTC",
     )
     request = invoice.active_request
 
@@ -120,16 +125,35 @@ def run(node, args) -> None:
     for start in range(0, fillers, batch):
         count = min(batch, fillers - start)
         invoices = Invoice.objects.bulk_create(
-            Invoice(number=f"BENCH-{start + i:07d}", account=customer, subject="bench:filler",
-                    description="filler", total_usd=Decimal("90.00"), created_at=now, expires_at=later,
-                    monitoring_until=later)
+            Invoice(
+                number=f"BENCH-{start + i:07d}",
+                account=customer,
+                subject="bench:filler",
+                description="filler",
+                total_usd=Decimal("90.00"),
+                created_at=now,
+                expires_at=later,
+                monitoring_until=later,
+            )
             for i in range(count)
         )
         PaymentRequest.objects.bulk_create(
-            PaymentRequest(invoice=inv, currency="LTC", network="litecoin-regtest", address="filler",
-                           match_key="0014" + secrets.token_hex(20), keyset="bench:filler",
-                           derivation_index=start + i, amount_due=100_000_000, rate_usd=Decimal(90),
-                           rate_source="manual", rate_at=now, payment_uri="", created_at=now, expires_at=later)
+            PaymentRequest(
+                invoice=inv,
+                currency="LTC",
+                network="litecoin-regtest",
+                address="filler",
+                match_key="0014" + secrets.token_hex(20),
+                keyset="bench:filler",
+                derivation_index=start + i,
+                amount_due=100_000_000,
+                rate_usd=Decimal(90),
+                rate_source="manual",
+                rate_at=now,
+                payment_uri="",
+                created_at=now,
+                expires_at=later,
+            )
             for i, inv in enumerate(invoices)
         )
     load_time, scripts = timed(lambda: watched_scripts(currency="LTC"), repeat=3)
@@ -168,8 +192,10 @@ def run(node, args) -> None:
         return f"| {what} | {seconds * 1000:,.0f} ms | {seconds / tx * 1e6:,.1f} µs |"
 
     print()
-    print(f"Block {scan.block.height}: {tx:,} transactions, {len(raw) / 1e6:.1f} MB of getblock JSON; "
-          f"{args.destinations:,} open destinations ({connection.vendor}); medians of 5 runs.")
+    print(
+        f"Block {scan.block.height}: {tx:,} transactions, {len(raw) / 1e6:.1f} MB of getblock JSON; "
+        f"{args.destinations:,} open destinations ({connection.vendor}); medians of 5 runs."
+    )
     print()
     print("| step | per block | per transaction |")
     print("|---|---|---|")
@@ -178,8 +204,10 @@ def run(node, args) -> None:
     print(row("matching every output against the destinations", match_time))
     print(row("the watcher's whole run for the block (fetch, parse, match, record, settle)", report.seconds))
     print()
-    print(f"Block mined -> invoice settled: {to_settled * 1000:,.0f} ms (one watcher run; the periodic task "
-          f"starts one every CHAIN_SCAN_SECONDS).")
+    print(
+        f"Block mined -> invoice settled: {to_settled * 1000:,.0f} ms (one watcher run; the periodic task "
+        f"starts one every CHAIN_SCAN_SECONDS)."
+    )
     print(f"Loading the {args.destinations:,} watched scripts (once per run): {load_time * 1000:,.0f} ms.")
     print(f"Mempool pass that first saw the {args.transactions:,} transactions: {mempool_time * 1000:,.0f} ms.")
 

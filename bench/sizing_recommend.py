@@ -65,19 +65,36 @@ def main() -> int:
 
     deepseek = {
         "architecture": {
-            "model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168, "intermediate_size": 18432,
-            "moe_intermediate_size": 2048, "num_attention_heads": 128, "num_key_value_heads": 128,
-            "vocab_size": 129280, "max_position_embeddings": 163840, "kv_lora_rank": 512, "q_lora_rank": 1536,
-            "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, "n_routed_experts": 256,
-            "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 3,
+            "model_type": "deepseek_v3",
+            "num_hidden_layers": 61,
+            "hidden_size": 7168,
+            "intermediate_size": 18432,
+            "moe_intermediate_size": 2048,
+            "num_attention_heads": 128,
+            "num_key_value_heads": 128,
+            "vocab_size": 129280,
+            "max_position_embeddings": 163840,
+            "kv_lora_rank": 512,
+            "q_lora_rank": 1536,
+            "qk_rope_head_dim": 64,
+            "qk_nope_head_dim": 128,
+            "v_head_dim": 128,
+            "n_routed_experts": 256,
+            "n_shared_experts": 1,
+            "num_experts_per_tok": 8,
+            "first_k_dense_replace": 3,
         },
-        "precision": "fp8", "context": 32768, "concurrency": 4,
+        "precision": "fp8",
+        "context": 32768,
+        "concurrency": 4,
     }
     WORKLOADS["DeepSeek-V3 config.json, fp8"] = deepseek
 
     client = Client()
-    print(f"POST /api/v1/sizing/recommend, {args.runs} runs each after {args.warmup} warm-up, "
-          f"{GpuModel.objects.filter(is_active=True).count()} cards, database {django.db.connection.vendor}")
+    print(
+        f"POST /api/v1/sizing/recommend, {args.runs} runs each after {args.warmup} warm-up, "
+        f"{GpuModel.objects.filter(is_active=True).count()} cards, database {django.db.connection.vendor}"
+    )
     worst_p99 = 0.0
     for label, body in WORKLOADS.items():
         for _ in range(args.warmup):
@@ -95,8 +112,10 @@ def main() -> int:
             candidates = len(resp.json()["candidates"])
         p99 = percentile(samples, 99)
         worst_p99 = max(worst_p99, p99)
-        print(f"  {label:36} median {statistics.median(samples):6.2f} ms   p99 {p99:6.2f} ms   "
-              f"(app CPU median {statistics.median(cpu):5.2f} ms; {candidates} candidates)")
+        print(
+            f"  {label:36} median {statistics.median(samples):6.2f} ms   p99 {p99:6.2f} ms   "
+            f"(app CPU median {statistics.median(cpu):5.2f} ms; {candidates} candidates)"
+        )
     print(f"worst p99 {worst_p99:.2f} ms; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     return 0
 

@@ -34,15 +34,36 @@ class InvoiceLineInline(ReadOnlyInline):
 
 class PaymentRequestInline(ReadOnlyInline):
     model = PaymentRequest
-    fields = ("currency", "network", "address", "amount_due", "rate_usd", "rate_source", "rate_at",
-              "created_at", "expires_at", "is_active")
+    fields = (
+        "currency",
+        "network",
+        "address",
+        "amount_due",
+        "rate_usd",
+        "rate_source",
+        "rate_at",
+        "created_at",
+        "expires_at",
+        "is_active",
+    )
 
 
 class PaymentInline(ReadOnlyInline):
     model = Payment
     fk_name = "invoice"
-    fields = ("currency", "txid", "output_index", "amount", "amount_usd", "confirmations", "status",
-              "disposition", "source", "first_seen_at", "reason")
+    fields = (
+        "currency",
+        "txid",
+        "output_index",
+        "amount",
+        "amount_usd",
+        "confirmations",
+        "status",
+        "disposition",
+        "source",
+        "first_seen_at",
+        "reason",
+    )
 
 
 class RecordPaymentForm(ReasonForm):
@@ -50,35 +71,65 @@ class RecordPaymentForm(ReasonForm):
     amount = forms.IntegerField(min_value=1, help_text="Base units (satoshi, wei, piconero, lamport, ...).")
     confirmations = forms.IntegerField(min_value=0)
     output_index = forms.IntegerField(initial=0, help_text="Output or log index.")
-    currency = forms.ChoiceField(choices=[("", "the invoice's active currency")] + [(c, c) for c in CURRENCIES],
-                                 required=False)
+    currency = forms.ChoiceField(
+        choices=[("", "the invoice's active currency")] + [(c, c) for c in CURRENCIES], required=False
+    )
 
 
 def _record_payment(invoice, *, actor, reason, txid, amount, confirmations, output_index, currency):
     services.payment_record_manual(
-        invoice_number=invoice.number, txid=txid, amount=amount, confirmations=confirmations,
-        output_index=output_index, currency=currency or None, reason=reason, actor=actor,
+        invoice_number=invoice.number,
+        txid=txid,
+        amount=amount,
+        confirmations=confirmations,
+        output_index=output_index,
+        currency=currency or None,
+        reason=reason,
+        actor=actor,
     )
 
 
 @admin.register(Invoice)
 class InvoiceAdmin(admin.ModelAdmin):
-    list_display = ("number", "account", "status", "exception", "total_usd", "pay_currency", "created_at",
-                    "expires_at", "settled_at", "needs_attention")
+    list_display = (
+        "number",
+        "account",
+        "status",
+        "exception",
+        "total_usd",
+        "pay_currency",
+        "created_at",
+        "expires_at",
+        "settled_at",
+        "needs_attention",
+    )
     list_filter = ("status", "exception", "requests__currency", "needs_attention", "settled_via")
     search_fields = ("number", "account__username", "subject", "requests__address", "payments__txid")
     date_hierarchy = "created_at"
     list_select_related = ("account",)
     inlines = [InvoiceLineInline, PaymentRequestInline, PaymentInline]
     actions = [
-        reason_action(name="mark_settled", description="Mark settled",
-                      call=lambda inv, actor, reason: services.invoice_mark_settled(
-                          invoice_id=inv.pk, actor=actor, reason=reason)),
-        reason_action(name="mark_invalid", description="Mark invalid",
-                      call=lambda inv, actor, reason: services.invoice_mark_invalid(
-                          invoice_id=inv.pk, actor=actor, reason=reason)),
-        reason_action(name="record_payment", description="Record a payment received", call=_record_payment,
-                      form_class=RecordPaymentForm, single=True),
+        reason_action(
+            name="mark_settled",
+            description="Mark settled",
+            call=lambda inv, actor, reason: services.invoice_mark_settled(
+                invoice_id=inv.pk, actor=actor, reason=reason
+            ),
+        ),
+        reason_action(
+            name="mark_invalid",
+            description="Mark invalid",
+            call=lambda inv, actor, reason: services.invoice_mark_invalid(
+                invoice_id=inv.pk, actor=actor, reason=reason
+            ),
+        ),
+        reason_action(
+            name="record_payment",
+            description="Record a payment received",
+            call=_record_payment,
+            form_class=RecordPaymentForm,
+            single=True,
+        ),
     ]
 
     def get_queryset(self, request):
@@ -101,8 +152,19 @@ class InvoiceAdmin(admin.ModelAdmin):
 
 @admin.register(Payment)
 class PaymentAdmin(ReadOnlyAdmin):
-    list_display = ("txid", "output_index", "currency", "amount", "amount_usd", "confirmations", "status",
-                    "disposition", "source", "invoice", "first_seen_at")
+    list_display = (
+        "txid",
+        "output_index",
+        "currency",
+        "amount",
+        "amount_usd",
+        "confirmations",
+        "status",
+        "disposition",
+        "source",
+        "invoice",
+        "first_seen_at",
+    )
     list_filter = ("chain", "currency", "status", "disposition", "source")
     search_fields = ("txid", "invoice__number", "request__address")
     list_select_related = ("invoice",)
@@ -112,21 +174,39 @@ class CreditEntryForm(forms.ModelForm):
     """Staff entries only: an adjustment (up or down) or a refund sent from outside."""
 
     kind = forms.ChoiceField(choices=[(CreditKind.ADJUSTMENT, "Adjustment"), (CreditKind.REFUND, "Refund sent")])
-    amount_usd = forms.DecimalField(max_digits=14, decimal_places=2,
-                                    help_text="Adjustment: positive adds credit, negative removes it. Refund: the USD "
-                                              "value refunded (positive).")
+    amount_usd = forms.DecimalField(
+        max_digits=14,
+        decimal_places=2,
+        help_text="Adjustment: positive adds credit, negative removes it. Refund: the USD value refunded (positive).",
+    )
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=True)
 
     class Meta:
         model = CreditEntry
-        fields = ("account", "kind", "amount_usd", "reason", "refund_currency", "refund_destination",
-                  "refund_amount", "refund_txid")
+        fields = (
+            "account",
+            "kind",
+            "amount_usd",
+            "reason",
+            "refund_currency",
+            "refund_destination",
+            "refund_amount",
+            "refund_txid",
+        )
 
 
 @admin.register(CreditEntry)
 class CreditEntryAdmin(ServiceAddAdmin):
-    list_display = ("created_at", "account", "kind", "amount_usd", "balance_after_usd", "invoice", "created_by",
-                    "reason")
+    list_display = (
+        "created_at",
+        "account",
+        "kind",
+        "amount_usd",
+        "balance_after_usd",
+        "invoice",
+        "created_by",
+        "reason",
+    )
     list_filter = ("kind",)
     search_fields = ("account__username", "invoice__number", "refund_txid", "reason")
     list_select_related = ("account", "invoice", "created_by")
@@ -137,13 +217,21 @@ class CreditEntryAdmin(ServiceAddAdmin):
         """Staff entries go through the ledger service (balance lock, audit)."""
         if data["kind"] == CreditKind.REFUND:
             return services.credit_refund_record(
-                account_id=data["account"].pk, amount_usd=Decimal(data["amount_usd"]),
-                currency=data["refund_currency"] or "", destination=data["refund_destination"],
-                amount=int(data["refund_amount"] or 0), txid=data["refund_txid"], reason=data["reason"],
+                account_id=data["account"].pk,
+                amount_usd=Decimal(data["amount_usd"]),
+                currency=data["refund_currency"] or "",
+                destination=data["refund_destination"],
+                amount=int(data["refund_amount"] or 0),
+                txid=data["refund_txid"],
+                reason=data["reason"],
                 actor=request.user,
             )
-        return services.credit_adjust(account_id=data["account"].pk, amount_usd=Decimal(data["amount_usd"]),
-                                      reason=data["reason"], actor=request.user)
+        return services.credit_adjust(
+            account_id=data["account"].pk,
+            amount_usd=Decimal(data["amount_usd"]),
+            reason=data["reason"],
+            actor=request.user,
+        )
 
 
 @admin.register(CreditBalance)
@@ -175,12 +263,18 @@ class RateSampleAdmin(ServiceAddAdmin):
     list_filter = ("currency", "source")
     date_hierarchy = "observed_at"
     form = ManualRateForm
-    actions = [reason_action(name="end_manual_rate", description="End manual rate now", call=_end_rate,
-                             form_class=EndRateForm)]
+    actions = [
+        reason_action(name="end_manual_rate", description="End manual rate now", call=_end_rate, form_class=EndRateForm)
+    ]
 
     def add_through_service(self, request, data):
-        return rate_manual_set(currency=data["currency"], usd=data["usd"], valid_until=data["valid_until"],
-                               actor=request.user, note=data.get("note", ""))
+        return rate_manual_set(
+            currency=data["currency"],
+            usd=data["usd"],
+            valid_until=data["valid_until"],
+            actor=request.user,
+            note=data.get("note", ""),
+        )
 
 
 @admin.register(ChainState)

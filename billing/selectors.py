@@ -38,9 +38,7 @@ def invoice_prefetches(prefix: str = "") -> list:
 
 def invoices_for(*, account: Any) -> QuerySet[Invoice]:
     return (
-        Invoice.objects.filter(account=account)
-        .prefetch_related(*invoice_prefetches())
-        .order_by("-created_at", "-id")
+        Invoice.objects.filter(account=account).prefetch_related(*invoice_prefetches()).order_by("-created_at", "-id")
     )
 
 
@@ -107,7 +105,11 @@ def chain_health(*, chain: str, now: datetime | None = None) -> ChainHealth:
     stale = state.last_ok_at is None or now - state.last_ok_at > timedelta(seconds=settings.CHAIN_STALE_SECONDS)
     failing = state.last_error_at is not None and (state.last_ok_at is None or state.last_error_at > state.last_ok_at)
     return ChainHealth(
-        chain, not (stale or failing), state.height, state.tip_height, state.last_ok_at,
+        chain,
+        not (stale or failing),
+        state.height,
+        state.tip_height,
+        state.last_ok_at,
         state.last_error if failing else ("no successful scan recently" if stale else ""),
     )
 
@@ -121,16 +123,18 @@ def currencies_enabled() -> list[dict[str, Any]]:
         cur = CURRENCIES[code]
         if cur.chain not in health:  # ETH, USDT and USDC share one chain
             health[cur.chain] = chain_health(chain=cur.chain)
-        out.append({
-            "code": code,
-            "name": cur.name,
-            "decimals": cur.decimals,
-            "unit": cur.unit,
-            "chain": cur.chain,
-            "network": network_name(currency=code),
-            "confirmations": settings.CONFIRMATIONS[code],
-            "health": health[cur.chain],
-        })
+        out.append(
+            {
+                "code": code,
+                "name": cur.name,
+                "decimals": cur.decimals,
+                "unit": cur.unit,
+                "chain": cur.chain,
+                "network": network_name(currency=code),
+                "confirmations": settings.CONFIRMATIONS[code],
+                "health": health[cur.chain],
+            }
+        )
     return out
 
 
@@ -150,13 +154,18 @@ def revenue_by_currency(*, since: datetime, until: datetime) -> list[dict[str, A
         .order_by("currency")
     )
     out = [
-        {"currency": r["currency"], "amount": int(r["amount"]),
-         "amount_display": CURRENCIES[r["currency"]].coins_str(int(r["amount"])), "usd": r["usd"],
-         "invoices": r["invoices"]}
+        {
+            "currency": r["currency"],
+            "amount": int(r["amount"]),
+            "amount_display": CURRENCIES[r["currency"]].coins_str(int(r["amount"])),
+            "usd": r["usd"],
+            "invoices": r["invoices"],
+        }
         for r in rows
     ]
     credit = settled.filter(settled_via="credit").aggregate(usd=Sum("total_usd"), n=Count("id"))
     if credit["n"]:
-        out.append({"currency": "credit", "amount": None, "amount_display": "", "usd": credit["usd"],
-                    "invoices": credit["n"]})
+        out.append(
+            {"currency": "credit", "amount": None, "amount_display": "", "usd": credit["usd"], "invoices": credit["n"]}
+        )
     return out

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema_field
 from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from billing.currencies import CURRENCIES
@@ -84,7 +84,9 @@ class InvoiceOutput(serializers.Serializer):
     payment_uri = serializers.SerializerMethodField()
     qr_url = serializers.SerializerMethodField()
     paid_amount = serializers.SerializerMethodField(help_text="Counted so far to the active request, base units.")
-    confirmed_amount = serializers.SerializerMethodField(help_text="Confirmed so far to the active request, base units.")
+    confirmed_amount = serializers.SerializerMethodField(
+        help_text="Confirmed so far to the active request, base units."
+    )
     created_at = serializers.DateTimeField()
     expires_at = serializers.DateTimeField()
     monitoring_until = serializers.DateTimeField()

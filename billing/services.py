@@ -259,8 +259,9 @@ def invoice_switch_currency(*, invoice_id: int, account: Any, currency: str, now
     now = now or timezone.now()
     invoice = _invoice_lock(invoice_id=invoice_id, account=account)
     if invoice.status != InvoiceStatus.NEW or now >= invoice.expires_at:
-        raise Conflict("invoice_not_open", "Only an open, unpaid invoice can change currency.",
-                       details={"status": invoice.status})
+        raise Conflict(
+            "invoice_not_open", "Only an open, unpaid invoice can change currency.", details={"status": invoice.status}
+        )
     if invoice_has_payments(invoice=invoice):
         raise Conflict("invoice_has_payments", "This invoice already received a payment; pay the rest in its currency.")
     _request_create(invoice=invoice, currency=currency, now=now)
@@ -277,10 +278,13 @@ def invoice_requote(
     now = now or timezone.now()
     invoice = _invoice_lock(invoice_id=invoice_id, account=account)
     if invoice.status != InvoiceStatus.EXPIRED:
-        raise Conflict("invoice_not_expired", "Only an expired invoice can be re-quoted.",
-                       details={"status": invoice.status})
+        raise Conflict(
+            "invoice_not_expired", "Only an expired invoice can be re-quoted.", details={"status": invoice.status}
+        )
     if invoice_has_payments(invoice=invoice):
-        raise Conflict("invoice_has_payments", "This invoice received payments; they become credit when its window ends.")
+        raise Conflict(
+            "invoice_has_payments", "This invoice received payments; they become credit when its window ends."
+        )
     previous = invoice.active_request
     code = currency or (previous.currency if previous else None)
     if code is None:
@@ -288,8 +292,7 @@ def invoice_requote(
     hooks.requote_hook_run(invoice=invoice)
     _request_create(invoice=invoice, currency=code, now=now)
     invoice.save(update_fields=["expires_at", "monitoring_until"])
-    _invoice_transition(invoice=invoice, status=InvoiceStatus.NEW, exception=InvoiceException.NONE, now=now,
-                        via="")
+    _invoice_transition(invoice=invoice, status=InvoiceStatus.NEW, exception=InvoiceException.NONE, now=now, via="")
     return invoice
 
 
@@ -345,10 +348,18 @@ def payment_observe(
                 reason=reason,
             )
             if source != "watcher":
-                audit_record(actor=actor, action="payment.record", obj=payment, reason=reason,
-                             changes={"txid": obs.txid, "amount": obs.amount, "confirmations": obs.confirmations})
-            transaction.on_commit(lambda: signals.payment_received.send(
-                sender=Payment, invoice_id=invoice.pk, payment_id=payment.pk, subject=invoice.subject))
+                audit_record(
+                    actor=actor,
+                    action="payment.record",
+                    obj=payment,
+                    reason=reason,
+                    changes={"txid": obs.txid, "amount": obs.amount, "confirmations": obs.confirmations},
+                )
+            transaction.on_commit(
+                lambda: signals.payment_received.send(
+                    sender=Payment, invoice_id=invoice.pk, payment_id=payment.pk, subject=invoice.subject
+                )
+            )
         else:
             if int(payment.amount) != obs.amount or payment.request_id != request.pk:
                 log.error("payment %s seen again with another amount or destination; kept the first", payment)
@@ -387,10 +398,20 @@ def payment_uncount(
         if payment.disposition != PaymentDisposition.OPEN:
             invoice.needs_attention = True
             invoice.save(update_fields=["needs_attention"])
-            audit_record(actor=None, action="payment.uncounted_after_use", obj=payment, reason=reason,
-                         changes={"disposition": payment.disposition, "invoice": invoice.number})
-            log.error("payment %s was %s and is now un-counted (%s): staff must look at %s",
-                      payment, payment.disposition, reason, invoice.number)
+            audit_record(
+                actor=None,
+                action="payment.uncounted_after_use",
+                obj=payment,
+                reason=reason,
+                changes={"disposition": payment.disposition, "invoice": invoice.number},
+            )
+            log.error(
+                "payment %s was %s and is now un-counted (%s): staff must look at %s",
+                payment,
+                payment.disposition,
+                reason,
+                invoice.number,
+            )
         _invoice_advance(invoice=invoice, now=now)
         return payment
 
@@ -429,7 +450,9 @@ def _invoice_advance(*, invoice: Invoice, now: datetime) -> None:
         )
         Payment.objects.filter(pk=pid).update(disposition=PaymentDisposition.CREDITED)
     if decision.overpaid > 0:
-        excess = cents(Decimal(decision.overpaid.numerator) / Decimal(decision.overpaid.denominator) * invoice.total_usd)
+        excess = cents(
+            Decimal(decision.overpaid.numerator) / Decimal(decision.overpaid.denominator) * invoice.total_usd
+        )
         if excess > 0:
             credit_post(
                 account_id=invoice.account_id,
@@ -438,8 +461,7 @@ def _invoice_advance(*, invoice: Invoice, now: datetime) -> None:
                 invoice=invoice,
                 reason=f"Paid over {invoice.number}",
             )
-    _invoice_transition(invoice=invoice, status=decision.status, exception=decision.exception, now=now,
-                        via="payment")
+    _invoice_transition(invoice=invoice, status=decision.status, exception=decision.exception, now=now, via="payment")
 
 
 def _invoice_transition(*, invoice: Invoice, status: str, exception: str, now: datetime, via: str) -> None:
@@ -505,7 +527,7 @@ def _blind_currencies(*, now: datetime) -> set[str]:
     from billing.selectors import chain_health
 
     health: dict[str, bool] = {}
-    for code, cur in CURRENCIES.items():
+    for _code, cur in CURRENCIES.items():
         if cur.chain not in health:
             health[cur.chain] = chain_health(chain=cur.chain, now=now).ok
     return {code for code, cur in CURRENCIES.items() if not health[cur.chain]}
@@ -586,10 +608,16 @@ def invoice_mark_settled(*, invoice_id: int, actor: Any, reason: str, now: datet
     invoice.payments.filter(status=PaymentStatus.CONFIRMED, disposition=PaymentDisposition.OPEN).update(
         disposition=PaymentDisposition.APPLIED
     )
-    _invoice_transition(invoice=invoice, status=InvoiceStatus.SETTLED, exception=InvoiceException.MARKED,
-                        now=now, via="staff")
-    audit_record(actor=actor, action="invoice.mark_settled", obj=invoice, reason=reason,
-                 changes={"status": [before, invoice.status]})
+    _invoice_transition(
+        invoice=invoice, status=InvoiceStatus.SETTLED, exception=InvoiceException.MARKED, now=now, via="staff"
+    )
+    audit_record(
+        actor=actor,
+        action="invoice.mark_settled",
+        obj=invoice,
+        reason=reason,
+        changes={"status": [before, invoice.status]},
+    )
     return invoice
 
 
@@ -601,11 +629,17 @@ def invoice_mark_invalid(*, invoice_id: int, actor: Any, reason: str, now: datet
     if invoice.status in (InvoiceStatus.SETTLED, InvoiceStatus.INVALID):
         raise Conflict("invoice_closed", f"This invoice is {invoice.status} already.")
     before = invoice.status
-    _invoice_transition(invoice=invoice, status=InvoiceStatus.INVALID, exception=InvoiceException.MARKED,
-                        now=now, via="staff")
+    _invoice_transition(
+        invoice=invoice, status=InvoiceStatus.INVALID, exception=InvoiceException.MARKED, now=now, via="staff"
+    )
     _invoice_advance(invoice=invoice, now=now)  # confirmed money on it becomes credit
-    audit_record(actor=actor, action="invoice.mark_invalid", obj=invoice, reason=reason,
-                 changes={"status": [before, invoice.status]})
+    audit_record(
+        actor=actor,
+        action="invoice.mark_invalid",
+        obj=invoice,
+        reason=reason,
+        changes={"status": [before, invoice.status]},
+    )
     return invoice
 
 
@@ -621,10 +655,10 @@ def invoice_void(*, invoice_id: int, reason: str, actor: Any = None, now: dateti
     if invoice_has_payments(invoice=invoice):
         raise Conflict("invoice_has_payments", "This invoice received a payment; it cannot be voided.")
     before = invoice.status
-    _invoice_transition(invoice=invoice, status=InvoiceStatus.INVALID, exception=invoice.exception, now=now,
-                        via="")
-    audit_record(actor=actor, action="invoice.void", obj=invoice, reason=reason,
-                 changes={"status": [before, invoice.status]})
+    _invoice_transition(invoice=invoice, status=InvoiceStatus.INVALID, exception=invoice.exception, now=now, via="")
+    audit_record(
+        actor=actor, action="invoice.void", obj=invoice, reason=reason, changes={"status": [before, invoice.status]}
+    )
     return invoice
 
 
@@ -638,10 +672,20 @@ def invoice_credit_unfulfilled(*, invoice_id: int, reason: str) -> CreditEntry:
     existing = invoice.credit_entries.filter(kind=CreditKind.UNFULFILLED).first()
     if existing is not None:
         return existing
-    entry = credit_post(account_id=invoice.account_id, kind=CreditKind.UNFULFILLED, amount_usd=invoice.total_usd,
-                        invoice=invoice, reason=reason)
-    audit_record(actor=None, action="invoice.credit_unfulfilled", obj=invoice, reason=reason,
-                 changes={"amount_usd": str(invoice.total_usd)})
+    entry = credit_post(
+        account_id=invoice.account_id,
+        kind=CreditKind.UNFULFILLED,
+        amount_usd=invoice.total_usd,
+        invoice=invoice,
+        reason=reason,
+    )
+    audit_record(
+        actor=None,
+        action="invoice.credit_unfulfilled",
+        obj=invoice,
+        reason=reason,
+        changes={"amount_usd": str(invoice.total_usd)},
+    )
     return entry
 
 
@@ -699,8 +743,9 @@ def credit_post(
             refund_amount=refund.get("amount"),
             refund_txid=refund.get("txid", ""),
         )
-    transaction.on_commit(lambda: signals.credit_changed.send(
-        sender=CreditEntry, account_id=account_id, balance_usd=after))
+    transaction.on_commit(
+        lambda: signals.credit_changed.send(sender=CreditEntry, account_id=account_id, balance_usd=after)
+    )
     return entry
 
 
@@ -720,8 +765,9 @@ def invoice_pay_with_credit(*, invoice_id: int, account: Any, now: datetime | No
         invoice=invoice,
         reason=f"Paid {invoice.number} from credit",
     )
-    _invoice_transition(invoice=invoice, status=InvoiceStatus.SETTLED, exception=InvoiceException.NONE,
-                        now=now, via="credit")
+    _invoice_transition(
+        invoice=invoice, status=InvoiceStatus.SETTLED, exception=InvoiceException.NONE, now=now, via="credit"
+    )
     return invoice
 
 
@@ -729,10 +775,16 @@ def invoice_pay_with_credit(*, invoice_id: int, account: Any, now: datetime | No
 def credit_adjust(*, account_id: int, amount_usd: Decimal, reason: str, actor: Any) -> CreditEntry:
     """A staff correction of an account's credit, up or down, with a reason."""
     reason = _reason_required(reason)
-    entry = credit_post(account_id=account_id, kind=CreditKind.ADJUSTMENT, amount_usd=amount_usd,
-                        actor=actor, reason=reason)
-    audit_record(actor=actor, action="credit.adjust", obj=entry, reason=reason,
-                 changes={"amount_usd": str(entry.amount_usd), "balance_after_usd": str(entry.balance_after_usd)})
+    entry = credit_post(
+        account_id=account_id, kind=CreditKind.ADJUSTMENT, amount_usd=amount_usd, actor=actor, reason=reason
+    )
+    audit_record(
+        actor=actor,
+        action="credit.adjust",
+        obj=entry,
+        reason=reason,
+        changes={"amount_usd": str(entry.amount_usd), "balance_after_usd": str(entry.balance_after_usd)},
+    )
     return entry
 
 
@@ -752,8 +804,11 @@ def credit_refund_record(
     key): record it against the credit, with where it went and its txid."""
     reason = _reason_required(reason)
     if currency.upper() not in CURRENCIES:
-        raise DomainError("invalid", "Say in which currency the refund was sent.",
-                          details={"currency": currency, "currencies": list(CURRENCIES)})
+        raise DomainError(
+            "invalid",
+            "Say in which currency the refund was sent.",
+            details={"currency": currency, "currencies": list(CURRENCIES)},
+        )
     if amount_usd <= 0 or amount <= 0 or not destination or not txid:
         raise DomainError("invalid", "A refund needs a positive amount, a destination and a transaction id.")
     entry = credit_post(
@@ -764,6 +819,11 @@ def credit_refund_record(
         reason=reason,
         refund={"currency": currency.upper(), "destination": destination, "amount": amount, "txid": txid},
     )
-    audit_record(actor=actor, action="credit.refund", obj=entry, reason=reason,
-                 changes={"amount_usd": str(amount_usd), "currency": currency, "txid": txid})
+    audit_record(
+        actor=actor,
+        action="credit.refund",
+        obj=entry,
+        reason=reason,
+        changes={"amount_usd": str(amount_usd), "currency": currency, "txid": txid},
+    )
     return entry

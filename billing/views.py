@@ -28,8 +28,11 @@ class InvoiceDetailView(APIView):
 
 
 class InvoiceCurrencyView(APIView):
-    @extend_schema(request=serializers.CurrencyChoiceInput, responses=serializers.InvoiceOutput,
-                   summary="Pay an open invoice in another currency (new address, new rate)")
+    @extend_schema(
+        request=serializers.CurrencyChoiceInput,
+        responses=serializers.InvoiceOutput,
+        summary="Pay an open invoice in another currency (new address, new rate)",
+    )
     def post(self, request, invoice_id: int):
         data = serializers.CurrencyChoiceInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -40,8 +43,11 @@ class InvoiceCurrencyView(APIView):
 
 
 class InvoiceRequoteView(APIView):
-    @extend_schema(request=serializers.RequoteInput, responses=serializers.InvoiceOutput,
-                   summary="Re-open an expired, unpaid invoice at a fresh rate")
+    @extend_schema(
+        request=serializers.RequoteInput,
+        responses=serializers.InvoiceOutput,
+        summary="Re-open an expired, unpaid invoice at a fresh rate",
+    )
     def post(self, request, invoice_id: int):
         data = serializers.RequoteInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -52,16 +58,19 @@ class InvoiceRequoteView(APIView):
 
 
 class InvoicePayWithCreditView(APIView):
-    @extend_schema(request=None, responses=serializers.InvoiceOutput,
-                   summary="Settle an open invoice from account credit")
+    @extend_schema(
+        request=None, responses=serializers.InvoiceOutput, summary="Settle an open invoice from account credit"
+    )
     def post(self, request, invoice_id: int):
         services.invoice_pay_with_credit(invoice_id=invoice_id, account=request.user)
         return _invoice_response(request, invoice_id)
 
 
 class InvoiceQrView(APIView):
-    @extend_schema(responses={(200, "image/svg+xml"): OpenApiResponse(description="The payment URI as a QR code")},
-                   summary="QR code of the invoice's payment URI")
+    @extend_schema(
+        responses={(200, "image/svg+xml"): OpenApiResponse(description="The payment URI as a QR code")},
+        summary="QR code of the invoice's payment URI",
+    )
     def get(self, request, invoice_id: int):
         invoice = selectors.invoice_get(invoice_id=invoice_id, account=request.user)
         req = invoice.active_request
@@ -85,7 +94,9 @@ class CurrencyListView(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
 
-    @extend_schema(responses=serializers.CurrencyOutput(many=True), summary="Currencies accepted now, and their chains' health")
+    @extend_schema(
+        responses=serializers.CurrencyOutput(many=True), summary="Currencies accepted now, and their chains' health"
+    )
     def get(self, request):
         rows = selectors.currencies_enabled()
         for row in rows:

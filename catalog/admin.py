@@ -22,8 +22,19 @@ from core.admin import AuditedModelAdmin, ReadOnlyAdmin, ReportAdmin, reason_act
 @admin.register(GpuModel)
 class GpuModelAdmin(AuditedModelAdmin):
     list_display = (
-        "slug", "name", "vendor", "architecture", "memory_gb", "bandwidth_gbps", "fp8",
-        "monthly_usd", "weekly_usd", "min_gpus", "max_gpus", "gpus_per_host", "is_active",
+        "slug",
+        "name",
+        "vendor",
+        "architecture",
+        "memory_gb",
+        "bandwidth_gbps",
+        "fp8",
+        "monthly_usd",
+        "weekly_usd",
+        "min_gpus",
+        "max_gpus",
+        "gpus_per_host",
+        "is_active",
     )
     list_filter = ("vendor", "architecture", "fp8", "software_stack", "is_active")
     search_fields = ("slug", "name", "architecture")
@@ -43,7 +54,8 @@ class HostInline(admin.TabularInline):
 
     def get_queryset(self, request):
         return (
-            super().get_queryset(request)
+            super()
+            .get_queryset(request)
             .select_related("gpu")
             .annotate(_free=Count("slots", filter=Q(slots__status=SlotStatus.FREE)))
         )
@@ -92,9 +104,7 @@ class HostAdmin(AuditedModelAdmin):
     inlines = [SlotInline]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(
-            _free=Count("slots", filter=Q(slots__status=SlotStatus.FREE))
-        )
+        return super().get_queryset(request).annotate(_free=Count("slots", filter=Q(slots__status=SlotStatus.FREE)))
 
     @admin.display(description="free", ordering="_free")
     def free_slots(self, host):
@@ -118,12 +128,20 @@ class SlotAdmin(ReadOnlyAdmin):
     search_fields = ("host__name", "holder")
     list_select_related = ("host",)
     actions = [
-        reason_action(name="out_of_service", description="Take out of service (free slots)",
-                      call=lambda slot, actor, reason: slot_service_set(slot_id=slot.pk, in_service=False,
-                                                                        actor=actor, reason=reason)),
-        reason_action(name="in_service", description="Put back in service",
-                      call=lambda slot, actor, reason: slot_service_set(slot_id=slot.pk, in_service=True,
-                                                                        actor=actor, reason=reason)),
+        reason_action(
+            name="out_of_service",
+            description="Take out of service (free slots)",
+            call=lambda slot, actor, reason: slot_service_set(
+                slot_id=slot.pk, in_service=False, actor=actor, reason=reason
+            ),
+        ),
+        reason_action(
+            name="in_service",
+            description="Put back in service",
+            call=lambda slot, actor, reason: slot_service_set(
+                slot_id=slot.pk, in_service=True, actor=actor, reason=reason
+            ),
+        ),
     ]
 
 
@@ -172,11 +190,13 @@ class StockOverviewAdmin(ReportAdmin):
             row = {"gpu": gpu, "cells": []}
             for region in regions:
                 stock = cells.get((region.code, gpu.slug))
-                row["cells"].append({
-                    "available": stock.available if stock else None,
-                    "max_per_host": stock.max_per_host if stock else None,
-                    "total": totals.get((region.code, gpu.slug), 0),
-                })
+                row["cells"].append(
+                    {
+                        "available": stock.available if stock else None,
+                        "max_per_host": stock.max_per_host if stock else None,
+                        "total": totals.get((region.code, gpu.slug), 0),
+                    }
+                )
             row["available"] = sum(c["available"] or 0 for c in row["cells"])
             row["total"] = sum(c["total"] for c in row["cells"])
             rows.append(row)

@@ -113,7 +113,8 @@ class Slot(models.Model):
     index = models.PositiveSmallIntegerField()
     status = models.CharField(max_length=16, choices=SlotStatus.choices, default=SlotStatus.FREE)
     holder = models.CharField(
-        max_length=64, blank=True,
+        max_length=64,
+        blank=True,
         help_text="Opaque reference to what holds the slot (e.g. order:12); empty when free.",
     )
     changed_at = models.DateTimeField(auto_now=True)

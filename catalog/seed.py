@@ -56,9 +56,7 @@ def catalog_seed(*, path: Path = DATA_FILE) -> SeedReport:
     report = SeedReport()
 
     for order, row in enumerate(data["regions"]):
-        _, made = Region.objects.get_or_create(
-            code=row["code"], defaults={"name": row["name"], "sort_order": order}
-        )
+        _, made = Region.objects.get_or_create(code=row["code"], defaults={"name": row["name"], "sort_order": order})
         report.add("regions", made)
 
     for order, row in enumerate(data["gpus"]):
@@ -128,4 +126,3 @@ def _seed_hosts(rows: list[dict], gpus: dict[str, GpuModel], report: SeedReport)
                 )
     Slot.objects.bulk_create(new_slots, batch_size=2000)
     report.add("slots", len(new_slots))
-

@@ -87,8 +87,7 @@ def template_validate(*, template: Template, gpu: GpuModel) -> None:
         raise DomainError(
             "template_incompatible",
             f"The template {template.slug} does not run on {gpu.name}.",
-            details={"template": template.slug, "gpu": gpu.slug,
-                     "compatible_templates": templates_for_gpu(gpu=gpu)},
+            details={"template": template.slug, "gpu": gpu.slug, "compatible_templates": templates_for_gpu(gpu=gpu)},
         )
 
 
@@ -148,13 +147,20 @@ def quote(
     pct = multi_pct + term_pct
     if pct >= HUNDRED:
         # Each tier table is below 100 %; together staff could reach it. Sell nothing for free.
-        raise Conflict("pricing_unavailable", "This configuration cannot be priced right now.",
-                       details={"multi_gpu_discount_pct": str(multi_pct), "term_discount_pct": str(term_pct)})
+        raise Conflict(
+            "pricing_unavailable",
+            "This configuration cannot be priced right now.",
+            details={"multi_gpu_discount_pct": str(multi_pct), "term_discount_pct": str(term_pct)},
+        )
 
     term_label = "week" if term == "weekly" else "month"
-    lines = [quote_line("gpu", f"{gpu.name} GPU, per card and {term_label}", gpu_count, gpu.term_price(term), terms, pct)]
+    lines = [
+        quote_line("gpu", f"{gpu.name} GPU, per card and {term_label}", gpu_count, gpu.term_price(term), terms, pct)
+    ]
     for addon in addons:
-        lines.append(quote_line(f"addon:{addon.slug}", f"{addon.name}, per {term_label}", 1, addon.term_price(term), terms, pct))
+        lines.append(
+            quote_line(f"addon:{addon.slug}", f"{addon.name}, per {term_label}", 1, addon.term_price(term), terms, pct)
+        )
 
     hours = TERM_HOURS[term] * terms
     subtotal = sum((ln.subtotal_usd for ln in lines), ZERO)
@@ -215,9 +221,7 @@ def slots_reserve(*, region: Region, gpu: GpuModel, count: int, holder: str) -> 
         try:
             with transaction.atomic():
                 host = Host.objects.select_for_update().get(pk=host_id, is_active=True)
-                free = list(
-                    Slot.objects.filter(host=host, status=SlotStatus.FREE).order_by("index")[:count]
-                )
+                free = list(Slot.objects.filter(host=host, status=SlotStatus.FREE).order_by("index")[:count])
                 if len(free) < count:
                     raise _HostTaken
                 taken = Slot.objects.filter(pk__in=[s.pk for s in free], status=SlotStatus.FREE).update(
@@ -239,8 +243,10 @@ def slots_reserve(*, region: Region, gpu: GpuModel, count: int, holder: str) -> 
 
 def slots_release(*, holder: str) -> int:
     """Return every slot `holder` has (reserved or rented) to stock."""
-    return Slot.objects.filter(holder=holder).exclude(status=SlotStatus.OUT_OF_SERVICE).update(
-        status=SlotStatus.FREE, holder=""
+    return (
+        Slot.objects.filter(holder=holder)
+        .exclude(status=SlotStatus.OUT_OF_SERVICE)
+        .update(status=SlotStatus.FREE, holder="")
     )
 
 
@@ -278,13 +284,22 @@ def slot_service_set(*, slot_id: int, in_service: bool, actor, reason: str) -> S
     Host.objects.select_for_update().get(pk=slot.host_id)
     slot.refresh_from_db()
     before = slot.status
-    wanted_from, wanted_to = ((SlotStatus.OUT_OF_SERVICE, SlotStatus.FREE) if in_service
-                              else (SlotStatus.FREE, SlotStatus.OUT_OF_SERVICE))
+    wanted_from, wanted_to = (
+        (SlotStatus.OUT_OF_SERVICE, SlotStatus.FREE) if in_service else (SlotStatus.FREE, SlotStatus.OUT_OF_SERVICE)
+    )
     if slot.status != wanted_from:
-        raise Conflict("slot_busy", f"Slot {slot} is {slot.status}; only a {wanted_from} slot can be changed so.",
-                       details={"status": slot.status})
+        raise Conflict(
+            "slot_busy",
+            f"Slot {slot} is {slot.status}; only a {wanted_from} slot can be changed so.",
+            details={"status": slot.status},
+        )
     slot.status = wanted_to
     slot.save(update_fields=["status", "changed_at"])
-    audit_record(actor=actor, action="slot.in_service" if in_service else "slot.out_of_service", obj=slot,
-                 reason=reason, changes={"status": [before, wanted_to]})
+    audit_record(
+        actor=actor,
+        action="slot.in_service" if in_service else "slot.out_of_service",
+        obj=slot,
+        reason=reason,
+        changes={"status": [before, wanted_to]},
+    )
     return slot

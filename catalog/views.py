@@ -70,7 +70,9 @@ class TemplateListView(PublicView):
         out = []
         for t in Template.objects.filter(is_active=True).prefetch_related("gpus"):
             runs_on = [g.slug for g in gpus if t.runs_on(g)]
-            out.append({"slug": t.slug, "name": t.name, "description": t.description, "stack": t.stack, "gpus": runs_on})
+            out.append(
+                {"slug": t.slug, "name": t.name, "description": t.description, "stack": t.stack, "gpus": runs_on}
+            )
         return Response(serializers.TemplateOutput(out, many=True).data)
 
 

@@ -49,9 +49,7 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
-ALLOWED_HOSTS = env.list(
-    "ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"] if DEBUG else []
-)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000")
 
@@ -103,11 +101,7 @@ TEMPLATES = [
 
 # --- Database, cache, broker -------------------------------------------------
 
-DATABASES = {
-    "default": env.db(
-        "DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'db.sqlite3'}"
-    )
-}
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'db.sqlite3'}")}
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Web, worker and beat share one SQLite file in the local run: wait for the
@@ -120,11 +114,7 @@ else:
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-CACHES = {
-    "default": env.cache_url(
-        "CACHE_URL", default=f"filecache://{DATA_DIR / 'cache'}"
-    )
-}
+CACHES = {"default": env.cache_url("CACHE_URL", default=f"filecache://{DATA_DIR / 'cache'}")}
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
@@ -156,10 +146,14 @@ PASSWORD_HASHERS = [
     "django.contrib.auth.hashers.PBKDF2PasswordHasher",
 ]
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator",
-     "OPTIONS": {"user_attributes": ("username",)}},
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
-     "OPTIONS": {"min_length": env.int("PASSWORD_MIN_LENGTH", default=10)}},
+    {
+        "NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator",
+        "OPTIONS": {"user_attributes": ("username",)},
+    },
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": env.int("PASSWORD_MIN_LENGTH", default=10)},
+    },
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
@@ -224,9 +218,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
     "APPEND_COMPONENTS": {
-        "securitySchemes": {
-            "bearerAuth": {"type": "http", "scheme": "bearer", "description": "An API token."}
-        }
+        "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer", "description": "An API token."}}
     },
     "SECURITY": [{"bearerAuth": []}],
     "ENUM_NAME_OVERRIDES": {"CurrencyEnum": "billing.currencies.CURRENCY_CODES"},
@@ -361,21 +353,23 @@ SANDBOX = env.bool("SANDBOX", default=False)
 if SANDBOX and not DEBUG:
     raise ImproperlyConfigured("SANDBOX is for local runs only: it needs DEBUG=1. Unset SANDBOX in production.")
 
-CELERY_BEAT_SCHEDULE.update({
-    "billing.invoices_advance": {"task": "billing.invoices_advance", "schedule": 30.0},
-    "billing.rates_refresh": {
-        "task": "billing.rates_refresh",
-        "schedule": float(RATE_REFRESH_SECONDS),
-        "options": {"expires": float(RATE_REFRESH_SECONDS)},
-    },
-    "billing.rate_samples_prune": {"task": "billing.rate_samples_prune", "schedule": 86400.0},
-    "rentals.orders_reconcile": {"task": "rentals.orders_reconcile", "schedule": 60.0},
-    "rentals.renewals_issue": {"task": "rentals.renewals_issue", "schedule": 300.0},
-    "rentals.suspend_due": {"task": "rentals.suspend_due", "schedule": 300.0},
-    "rentals.terminate_due": {"task": "rentals.terminate_due", "schedule": 300.0},
-    "rentals.provisioning_retry": {"task": "rentals.provisioning_retry", "schedule": 30.0},
-    "rentals.idempotency_keys_prune": {"task": "rentals.idempotency_keys_prune", "schedule": 3600.0},
-})
+CELERY_BEAT_SCHEDULE.update(
+    {
+        "billing.invoices_advance": {"task": "billing.invoices_advance", "schedule": 30.0},
+        "billing.rates_refresh": {
+            "task": "billing.rates_refresh",
+            "schedule": float(RATE_REFRESH_SECONDS),
+            "options": {"expires": float(RATE_REFRESH_SECONDS)},
+        },
+        "billing.rate_samples_prune": {"task": "billing.rate_samples_prune", "schedule": 86400.0},
+        "rentals.orders_reconcile": {"task": "rentals.orders_reconcile", "schedule": 60.0},
+        "rentals.renewals_issue": {"task": "rentals.renewals_issue", "schedule": 300.0},
+        "rentals.suspend_due": {"task": "rentals.suspend_due", "schedule": 300.0},
+        "rentals.terminate_due": {"task": "rentals.terminate_due", "schedule": 300.0},
+        "rentals.provisioning_retry": {"task": "rentals.provisioning_retry", "schedule": 30.0},
+        "rentals.idempotency_keys_prune": {"task": "rentals.idempotency_keys_prune", "schedule": 3600.0},
+    }
+)
 
 # --- Customer webhooks --------------------------------------------------------
 # WEBHOOK_ALLOW_PRIVATE_TARGETS lets webhooks go to http:// URLs and to
@@ -383,9 +377,7 @@ CELERY_BEAT_SCHEDULE.update({
 # refused when DEBUG is off. Production sends to public https:// targets only.
 WEBHOOK_ALLOW_PRIVATE_TARGETS = env.bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", default=False)
 if WEBHOOK_ALLOW_PRIVATE_TARGETS and not DEBUG:
-    raise ImproperlyConfigured(
-        "WEBHOOK_ALLOW_PRIVATE_TARGETS is for local runs and tests: it needs DEBUG=1."
-    )
+    raise ImproperlyConfigured("WEBHOOK_ALLOW_PRIVATE_TARGETS is for local runs and tests: it needs DEBUG=1.")
 # One delivery attempt, all in: connect, TLS, sending, the response's status line.
 # (Name lookups wait on the system resolver, which has timeouts of its own.)
 WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)

@@ -156,9 +156,13 @@ class LeaseAdmin(admin.ModelAdmin):
 
 # --- Actions that need a reason -------------------------------------------------
 
+
 class ReasonForm(forms.Form):
-    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), required=True,
-                             help_text="Recorded in the audit trail with your name and the time.")
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        required=True,
+        help_text="Recorded in the audit trail with your name and the time.",
+    )
 
 
 def reason_action(

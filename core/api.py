@@ -1,6 +1,6 @@
 """One error shape for every API refusal:
 
-    {"error": {"code": "...", "message": "...", "details": {...}}}
+{"error": {"code": "...", "message": "...", "details": {...}}}
 """
 
 from __future__ import annotations
@@ -37,9 +37,7 @@ def error_body(code: str, message: str, details: dict[str, Any] | None = None) -
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
 
-def error_response(
-    code: str, message: str, http_status: int, details: dict[str, Any] | None = None
-) -> Response:
+def error_response(code: str, message: str, http_status: int, details: dict[str, Any] | None = None) -> Response:
     return Response(error_body(code, message, details), status=http_status)
 
 

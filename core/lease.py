@@ -34,9 +34,9 @@ def lease_acquire(*, name: str, ttl: timedelta) -> str | None:
             Lease.objects.get_or_create(name=name)
     except IntegrityError:
         pass  # created concurrently: fine, the update below decides
-    taken = Lease.objects.filter(
-        Q(expires_at__isnull=True) | Q(expires_at__lt=now), name=name
-    ).update(owner=owner, expires_at=now + ttl)
+    taken = Lease.objects.filter(Q(expires_at__isnull=True) | Q(expires_at__lt=now), name=name).update(
+        owner=owner, expires_at=now + ttl
+    )
     return owner if taken == 1 else None
 
 

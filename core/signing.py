@@ -17,4 +17,3 @@ def signature(*, secret: str, timestamp: int, body: bytes) -> str:
 def signature_header(*, secret: str, body: bytes, timestamp: int | None = None) -> str:
     ts = int(time.time()) if timestamp is None else timestamp
     return f"t={ts},v1={signature(secret=secret, timestamp=ts, body=body)}"
-

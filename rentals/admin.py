@@ -32,9 +32,7 @@ class StaffAccountCreationForm(BaseUserCreationForm):
 
     def clean_username(self) -> str:
         try:
-            username = services.username_normalize(
-                username=self.cleaned_data["username"], allow_reserved=True
-            )
+            username = services.username_normalize(username=self.cleaned_data["username"], allow_reserved=True)
         except DomainError as exc:
             raise forms.ValidationError(exc.message, code=exc.code) from exc
         if Account.objects.filter(username__iexact=username).exists():
@@ -176,7 +174,13 @@ class WebhookAttemptInline(ReadOnlyInline):
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(ReadOnlyAdmin):
     fields = readonly_fields = (
-        "event", "endpoint", "status", "attempts", "next_attempt_at", "delivered_at", "created_at",
+        "event",
+        "endpoint",
+        "status",
+        "attempts",
+        "next_attempt_at",
+        "delivered_at",
+        "created_at",
     )
     list_display = ("id", "event_type", "endpoint", "account", "status", "attempts", "next_attempt_at", "created_at")
     list_filter = ("status", "event__type")

@@ -27,11 +27,17 @@ class OrderCreateInput(serializers.Serializer):
     terms = serializers.IntegerField(min_value=1, max_value=MAX_TERMS, default=1, help_text="Terms paid at once.")
     template = serializers.CharField(max_length=48, help_text="An OS template slug.")
     addons = serializers.ListField(child=serializers.CharField(max_length=32), default=list, max_length=10)
-    ssh_keys = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**62), max_length=20,
-                                     help_text="Ids of your SSH keys (at least one): root is handed over through them.")
-    workload = serializers.JSONField(required=False, help_text="A sizing request (the body of /sizing/check without "
-                                                               "gpu and gpu_count): the order is refused if it does "
-                                                               "not fit.")
+    ssh_keys = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=2**62),
+        max_length=20,
+        help_text="Ids of your SSH keys (at least one): root is handed over through them.",
+    )
+    workload = serializers.JSONField(
+        required=False,
+        help_text="A sizing request (the body of /sizing/check without "
+        "gpu and gpu_count): the order is refused if it does "
+        "not fit.",
+    )
     pay_currency = serializers.ChoiceField(choices=list(CURRENCIES))
 
     def validate_workload(self, value: Any) -> Any:
@@ -50,9 +56,17 @@ class OrderCreateInput(serializers.Serializer):
 
         v = self.validated_data
         return OrderSpec(
-            region=v["region"], gpu=v["gpu"], gpu_count=v["gpu_count"], term=v["term"], terms=v["terms"],
-            template=v["template"], pay_currency=v["pay_currency"], ssh_keys=tuple(v["ssh_keys"]),
-            addons=tuple(v["addons"]), workload=getattr(self, "_workload", None), workload_input=v.get("workload"),
+            region=v["region"],
+            gpu=v["gpu"],
+            gpu_count=v["gpu_count"],
+            term=v["term"],
+            terms=v["terms"],
+            template=v["template"],
+            pay_currency=v["pay_currency"],
+            ssh_keys=tuple(v["ssh_keys"]),
+            addons=tuple(v["addons"]),
+            workload=getattr(self, "_workload", None),
+            workload_input=v.get("workload"),
         )
 
 
@@ -61,10 +75,14 @@ class RentalUpdateInput(serializers.Serializer):
 
 
 class RenewInput(serializers.Serializer):
-    terms = serializers.IntegerField(min_value=1, max_value=MAX_TERMS, required=False,
-                                     help_text="Defaults to the rental's renewal terms.")
-    pay_currency = serializers.ChoiceField(choices=list(CURRENCIES), required=False,
-                                           help_text="Quote it now in this currency; or choose later on the invoice.")
+    terms = serializers.IntegerField(
+        min_value=1, max_value=MAX_TERMS, required=False, help_text="Defaults to the rental's renewal terms."
+    )
+    pay_currency = serializers.ChoiceField(
+        choices=list(CURRENCIES),
+        required=False,
+        help_text="Quote it now in this currency; or choose later on the invoice.",
+    )
 
 
 class OpsReadyInput(serializers.Serializer):
@@ -172,8 +190,13 @@ class RentalOutput(serializers.Serializer):
 
     def get_renewal_invoices(self, rental) -> list[dict[str, Any]]:
         return [
-            {"id": r.invoice_id, "number": r.invoice.number, "status": r.invoice.status, "kind": r.kind,
-             "amount_usd": f"{r.invoice.total_usd:.2f}"}
+            {
+                "id": r.invoice_id,
+                "number": r.invoice.number,
+                "status": r.invoice.status,
+                "kind": r.kind,
+                "amount_usd": f"{r.invoice.total_usd:.2f}",
+            }
             for r in rental.renewals.all()
         ]
 

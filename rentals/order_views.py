@@ -16,15 +16,18 @@ from rentals.order_serializers import (
     OpsUsageInput,
     OrderCreateInput,
     OrderOutput,
+    RenewInput,
     RentalOutput,
     RentalUpdateInput,
-    RenewInput,
     UsageOutput,
 )
 from rentals.services.idempotency import idempotent_call
 
 IDEMPOTENCY_HEADER = OpenApiParameter(
-    "Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    required=False,
     description="Retry safely: the same key with the same body returns the first response (24 hours).",
 )
 
@@ -38,8 +41,12 @@ class OrderListView(APIView):
     def get(self, request):
         return Response(OrderOutput(selectors.orders_for(account=request.user)[:200], many=True).data)
 
-    @extend_schema(request=OrderCreateInput, responses={201: OrderOutput}, parameters=[IDEMPOTENCY_HEADER],
-                   summary="Order a server: validate, price, reserve, invoice")
+    @extend_schema(
+        request=OrderCreateInput,
+        responses={201: OrderOutput},
+        parameters=[IDEMPOTENCY_HEADER],
+        summary="Order a server: validate, price, reserve, invoice",
+    )
     def post(self, request):
         data = OrderCreateInput(data=request.data)
 
@@ -52,8 +59,9 @@ class OrderListView(APIView):
         if key is None:
             code, body = run()
             return Response(body, status=code)
-        code, body, replayed = idempotent_call(account=request.user, key=key, scope="orders.create",
-                                               body=request.data, run=run)
+        code, body, replayed = idempotent_call(
+            account=request.user, key=key, scope="orders.create", body=request.data, run=run
+        )
         response = Response(body, status=code)
         if replayed:
             response["Idempotent-Replayed"] = "true"
@@ -92,25 +100,36 @@ class RentalDetailView(APIView):
     def patch(self, request, rental_id: int):
         data = RentalUpdateInput(data=request.data)
         data.is_valid(raise_exception=True)
-        services.rental_auto_renew_set(rental_id=rental_id, account=request.user,
-                                       auto_renew=data.validated_data["auto_renew"])
+        services.rental_auto_renew_set(
+            rental_id=rental_id, account=request.user, auto_renew=data.validated_data["auto_renew"]
+        )
         return Response(_rental_body(request, rental_id))
 
 
 class RentalRenewView(APIView):
-    @extend_schema(request=RenewInput, responses={201: RentalOutput},
-                   summary="Renew now: an invoice for more terms at the price on the order")
+    @extend_schema(
+        request=RenewInput,
+        responses={201: RentalOutput},
+        summary="Renew now: an invoice for more terms at the price on the order",
+    )
     def post(self, request, rental_id: int):
         data = RenewInput(data=request.data)
         data.is_valid(raise_exception=True)
-        services.rental_renew_now(rental_id=rental_id, account=request.user, terms=data.validated_data.get("terms"),
-                                  currency=data.validated_data.get("pay_currency"))
+        services.rental_renew_now(
+            rental_id=rental_id,
+            account=request.user,
+            terms=data.validated_data.get("terms"),
+            currency=data.validated_data.get("pay_currency"),
+        )
         return Response(_rental_body(request, rental_id), status=status.HTTP_201_CREATED)
 
 
 class RentalCancelView(APIView):
-    @extend_schema(request=None, responses=RentalOutput,
-                   summary="Cancel: no renewal; the rental runs to the end of its paid period")
+    @extend_schema(
+        request=None,
+        responses=RentalOutput,
+        summary="Cancel: no renewal; the rental runs to the end of its paid period",
+    )
     def post(self, request, rental_id: int):
         services.rental_cancel(rental_id=rental_id, account=request.user)
         return Response(_rental_body(request, rental_id))
@@ -119,24 +138,37 @@ class RentalCancelView(APIView):
 class OpsRentalReadyView(APIView):
     permission_classes = [IsAdminUser]
 
-    @extend_schema(request=OpsReadyInput, responses=RentalOutput, tags=["ops"],
-                   summary="Operators: the server is handed over (staff token)")
+    @extend_schema(
+        request=OpsReadyInput,
+        responses=RentalOutput,
+        tags=["ops"],
+        summary="Operators: the server is handed over (staff token)",
+    )
     def post(self, request, rental_id: int):
         data = OpsReadyInput(data=request.data)
         data.is_valid(raise_exception=True)
-        rental = services.rental_activate(rental_id=rental_id, actor=request.user,
-                                          reason="provisioning system reported ready", **data.validated_data)
+        rental = services.rental_activate(
+            rental_id=rental_id, actor=request.user, reason="provisioning system reported ready", **data.validated_data
+        )
         return Response(RentalOutput(selectors.rentals_for(account=rental.account).get(pk=rental.pk)).data)
 
 
 class OpsRentalUsageView(APIView):
     permission_classes = [IsAdminUser]
 
-    @extend_schema(request=OpsUsageInput, responses=UsageOutput, tags=["ops"],
-                   summary="Operators: report a month's egress (staff token)")
+    @extend_schema(
+        request=OpsUsageInput,
+        responses=UsageOutput,
+        tags=["ops"],
+        summary="Operators: report a month's egress (staff token)",
+    )
     def post(self, request, rental_id: int):
         data = OpsUsageInput(data=request.data)
         data.is_valid(raise_exception=True)
-        report = services.usage_report(rental_id=rental_id, month=data.validated_data["month"],
-                                       egress_tb=data.validated_data["egress_tb"], actor=request.user)
+        report = services.usage_report(
+            rental_id=rental_id,
+            month=data.validated_data["month"],
+            egress_tb=data.validated_data["egress_tb"],
+            actor=request.user,
+        )
         return Response(UsageOutput(report).data)

@@ -54,8 +54,12 @@ def ssh_key_get(*, account: Account, ssh_key_id: int) -> SshKey | None:
 
 
 def orders_for(*, account) -> QuerySet[Order]:
-    return (Order.objects.filter(account=account).select_related("invoice", "rental")
-            .prefetch_related("lines", *billing_selectors.invoice_prefetches("invoice__")).order_by("-created_at", "-id"))
+    return (
+        Order.objects.filter(account=account)
+        .select_related("invoice", "rental")
+        .prefetch_related("lines", *billing_selectors.invoice_prefetches("invoice__"))
+        .order_by("-created_at", "-id")
+    )
 
 
 def order_get(*, account, order_id: int) -> Order:
@@ -66,8 +70,11 @@ def order_get(*, account, order_id: int) -> Order:
 
 
 def rentals_for(*, account) -> QuerySet[Rental]:
-    return (Rental.objects.filter(account=account)
-            .prefetch_related("periods", "renewals__invoice").order_by("-created_at", "-id"))
+    return (
+        Rental.objects.filter(account=account)
+        .prefetch_related("periods", "renewals__invoice")
+        .order_by("-created_at", "-id")
+    )
 
 
 def rental_get(*, account, rental_id: int) -> Rental:

@@ -141,7 +141,10 @@ class RecoveryCodesOutput(serializers.Serializer):
 
 class SshKeyCreateInput(serializers.Serializer):
     name = serializers.CharField(
-        max_length=100, required=False, allow_blank=True, default="",
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        default="",
         help_text="Defaults to the key's comment.",
     )
     public_key = serializers.CharField(

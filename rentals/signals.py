@@ -46,7 +46,7 @@ def _attempt(what: str, fn, *args, **kwargs) -> None:
 
 @receiver(billing_signals.invoice_settled, dispatch_uid="rentals.invoice_settled")
 def on_invoice_settled(sender, invoice_id: int, subject: str, **kwargs) -> None:
-    from rentals.services import rental_from_order, renewal_apply
+    from rentals.services import renewal_apply, rental_from_order
 
     _attempt(f"invoice.settled webhook of {invoice_id}", _invoice_webhook, invoice_id, "invoice.settled")
     kind = _kind(subject)

@@ -91,11 +91,7 @@ def auth_throttle_check(*, username: str, address: str) -> None:
     state = cache.get_many([k for k, _ in keys] + [f"{k}:reset" for k, _ in keys])
     now = time.time()
     window = settings.AUTH_FAILURE_WINDOW_SECONDS
-    waits = [
-        state.get(f"{key}:reset", now + window) - now
-        for key, limit in keys
-        if int(state.get(key, 0)) >= limit
-    ]
+    waits = [state.get(f"{key}:reset", now + window) - now for key, limit in keys if int(state.get(key, 0)) >= limit]
     if waits:
         raise AuthThrottled(retry_after=max(1, math.ceil(max(waits))))
 

@@ -246,9 +246,7 @@ class AccountView(ApiView):
     )
     def delete(self, request):
         data = self.validated(PasswordConfirmInput)
-        services.account_delete(
-            account=request.user, password=data["password"], client_address=client_address(request)
-        )
+        services.account_delete(account=request.user, password=data["password"], client_address=client_address(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -58,9 +58,7 @@ class WebhookEndpointOutput(serializers.Serializer):
 
 
 class WebhookEndpointWithSecretOutput(WebhookEndpointOutput):
-    secret = serializers.CharField(
-        help_text="Signs every delivery (HMAC-SHA256). Shown once: store it now."
-    )
+    secret = serializers.CharField(help_text="Signs every delivery (HMAC-SHA256). Shown once: store it now.")
 
 
 # =============================================================================

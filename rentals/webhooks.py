@@ -154,9 +154,7 @@ def _resolve(host: str, port: int) -> tuple[IpAddress, ...]:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:
-        raise DomainError(
-            "unresolvable_host", f"The name {host} does not resolve.", details={"host": host}
-        ) from exc
+        raise DomainError("unresolvable_host", f"The name {host} does not resolve.", details={"host": host}) from exc
     addresses: list[IpAddress] = []
     for _family, _type, _proto, _canon, sockaddr in infos:
         ip = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
@@ -274,11 +272,7 @@ def _description_check(description: str) -> str:
 def _endpoint_locked(*, account: Account, endpoint_id: int, key: bool = False) -> WebhookEndpoint:
     # FOR NO KEY UPDATE for changes, so emitters holding FOR KEY SHARE are not
     # held up; FOR UPDATE (key=True) for deletion, which waits for them.
-    endpoint = (
-        WebhookEndpoint.objects.select_for_update(no_key=not key)
-        .filter(account=account, pk=endpoint_id)
-        .first()
-    )
+    endpoint = WebhookEndpoint.objects.select_for_update(no_key=not key).filter(account=account, pk=endpoint_id).first()
     if endpoint is None:
         raise NotFound("No such webhook endpoint.", code="webhook_not_found")
     return endpoint
@@ -385,9 +379,7 @@ def endpoint_ping(*, account: Account, endpoint_id: int) -> WebhookDelivery:
         event = WebhookEvent.objects.create(
             account=account, type=PING_EVENT, data={"endpoint_id": endpoint.pk}, created_at=now
         )
-        delivery = WebhookDelivery.objects.create(
-            event=event, endpoint=endpoint, created_at=now, next_attempt_at=now
-        )
+        delivery = WebhookDelivery.objects.create(event=event, endpoint=endpoint, created_at=now, next_attempt_at=now)
         audit_record(actor=account, action="webhook.ping", obj=endpoint, changes={"event": str(event.id)})
         _attempts_queue_on_commit([delivery.pk])
     return delivery
@@ -402,9 +394,9 @@ def delivery_redeliver(*, account: Account, endpoint_id: int, delivery_id: int) 
         if endpoint is None:
             raise NotFound("No such webhook endpoint.", code="webhook_not_found")
         # Waits for an attempt in flight, then makes the delivery due now.
-        delivery = WebhookDelivery.objects.select_for_update(of=("self",)).filter(
-            endpoint=endpoint, pk=delivery_id
-        ).first()
+        delivery = (
+            WebhookDelivery.objects.select_for_update(of=("self",)).filter(endpoint=endpoint, pk=delivery_id).first()
+        )
         if delivery is None:
             raise NotFound("No such delivery.", code="delivery_not_found")
         _endpoint_must_be_active(endpoint)
@@ -492,7 +484,10 @@ def _json_plain(data: dict) -> dict:
 
 
 def event_emit(
-    *, account: Account, type: str, data: dict | Callable[[], dict]  # noqa: A002
+    *,
+    account: Account,
+    type: str,
+    data: dict | Callable[[], dict],
 ) -> WebhookEvent | None:
     """Record event `type` for `account` inside the caller's transaction, with
     one delivery per active endpoint subscribed to it; the first attempts are

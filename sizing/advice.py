@@ -68,8 +68,13 @@ def advice_for(
         if cheapest is not None and cheapest.quote is not None and tokens_per_month > 0:
             monthly = cheapest.quote.total_usd * 720 / cheapest.quote.hours
             per_million = cents(monthly * 10**6 / tokens_per_month)
-            details.update({"gpu": cheapest.gpu.slug, "gpu_count": cheapest.gpu_count,
-                            "cost_per_million_tokens_usd": f"{per_million:.2f}"})
+            details.update(
+                {
+                    "gpu": cheapest.gpu.slug,
+                    "gpu_count": cheapest.gpu_count,
+                    "cost_per_million_tokens_usd": f"{per_million:.2f}",
+                }
+            )
             message += (
                 f" At {tokens_per_month:,} tokens a month the cheapest fit here, {_label(cheapest)}, "
                 f"costs {_usd(per_million)} per million tokens."
@@ -131,17 +136,27 @@ def advice_for(
                     f"8-GPU nodes, as our inference guide's table does, gives {_label(node)} at "
                     f"{_usd(node.quote.total_usd)} a {per}.",
                     {
-                        "cheapest": {"gpu": cheapest.gpu.slug, "gpu_count": cheapest.gpu_count,
-                                     "price_usd": f"{cents(cheapest.quote.total_usd):.2f}"},
-                        "cheapest_node": {"gpu": node.gpu.slug, "gpu_count": node.gpu_count,
-                                          "price_usd": f"{cents(node.quote.total_usd):.2f}"},
+                        "cheapest": {
+                            "gpu": cheapest.gpu.slug,
+                            "gpu_count": cheapest.gpu_count,
+                            "price_usd": f"{cents(cheapest.quote.total_usd):.2f}",
+                        },
+                        "cheapest_node": {
+                            "gpu": node.gpu.slug,
+                            "gpu_count": node.gpu_count,
+                            "price_usd": f"{cents(node.quote.total_usd):.2f}",
+                        },
                     },
                 )
             )
 
     if cheapest is None:
-        hints = ["a lower precision (fp8 or int4 weights)", "an FP8 KV cache", "a shorter context",
-                 "fewer concurrent sequences"]
+        hints = [
+            "a lower precision (fp8 or int4 weights)",
+            "an FP8 KV cache",
+            "a shorter context",
+            "fewer concurrent sequences",
+        ]
         if gpu_count is not None or max_gpus is not None:
             hints.insert(0, "more GPUs")
         out.append(

@@ -262,9 +262,7 @@ def kv_cache_token_slots(*, arch: Arch, context: int) -> int:
     return full + arch.sliding_window_layers * context
 
 
-def kv_cache_bytes(
-    *, arch: Arch, kv_precision: str, context: int, concurrency: int, gpu_count: int = 1
-) -> int:
+def kv_cache_bytes(*, arch: Arch, kv_precision: str, context: int, concurrency: int, gpu_count: int = 1) -> int:
     """Bytes of KV cache ONE GPU of a group of `gpu_count` holds for `concurrency`
     sequences of `context` tokens (gpu_count=1: the whole cache, one copy)."""
     per_slot = kv_cache_bytes_per_token_layer(
@@ -308,9 +306,7 @@ def decode_ceiling(*, arch: Arch, precision: str, bandwidth_gbps: int, gpu_count
     return round_half_up(Fraction(top, bottom))
 
 
-def fit_check(
-    *, workload: Workload, card: Card, gpu_count: int, requirement: Requirement | None = None
-) -> Check:
+def fit_check(*, workload: Workload, card: Card, gpu_count: int, requirement: Requirement | None = None) -> Check:
     """Every reason `gpu_count` x `card` cannot serve `workload` (none: it fits).
     `requirement` may be passed by callers that check many cards at one count
     (it does not depend on the card)."""

@@ -171,14 +171,19 @@ def architecture_from_hf_config(
     moe_intermediate = _int(cfg, "moe_intermediate_size", default=intermediate)
     shared_intermediate = 0
     if experts:
-        shared_intermediate = _int(cfg, "n_shared_experts", "num_shared_experts", default=0, minimum=0) * moe_intermediate
+        shared_intermediate = (
+            _int(cfg, "n_shared_experts", "num_shared_experts", default=0, minimum=0) * moe_intermediate
+        )
         shared_intermediate += _int(cfg, "shared_expert_intermediate_size", default=0, minimum=0)
     dense_first = _int(cfg, "first_k_dense_replace", default=0, minimum=0) if experts else 0
     freq = _int(cfg, "moe_layer_freq", "decoder_sparse_step", default=1) if experts else 1
     moe_layers = 0
     if experts:
-        moe_layers = sum(1 for i in range(layers) if i >= dense_first and (i - dense_first) % freq == 0) if freq > 1 \
+        moe_layers = (
+            sum(1 for i in range(layers) if i >= dense_first and (i - dense_first) % freq == 0)
+            if freq > 1
             else max(0, layers - dense_first)
+        )
     dense_layers = layers - moe_layers
 
     # --- Parameter estimate -----------------------------------------------------
@@ -210,13 +215,17 @@ def architecture_from_hf_config(
     expert = ffn(moe_intermediate)
     router = (hidden * experts + (experts if mlp_bias or family == "deepseek_v3" else 0)) if experts else 0
     shared = ffn(shared_intermediate) if shared_intermediate else 0
-    norms = _NORMS_PER_LAYER.get(family, 2) * hidden + (kv_lora + _int(cfg, "q_lora_rank", default=0, minimum=0) if is_mla else 0)
+    norms = _NORMS_PER_LAYER.get(family, 2) * hidden + (
+        kv_lora + _int(cfg, "q_lora_rank", default=0, minimum=0) if is_mla else 0
+    )
     if family in ("qwen3", "qwen3_moe"):
         norms += 2 * head_dim  # q and k norms
 
     dense_layer = attention + ffn(intermediate) + norms
     moe_fixed = attention + router + shared + norms
-    total = embed * (1 if tied else 2) + hidden + dense_layers * dense_layer + moe_layers * (moe_fixed + experts * expert)
+    total = (
+        embed * (1 if tied else 2) + hidden + dense_layers * dense_layer + moe_layers * (moe_fixed + experts * expert)
+    )
     active = None
     if experts:
         output_table = embed  # read by the last projection for every token (tied or not)
@@ -258,4 +267,3 @@ def architecture_from_hf_config(
         experts=experts,
         experts_per_token=top_k,
     )
-

@@ -51,8 +51,13 @@ class Architecture(models.Model):
         ordering = ["sort_order", "slug"]
         constraints = [
             models.CheckConstraint(
-                condition=Q(total_params__gt=0) & Q(layers__gt=0) & Q(hidden_size__gt=0) & Q(attention_heads__gt=0)
-                & Q(kv_heads__gt=0) & Q(head_dim__gt=0) & Q(max_context__gt=0),
+                condition=Q(total_params__gt=0)
+                & Q(layers__gt=0)
+                & Q(hidden_size__gt=0)
+                & Q(attention_heads__gt=0)
+                & Q(kv_heads__gt=0)
+                & Q(head_dim__gt=0)
+                & Q(max_context__gt=0),
                 name="architecture_dims_positive",
             ),
             models.CheckConstraint(condition=Q(kv_heads__lte=F("attention_heads")), name="architecture_kv_le_heads"),

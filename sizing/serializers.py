@@ -22,8 +22,8 @@ from .arithmetic import (
     PRECISION_BYTES,
     Arch,
     Workload,
-    kv_cache_bytes_per_token,
     gb_number,
+    kv_cache_bytes_per_token,
     requirement_compute,
 )
 from .hf_config import architecture_from_hf_config
@@ -55,21 +55,33 @@ class WorkloadInput(serializers.Serializer):
         required=False, help_text="The contents of a Hugging Face config.json, instead of `model`."
     )
     params_b = serializers.DecimalField(
-        required=False, max_digits=12, decimal_places=4, min_value=Decimal("0.0001"),
+        required=False,
+        max_digits=12,
+        decimal_places=4,
+        min_value=Decimal("0.0001"),
         help_text="Total parameters in billions: overrides the estimate from `architecture`.",
     )
     active_params_b = serializers.DecimalField(
-        required=False, max_digits=12, decimal_places=4, min_value=Decimal("0.0001"),
+        required=False,
+        max_digits=12,
+        decimal_places=4,
+        min_value=Decimal("0.0001"),
         help_text="MoE: parameters read per token, in billions.",
     )
     precision = serializers.ChoiceField(choices=list(PRECISION_BYTES), help_text="Weight precision.")
     kv_precision = serializers.ChoiceField(choices=list(KV_PRECISION_BYTES), default="bf16")
-    context = serializers.IntegerField(min_value=1, max_value=MAX_CONTEXT, default=8192, help_text="Tokens per sequence.")
+    context = serializers.IntegerField(
+        min_value=1, max_value=MAX_CONTEXT, default=8192, help_text="Tokens per sequence."
+    )
     concurrency = serializers.IntegerField(
         min_value=1, max_value=MAX_CONCURRENCY, default=1, help_text="Sequences in flight at once."
     )
     overhead_gb = serializers.DecimalField(
-        required=False, max_digits=6, decimal_places=2, min_value=Decimal(0), max_value=Decimal(1000),
+        required=False,
+        max_digits=6,
+        decimal_places=2,
+        min_value=Decimal(0),
+        max_value=Decimal(1000),
         help_text="Runtime overhead per GPU, GB (default: the SIZING_OVERHEAD_GB setting, 2).",
     )
 
@@ -86,10 +98,15 @@ class WorkloadInput(serializers.Serializer):
                 total = int(params_b * 10**9) if params_b is not None else arch.total_params
                 active = int(active_b * 10**9) if active_b is not None else arch.active_params
                 if active is not None and active > total:
-                    raise DomainError("invalid", "`active_params_b` exceeds `params_b`.", status=400,
-                                      details={"fields": {"active_params_b": ["exceeds params_b"]}})
-                arch = Arch(**{**arch.__dict__, "total_params": total,
-                               "active_params": None if active == total else active})
+                    raise DomainError(
+                        "invalid",
+                        "`active_params_b` exceeds `params_b`.",
+                        status=400,
+                        details={"fields": {"active_params_b": ["exceeds params_b"]}},
+                    )
+                arch = Arch(
+                    **{**arch.__dict__, "total_params": total, "active_params": None if active == total else active}
+                )
         else:
             arch = architecture_from_hf_config(attrs["architecture"], params_b=params_b, active_params_b=active_b)
         if attrs["context"] > arch.max_context:
@@ -113,15 +130,21 @@ class WorkloadInput(serializers.Serializer):
 class CheckInput(WorkloadInput):
     gpu = serializers.CharField(max_length=32, help_text="A card slug, e.g. h100-sxm.")
     gpu_count = serializers.IntegerField(min_value=1, max_value=MAX_GPUS, default=1)
-    term = serializers.ChoiceField(choices=[c for c, _ in TERM_CHOICES], default=TERM_MONTHLY, help_text="Prices the cost per token.")
+    term = serializers.ChoiceField(
+        choices=[c for c, _ in TERM_CHOICES], default=TERM_MONTHLY, help_text="Prices the cost per token."
+    )
 
 
 class RecommendInput(WorkloadInput):
     vendor = serializers.ChoiceField(choices=Vendor.choices, required=False)
     region = serializers.CharField(max_length=16, required=False, help_text="Only what this region can supply now.")
     max_gpus = serializers.IntegerField(min_value=1, max_value=MAX_GPUS, required=False)
-    gpu_count = serializers.IntegerField(min_value=1, max_value=MAX_GPUS, required=False, help_text="Exactly this many.")
-    term = serializers.ChoiceField(choices=[c for c, _ in TERM_CHOICES], default=TERM_MONTHLY, help_text="Ranks by this term's price.")
+    gpu_count = serializers.IntegerField(
+        min_value=1, max_value=MAX_GPUS, required=False, help_text="Exactly this many."
+    )
+    term = serializers.ChoiceField(
+        choices=[c for c, _ in TERM_CHOICES], default=TERM_MONTHLY, help_text="Ranks by this term's price."
+    )
     tokens_per_month = serializers.IntegerField(
         min_value=0, max_value=10**16, required=False, help_text="Expected volume, for the advice."
     )
@@ -150,10 +173,27 @@ class ArchitectureOutput(serializers.ModelSerializer):
     class Meta:
         model = Architecture
         fields = [
-            "slug", "name", "params_b", "active_params_b", "total_params", "active_params", "layers",
-            "hidden_size", "attention_heads", "kv_heads", "head_dim", "attention_kind", "mla_latent_dim",
-            "mla_rope_dim", "sliding_window", "sliding_window_layers", "max_context", "experts",
-            "experts_per_token", "is_reference", "source",
+            "slug",
+            "name",
+            "params_b",
+            "active_params_b",
+            "total_params",
+            "active_params",
+            "layers",
+            "hidden_size",
+            "attention_heads",
+            "kv_heads",
+            "head_dim",
+            "attention_kind",
+            "mla_latent_dim",
+            "mla_rope_dim",
+            "sliding_window",
+            "sliding_window_layers",
+            "max_context",
+            "experts",
+            "experts_per_token",
+            "is_reference",
+            "source",
         ]
 
     def get_params_b(self, obj: Architecture) -> float:
@@ -358,7 +398,8 @@ def recommend_payload(rec) -> dict[str, Any]:
             "kv_cache_one_copy_gb": gb_number(one.kv_cache_logical),
         },
         "considered": rec.considered,
-        "candidates": [candidate_payload(c, stock.get(c.gpu.slug) if rec.stock is not None else None)
-                       for c in rec.candidates],
+        "candidates": [
+            candidate_payload(c, stock.get(c.gpu.slug) if rec.stock is not None else None) for c in rec.candidates
+        ],
         "advice": [a.as_dict() for a in rec.advice],
     }

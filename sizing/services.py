@@ -99,15 +99,29 @@ def _result(
     priced = monthly = None
     tiers = term_tiers or {}
     if not price_unfit and not check.fits:
-        return SizingResult(check=check, gpu=gpu, term=term, catalog_reasons=(), quote=None, monthly_quote=None,
-                            cost_per_million_tokens_usd=None)
+        return SizingResult(
+            check=check,
+            gpu=gpu,
+            term=term,
+            catalog_reasons=(),
+            quote=None,
+            monthly_quote=None,
+            cost_per_million_tokens_usd=None,
+        )
     try:
         priced = quote(
             gpu=gpu, gpu_count=gpu_count, term=term, multi_gpu_tiers=multi_gpu_tiers, term_tiers=tiers.get(term)
         )
-        monthly = priced if term == TERM_MONTHLY else quote(
-            gpu=gpu, gpu_count=gpu_count, term=TERM_MONTHLY, multi_gpu_tiers=multi_gpu_tiers,
-            term_tiers=tiers.get(TERM_MONTHLY),
+        monthly = (
+            priced
+            if term == TERM_MONTHLY
+            else quote(
+                gpu=gpu,
+                gpu_count=gpu_count,
+                term=TERM_MONTHLY,
+                multi_gpu_tiers=multi_gpu_tiers,
+                term_tiers=tiers.get(TERM_MONTHLY),
+            )
         )
     except DomainError as refusal:
         catalog_reasons = (Reason(refusal.code, refusal.message, dict(refusal.details)),)
@@ -117,22 +131,23 @@ def _result(
             price_usd=priced.total_usd, hours=priced.hours, tokens_per_s=check.decode_ceiling_tokens_per_s
         )
     return SizingResult(
-        check=check, gpu=gpu, term=term, catalog_reasons=catalog_reasons, quote=priced, monthly_quote=monthly,
+        check=check,
+        gpu=gpu,
+        term=term,
+        catalog_reasons=catalog_reasons,
+        quote=priced,
+        monthly_quote=monthly,
         cost_per_million_tokens_usd=cost,
     )
 
 
-def sizing_check(
-    *, request: Workload, gpu: GpuModel, gpu_count: int, term: str = TERM_MONTHLY
-) -> SizingResult:
+def sizing_check(*, request: Workload, gpu: GpuModel, gpu_count: int, term: str = TERM_MONTHLY) -> SizingResult:
     """Whether `gpu_count` x `gpu` holds the workload, with the reasons when not.
     A report, not a refusal: see `sizing_require_fit` for that."""
     return _result(workload=request, gpu=gpu, gpu_count=gpu_count, term=term)
 
 
-def sizing_require_fit(
-    *, request: Workload, gpu: GpuModel, gpu_count: int, term: str = TERM_MONTHLY
-) -> SizingResult:
+def sizing_require_fit(*, request: Workload, gpu: GpuModel, gpu_count: int, term: str = TERM_MONTHLY) -> SizingResult:
     """`sizing_check`, raising DomainError (the first reason's code: `does_not_fit`,
     `fp8_unsupported`, `tp_indivisible`, `invalid_gpu_count`, `min_gpus`) with
     every reason and the per-GPU breakdown in its details when it does not fit."""
@@ -230,8 +245,13 @@ def sizing_recommend(
             if count not in requirements:
                 requirements[count] = requirement_compute(workload=request, gpu_count=count)
             result = _result(
-                workload=request, gpu=gpu, gpu_count=count, term=term,
-                multi_gpu_tiers=multi_gpu_tiers, term_tiers=term_tiers, requirement=requirements[count],
+                workload=request,
+                gpu=gpu,
+                gpu_count=count,
+                term=term,
+                multi_gpu_tiers=multi_gpu_tiers,
+                term_tiers=term_tiers,
+                requirement=requirements[count],
                 price_unfit=False,
             )
             if result.fits:
@@ -247,6 +267,11 @@ def sizing_recommend(
         traffic=traffic,
     )
     return Recommendation(
-        workload=request, candidates=fitting, advice=advice, considered=considered, region=region, term=term,
+        workload=request,
+        candidates=fitting,
+        advice=advice,
+        considered=considered,
+        region=region,
+        term=term,
         stock=supply,
     )

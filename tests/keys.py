@@ -21,10 +21,14 @@ class WatchOnly:
 
     def settings(self) -> dict[str, str]:
         return {
-            "BTC_XPUB": self.btc_zpub, "BTC_NETWORK": "mainnet",
-            "LTC_XPUB": self.ltc_zpub, "LTC_NETWORK": "mainnet",
-            "ETH_XPUB": self.eth_xpub, "ETH_CHAIN_ID": 1,
-            "XMR_ADDRESS": self.xmr_address, "XMR_VIEW_KEY": self.xmr_view_key,
+            "BTC_XPUB": self.btc_zpub,
+            "BTC_NETWORK": "mainnet",
+            "LTC_XPUB": self.ltc_zpub,
+            "LTC_NETWORK": "mainnet",
+            "ETH_XPUB": self.eth_xpub,
+            "ETH_CHAIN_ID": 1,
+            "XMR_ADDRESS": self.xmr_address,
+            "XMR_VIEW_KEY": self.xmr_view_key,
             "SOL_RECIPIENT": self.sol_recipient,
         }
 

@@ -48,6 +48,7 @@ from django.utils import timezone
 
 from billing import services
 from billing.chains.bitcoin_scan import (
+    RPC_NOT_FOUND,
     BlockRef,
     BlockScan,
     Fork,
@@ -55,7 +56,6 @@ from billing.chains.bitcoin_scan import (
     MempoolWatcher,
     Observation,
     PaymentTx,
-    RPC_NOT_FOUND,
     chain_advance,
     chain_tip,
     fork_walk,
@@ -186,8 +186,11 @@ def process_state_clear(*, chain: str | None = None) -> None:
 def _family(currency: str) -> Family:
     code = str(currency).upper()
     if code not in FAMILIES:
-        raise DomainError("no_watcher", f"{currency} is not a Bitcoin-family currency.",
-                          details={"currency": str(currency), "watchers": list(FAMILIES)})
+        raise DomainError(
+            "no_watcher",
+            f"{currency} is not a Bitcoin-family currency.",
+            details={"currency": str(currency), "watchers": list(FAMILIES)},
+        )
     return FAMILIES[code]
 
 
@@ -276,8 +279,9 @@ def bitcoin_cursor_set(*, currency: str, height: int) -> BlockRef:
         with BitcoinRpc(url) as rpc:
             block_hash = rpc.call("getblockhash", height)
     except RpcError as exc:
-        raise DomainError("invalid", f"The node has no block at height {height}.",
-                          details={"height": height, "node": exc.message}) from None
+        raise DomainError(
+            "invalid", f"The node has no block at height {height}.", details={"height": height, "node": exc.message}
+        ) from None
     _state(family.chain)
     with transaction.atomic():
         state = _state_lock(family.chain)
@@ -288,8 +292,13 @@ def bitcoin_cursor_set(*, currency: str, height: int) -> BlockRef:
         state.save(update_fields=["height", "block_hash"])
         from core.audit import audit_record
 
-        audit_record(actor=None, action="chain.cursor_set", obj=state, reason="cursor set by an operator",
-                     changes={"height": [before[0], height], "block_hash": [before[1], block_hash]})
+        audit_record(
+            actor=None,
+            action="chain.cursor_set",
+            obj=state,
+            reason="cursor set by an operator",
+            changes={"height": [before[0], height], "block_hash": [before[1], block_hash]},
+        )
     process_state_clear(chain=family.chain)
     log.warning("%s cursor set to height %d (%s)", family.chain, height, block_hash)
     return BlockRef(height, block_hash)
@@ -299,9 +308,9 @@ def _first_height(family: Family, rpc: BitcoinRpc, *, tip_height: int, now: date
     """Where a watcher without a cursor starts: the first block that may hold a
     payment to a destination still watched, or the tip when there is none."""
     horizon = now - timedelta(days=settings.WATCH_AFTER_CLOSE_DAYS)
-    oldest = PaymentRequest.objects.filter(
-        currency=family.currency, invoice__monitoring_until__gte=horizon
-    ).aggregate(at=Min("created_at"))["at"]
+    oldest = PaymentRequest.objects.filter(currency=family.currency, invoice__monitoring_until__gte=horizon).aggregate(
+        at=Min("created_at")
+    )["at"]
     if oldest is None:
         return tip_height
     return height_at_time(rpc, at=int((oldest - FIRST_SCAN_MARGIN).timestamp()), tip_height=tip_height)
@@ -310,9 +319,7 @@ def _first_height(family: Family, rpc: BitcoinRpc, *, tip_height: int, now: date
 # --- Recording ------------------------------------------------------------------------------
 
 
-def _payment_observation(
-    family: Family, o: Observation, *, confirmations: int
-) -> services.Observation:
+def _payment_observation(family: Family, o: Observation, *, confirmations: int) -> services.Observation:
     return services.Observation(
         currency=family.currency,
         txid=o.txid,
@@ -379,30 +386,43 @@ def _fork_apply(
             if p.txid in in_pool:
                 services.payment_observe(
                     observation=services.Observation(
-                        currency=p.currency, txid=p.txid, output_index=p.output_index,
-                        match_key=p.request.match_key, amount=int(p.amount), confirmations=0,
+                        currency=p.currency,
+                        txid=p.txid,
+                        output_index=p.output_index,
+                        match_key=p.request.match_key,
+                        amount=int(p.amount),
+                        confirmations=0,
                     ),
                     now=now,
                 )
-                log.warning("%s %s: block %d orphaned, the payment is unconfirmed again",
-                            family.chain, p.txid, block.height)
+                log.warning(
+                    "%s %s: block %d orphaned, the payment is unconfirmed again", family.chain, p.txid, block.height
+                )
             else:
                 services.payment_uncount(
-                    chain=family.chain, txid=p.txid, output_index=p.output_index,
-                    reason=f"reorg: block {block.height} {block.hash} orphaned", now=now,
+                    chain=family.chain,
+                    txid=p.txid,
+                    output_index=p.output_index,
+                    reason=f"reorg: block {block.height} {block.hash} orphaned",
+                    now=now,
                 )
                 uncounted += 1
         lowest = min(b.height for b in fork.orphaned)
         ChainBlock.objects.filter(chain=family.chain, height__gte=lowest).delete()
         if fork.common is not None:
             state.height, state.block_hash = fork.common.height, fork.common.hash
-            ChainBlock.objects.update_or_create(chain=family.chain, height=fork.common.height,
-                                                defaults={"block_hash": fork.common.hash})
+            ChainBlock.objects.update_or_create(
+                chain=family.chain, height=fork.common.height, defaults={"block_hash": fork.common.hash}
+            )
         else:
             state.height, state.block_hash = None, ""
-            log.error("%s: reorg deeper than the %d stored blocks, and the node cannot say where it forked; "
-                      "rescanning from height %d. Payments in blocks below it are not re-checked: look at them.",
-                      family.chain, len(orphaned), lowest)
+            log.error(
+                "%s: reorg deeper than the %d stored blocks, and the node cannot say where it forked; "
+                "rescanning from height %d. Payments in blocks below it are not re-checked: look at them.",
+                family.chain,
+                len(orphaned),
+                lowest,
+            )
         state.save(update_fields=["height", "block_hash"])
     mempool.forget({p.txid for p in hit})
     return uncounted
@@ -426,8 +446,9 @@ def _block_record(
         uncounted = 0
         for gone in mempool.blocks_applied([scan]):
             if gone.reason != GoneReason.MINED:
-                uncounted += _tx_uncount(family, gone.txid, now=now,
-                                         reason=f"{gone.txid} conflicted by {gone.by} in block {height}")
+                uncounted += _tx_uncount(
+                    family, gone.txid, now=now, reason=f"{gone.txid} conflicted by {gone.by} in block {height}"
+                )
         _cursor_store(state=state, block=scan.block, mempool=mempool)
     return recorded, uncounted
 
@@ -444,8 +465,13 @@ def _confirmations_refresh(family: Family, *, tip_height: int, now: datetime | N
             continue
         services.payment_observe(
             observation=services.Observation(
-                currency=p.currency, txid=p.txid, output_index=p.output_index, match_key=p.request.match_key,
-                amount=int(p.amount), confirmations=confirmations, block_height=int(p.block_height),
+                currency=p.currency,
+                txid=p.txid,
+                output_index=p.output_index,
+                match_key=p.request.match_key,
+                amount=int(p.amount),
+                confirmations=confirmations,
+                block_height=int(p.block_height),
                 block_hash=p.block_hash,
             ),
             now=now,
@@ -466,14 +492,20 @@ def _mempool_pass(
         new = 0
         for tx in pool.new:
             for o in tx.observations:
-                if services.payment_observe(observation=_payment_observation(family, o, confirmations=0),
-                                            now=now) is not None:
+                if (
+                    services.payment_observe(observation=_payment_observation(family, o, confirmations=0), now=now)
+                    is not None
+                ):
                     new += 1
         uncounted = 0
         for gone in pool.gone:
             if gone.reason != GoneReason.MINED:
-                uncounted += _tx_uncount(family, gone.txid, now=now, reason=f"{gone.txid} {gone.reason} "
-                                         f"from the mempool{' by ' + gone.by if gone.by else ''}")
+                uncounted += _tx_uncount(
+                    family,
+                    gone.txid,
+                    now=now,
+                    reason=f"{gone.txid} {gone.reason} from the mempool{' by ' + gone.by if gone.by else ''}",
+                )
         state.extra = {**(state.extra or {}), "mempool": _pending_json(mempool)}
         state.save(update_fields=["extra"])
     return new, uncounted
@@ -507,7 +539,9 @@ def _health_ok(chain: str, *, tip_height: int, now: datetime) -> None:
 
 def _health_failed(chain: str, *, error: str, now: datetime) -> None:
     ChainState.objects.filter(chain=chain).update(
-        last_scan_at=now, last_error=error[:1000], last_error_at=now,
+        last_scan_at=now,
+        last_error=error[:1000],
+        last_error_at=now,
         consecutive_failures=F("consecutive_failures") + 1,
     )
 
@@ -545,8 +579,15 @@ def bitcoin_chain_scan(
         return report
     try:
         with BitcoinRpc(url) as rpc:
-            _run(family, rpc, report, max_blocks=max_blocks or settings.CHAIN_SCAN_MAX_BLOCKS,
-                 progress=progress, renew=renew, now=now)
+            _run(
+                family,
+                rpc,
+                report,
+                max_blocks=max_blocks or settings.CHAIN_SCAN_MAX_BLOCKS,
+                progress=progress,
+                renew=renew,
+                now=now,
+            )
     except CursorMoved as exc:
         process_state_clear(chain=family.chain)
         report.skipped = "busy"
@@ -558,8 +599,7 @@ def bitcoin_chain_scan(
         log.warning("%s watcher: %s", family.chain, report.error)
     except BaseException as exc:
         process_state_clear(chain=family.chain)
-        _health_failed(family.chain, error=f"internal: {exc.__class__.__name__}: {exc}",
-                       now=now or timezone.now())
+        _health_failed(family.chain, error=f"internal: {exc.__class__.__name__}: {exc}", now=now or timezone.now())
         raise
     else:
         _health_ok(family.chain, tip_height=report.tip_height, now=now or timezone.now())
@@ -592,8 +632,9 @@ def _run(
         if not recent and start_height is None:
             tip = chain_tip(rpc)
             start_height = _first_height(family, rpc, tip_height=tip.height, now=now or timezone.now())
-        step = chain_advance(rpc, recent=recent, scripts=scripts, start_height=start_height,
-                             max_blocks=min(STEP_BLOCKS, budget))
+        step = chain_advance(
+            rpc, recent=recent, scripts=scripts, start_height=start_height, max_blocks=min(STEP_BLOCKS, budget)
+        )
         report.tip_height = step.tip.height
         if step.fork is not None and step.fork.common is None and deep_walks < 3:
             # Deeper than the stored blocks: find the real fork point, then scan from it.
@@ -618,8 +659,10 @@ def _run(
         report.height = step.tip_scanned.height if step.tip_scanned else None
         report.caught_up = step.caught_up
         if step.blocks or step.fork:
-            line = (f"{family.currency}: scanned to {report.height} of {step.tip.height}"
-                    f" ({report.blocks} block(s), {report.recorded} payment(s) so far)")
+            line = (
+                f"{family.currency}: scanned to {report.height} of {step.tip.height}"
+                f" ({report.blocks} block(s), {report.recorded} payment(s) so far)"
+            )
             log.info("%s", line)
             if progress is not None:
                 progress(line)
@@ -676,8 +719,11 @@ def sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, confi
     from billing.chains.watchers import chain_scan
 
     if not settings.SANDBOX or _network(FAMILIES["LTC"]) != "regtest" or not rpc_url(currency="LTC"):
-        raise DomainError("sandbox_off", "sandbox_pay works only in the local sandbox (SANDBOX=1, LTC_NETWORK=regtest, "
-                          "started by `make run` when litecoind is installed).")
+        raise DomainError(
+            "sandbox_off",
+            "sandbox_pay works only in the local sandbox (SANDBOX=1, LTC_NETWORK=regtest, "
+            "started by `make run` when litecoind is installed).",
+        )
     invoice = Invoice.objects.filter(number=invoice_number).first()
     if invoice is None:
         raise NotFound(f"No invoice {invoice_number}.")
@@ -693,11 +739,13 @@ def sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, confi
         raise DomainError("invalid", "The amount is a positive number of litoshi.")
     blocks = services.confirmations_required(currency="LTC") if confirm else 0
     try:
-        txid, hashes = regtest_wallet_pay(url=rpc_url(currency="LTC"), wallet=SANDBOX_WALLET,
-                                          address=request.address, amount=amount, mine=blocks)
+        txid, hashes = regtest_wallet_pay(
+            url=rpc_url(currency="LTC"), wallet=SANDBOX_WALLET, address=request.address, amount=amount, mine=blocks
+        )
     except (ChainUnavailable, RpcError) as exc:
         raise DomainError("sandbox_node", f"The sandbox node refused: {exc}") from None
     report = chain_scan(currency="LTC", force=True)
     invoice.refresh_from_db()
-    return SandboxPayment(invoice.number, request.address, amount, txid, len(hashes), invoice.status,
-                          invoice.exception, report)
+    return SandboxPayment(
+        invoice.number, request.address, amount, txid, len(hashes), invoice.status, invoice.exception, report
+    )

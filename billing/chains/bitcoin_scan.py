@@ -270,9 +270,7 @@ def _inputs(tx: dict) -> tuple[Outpoint, ...]:
     return tuple(Outpoint(i["txid"], int(i["vout"])) for i in tx.get("vin", ()) if "txid" in i)
 
 
-def block_parse(
-    block: dict, *, scripts: Container[str], decimals: int = BITCOIN_DECIMALS
-) -> BlockScan:
+def block_parse(block: dict, *, scripts: Container[str], decimals: int = BITCOIN_DECIMALS) -> BlockScan:
     """Match a block as returned by `getblock <hash> 2` against `scripts`."""
     height = int(block["height"])
     block_hash = block["hash"]
@@ -339,9 +337,7 @@ def chain_tip(rpc: BitcoinRpc, *, max_header_lag: int = 2) -> ChainTip:
         chain=str(info.get("chain", "")),
     )
     if tip.initial_block_download:
-        raise ChainUnavailable(
-            f"node is in initial block download at height {tip.height}", reason="syncing"
-        )
+        raise ChainUnavailable(f"node is in initial block download at height {tip.height}", reason="syncing")
     if tip.headers - tip.height > max_header_lag:
         raise ChainUnavailable(
             f"node is {tip.headers - tip.height} blocks behind the headers it knows", reason="syncing"
@@ -417,8 +413,9 @@ def fork_walk(rpc: BitcoinRpc, *, fork: Fork, max_depth: int = 10_000) -> Fork |
         ref = BlockRef(int(header["height"]), header["hash"])
         if int(header.get("confirmations", -1)) >= 0:
             below = [b for b in walked if b not in fork.orphaned]
-            log.warning("deep reorg: fork above height %d, %d block(s) orphaned", ref.height,
-                        len(below) + len(fork.orphaned))
+            log.warning(
+                "deep reorg: fork above height %d, %d block(s) orphaned", ref.height, len(below) + len(fork.orphaned)
+            )
             return Fork(common=ref, orphaned=tuple(sorted({*below, *fork.orphaned})))
         walked.append(ref)
         if "previousblockhash" not in header:
@@ -501,9 +498,7 @@ def chain_advance(
         previous = scan.block
     tip_scanned = linked[-1].block if linked else base
     caught_up = tip_scanned is not None and tip_scanned.hash == tip.hash
-    return ChainStep(
-        tip=tip, fork=fork, blocks=tuple(linked), tip_scanned=tip_scanned, caught_up=caught_up
-    )
+    return ChainStep(tip=tip, fork=fork, blocks=tuple(linked), tip_scanned=tip_scanned, caught_up=caught_up)
 
 
 # --- mempool ----------------------------------------------------------------------
@@ -551,9 +546,7 @@ class MempoolWatcher:
     vanished while it was down is still reported gone.
     """
 
-    def __init__(
-        self, rpc: BitcoinRpc, *, decimals: int = BITCOIN_DECIMALS, fetch_batch: int = 500
-    ) -> None:
+    def __init__(self, rpc: BitcoinRpc, *, decimals: int = BITCOIN_DECIMALS, fetch_batch: int = 500) -> None:
         self.rpc = rpc
         self.decimals = decimals
         self.fetch_batch = fetch_batch
@@ -652,9 +645,7 @@ class MempoolWatcher:
             for g in gone:
                 del self._payments[g.txid]
         self._seen &= current | set(self._payments)
-        return MempoolScan(
-            new=tuple(new), gone=tuple(gone), size=len(txids), fetched=fetched, deferred=deferred
-        )
+        return MempoolScan(new=tuple(new), gone=tuple(gone), size=len(txids), fetched=fetched, deferred=deferred)
 
     def _classify(self, missing: Collection[PaymentTx]) -> list[GoneTx]:
         """Why each payment left the mempool, asking the node (one request).

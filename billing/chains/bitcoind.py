@@ -204,9 +204,7 @@ class BitcoinRpc:
             return json.loads(response.content, parse_float=Decimal)
         except ValueError:
             if status == 503:
-                raise ChainUnavailable(
-                    f"{what}: node at {self.endpoint} is overloaded", reason="overloaded"
-                ) from None
+                raise ChainUnavailable(f"{what}: node at {self.endpoint} is overloaded", reason="overloaded") from None
             raise ChainUnavailable(
                 f"{what}: node at {self.endpoint} answered HTTP {status} without JSON", reason="bad_response"
             ) from None
@@ -244,9 +242,7 @@ class BitcoinRpc:
             raise ChainUnavailable(f"{method}: HTTP {response.status_code}", reason="bad_response")
         return reply.get("result")
 
-    def batch(
-        self, calls: Iterable[tuple[str, Sequence[Any]]], *, return_errors: bool = False
-    ) -> list[Any]:
+    def batch(self, calls: Iterable[tuple[str, Sequence[Any]]], *, return_errors: bool = False) -> list[Any]:
         """Many calls in one HTTP request; results in the order of `calls`.
 
         A call the node refused raises its `RpcError`, or, with

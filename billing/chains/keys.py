@@ -85,10 +85,19 @@ PUBLIC_VERSIONS: dict[bytes, ExtendedKeyVersion] = {
 PRIVATE_VERSIONS: dict[bytes, str] = {
     bytes.fromhex(v): name
     for v, name in (
-        ("0488ade4", "xprv"), ("049d7878", "yprv"), ("04b2430c", "zprv"),
-        ("04358394", "tprv"), ("044a4e28", "uprv"), ("045f18bc", "vprv"),
-        ("0295b005", "Yprv"), ("02aa7a99", "Zprv"), ("02419970", "Uprv"), ("02575048", "Vprv"),
-        ("019d9cfe", "Ltpv"), ("01b26792", "Mtpv"), ("0436ef7d", "ttpv"),
+        ("0488ade4", "xprv"),
+        ("049d7878", "yprv"),
+        ("04b2430c", "zprv"),
+        ("04358394", "tprv"),
+        ("044a4e28", "uprv"),
+        ("045f18bc", "vprv"),
+        ("0295b005", "Yprv"),
+        ("02aa7a99", "Zprv"),
+        ("02419970", "Uprv"),
+        ("02575048", "Vprv"),
+        ("019d9cfe", "Ltpv"),
+        ("01b26792", "Mtpv"),
+        ("0436ef7d", "ttpv"),
     )
 }
 
@@ -108,14 +117,14 @@ _WIF_VERSIONS = {0x80, 0xEF, 0xB0}  # Bitcoin mainnet, testnet/regtest (both cha
 def _base58check(value: str) -> bytes | None:
     try:
         return Base58Decoder.CheckDecode(value)
-    except Exception:  # noqa: BLE001 - any decoding failure means "not Base58Check"
+    except Exception:
         return None
 
 
 def _base58(value: str) -> bytes | None:
     try:
         return Base58Decoder.Decode(value)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 
@@ -149,9 +158,7 @@ def secret_material_kind(value: str, *, hex32_is_secret: bool = True) -> str | N
             name = _extended_private_name(payload)
             if name:
                 return f"an extended private key ({name})"
-            if (len(payload) == 33 or (len(payload) == 34 and payload[33] == 0x01)) and payload[
-                0
-            ] in _WIF_VERSIONS:
+            if (len(payload) == 33 or (len(payload) == 34 and payload[33] == 0x01)) and payload[0] in _WIF_VERSIONS:
                 return "a WIF private key"
         elif len(token) in range(86, 90):
             raw = _base58(token)
@@ -165,11 +172,7 @@ def secret_material_kind(value: str, *, hex32_is_secret: bool = True) -> str | N
             parsed = json.loads(text)
         except ValueError:
             parsed = None
-        if (
-            isinstance(parsed, list)
-            and len(parsed) == 64
-            and all(isinstance(b, int) and 0 <= b <= 255 for b in parsed)
-        ):
+        if isinstance(parsed, list) and len(parsed) == 64 and all(isinstance(b, int) and 0 <= b <= 255 for b in parsed):
             return "a Solana keypair file (64-byte secret key)"
     if hex32_is_secret and _HEX32.fullmatch(text):
         return "a raw 32-byte hex key, the form private keys take"
@@ -241,10 +244,8 @@ def extended_public_key_parse(value: str, *, accepted: tuple[str, ...], testnet:
     try:
         # Bip32KeyNetVersions needs a private version too; this one never matches a
         # public key, and a private key was refused above.
-        key = Bip32Slip10Secp256k1.FromExtendedKey(
-            text, Bip32KeyNetVersions(version_bytes, b"\xff\xff\xff\xff")
-        )
-    except Exception as exc:  # noqa: BLE001 - bip-utils raises several types for bad points
+        key = Bip32Slip10Secp256k1.FromExtendedKey(text, Bip32KeyNetVersions(version_bytes, b"\xff\xff\xff\xff"))
+    except Exception as exc:
         raise KeyMaterialError(f"is not a valid extended public key ({exc}).") from None
     if not key.IsPublicOnly():  # pragma: no cover - refused above already
         raise KeyMaterialError("holds an extended private key.", private=True)
@@ -415,15 +416,15 @@ def monero_address_parse(value: str) -> monero_address.Address:
     text = value.strip()
     kind = secret_material_kind(text)
     if kind:
-        raise KeyMaterialError(
-            f"holds {kind}, which can spend. Put the wallet's primary address here.", private=True
-        )
+        raise KeyMaterialError(f"holds {kind}, which can spend. Put the wallet's primary address here.", private=True)
     try:
         parsed = monero_address.address(text)
     except ValueError:
         raise KeyMaterialError("is not a Monero address (bad length, network byte or checksum).") from None
     if isinstance(parsed, monero_address.IntegratedAddress):
-        raise KeyMaterialError("is an integrated address; put the wallet's primary address here (it starts with 4, 5 or 9).")
+        raise KeyMaterialError(
+            "is an integrated address; put the wallet's primary address here (it starts with 4, 5 or 9)."
+        )
     if isinstance(parsed, monero_address.SubAddress):
         raise KeyMaterialError("is a subaddress; put the wallet's primary address here (it starts with 4, 5 or 9).")
     return parsed
@@ -479,9 +480,7 @@ def solana_recipient_parse(*, value: str) -> SolanaRecipient:
     text = value.strip()
     kind = secret_material_kind(text)
     if kind:
-        raise KeyMaterialError(
-            f"holds {kind}, which can spend. Put the recipient's public address here.", private=True
-        )
+        raise KeyMaterialError(f"holds {kind}, which can spend. Put the recipient's public address here.", private=True)
     raw = _base58(text)
     if raw is None or len(raw) != 32:
         raise KeyMaterialError("is not a Solana address (Base58 of 32 bytes).")

@@ -345,9 +345,7 @@ class RegtestNode:
         raise NodeStartError(str(last_error))
 
     @classmethod
-    def _launch(
-        cls, daemon: str, binary: str, root: Path, wallet: str, extra: list[str], owns: bool
-    ) -> RegtestNode:
+    def _launch(cls, daemon: str, binary: str, root: Path, wallet: str, extra: list[str], owns: bool) -> RegtestNode:
         rpc_port, p2p_port = free_port(), free_port()
         while p2p_port == rpc_port:
             p2p_port = free_port()

@@ -54,13 +54,15 @@ def watcher_register(watcher: ChainWatcher) -> None:
 
 
 for _code, _family in bitcoin.FAMILIES.items():
-    watcher_register(ChainWatcher(
-        chain=_family.chain,
-        currency=_code,
-        rpc_url_setting=f"{_code}_RPC_URL",
-        scan=functools.partial(bitcoin.bitcoin_chain_scan, currency=_code),
-        cursor_set=functools.partial(bitcoin.bitcoin_cursor_set, currency=_code),
-    ))
+    watcher_register(
+        ChainWatcher(
+            chain=_family.chain,
+            currency=_code,
+            rpc_url_setting=f"{_code}_RPC_URL",
+            scan=functools.partial(bitcoin.bitcoin_chain_scan, currency=_code),
+            cursor_set=functools.partial(bitcoin.bitcoin_cursor_set, currency=_code),
+        )
+    )
 
 
 def watcher_for(*, currency: str) -> ChainWatcher:
@@ -99,7 +101,10 @@ def chain_scan(
         if owner is None:
             return ScanReport(currency=watcher.currency, chain=watcher.chain, skipped="busy")
         return watcher.scan(
-            force=force, max_blocks=max_blocks, progress=progress, now=now,
+            force=force,
+            max_blocks=max_blocks,
+            progress=progress,
+            now=now,
             renew=lambda: lease_renew(name=name, owner=owner, ttl=LEASE_TTL),
         )
 
@@ -121,7 +126,8 @@ def chain_readiness(*, chain: str) -> CheckResult:
         "consecutive_failures": state.consecutive_failures if state else 0,
         "blocks_behind": (
             state.tip_height - state.height
-            if state and state.tip_height is not None and state.height is not None else None
+            if state and state.tip_height is not None and state.height is not None
+            else None
         ),
     }
     if state is None:

@@ -66,7 +66,9 @@ class Invoice(models.Model):
         ]
         constraints = [
             models.CheckConstraint(condition=Q(total_usd__gt=0), name="invoice_total_positive"),
-            models.CheckConstraint(condition=Q(monitoring_until__gte=F("expires_at")), name="invoice_monitoring_after_expiry"),
+            models.CheckConstraint(
+                condition=Q(monitoring_until__gte=F("expires_at")), name="invoice_monitoring_after_expiry"
+            ),
             models.CheckConstraint(
                 condition=~Q(status="settled") | Q(settled_at__isnull=False), name="invoice_settled_has_time"
             ),

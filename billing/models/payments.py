@@ -37,9 +37,7 @@ class Payment(models.Model):
     block_height = models.PositiveBigIntegerField(null=True, blank=True)
     block_hash = models.CharField(max_length=128, blank=True)
     status = models.CharField(max_length=16, choices=PaymentStatus.choices, default=PaymentStatus.PENDING)
-    disposition = models.CharField(
-        max_length=16, choices=PaymentDisposition.choices, default=PaymentDisposition.OPEN
-    )
+    disposition = models.CharField(max_length=16, choices=PaymentDisposition.choices, default=PaymentDisposition.OPEN)
     source = models.CharField(max_length=16, default="watcher", help_text="watcher or manual")
     first_seen_at = models.DateTimeField()
     confirmed_at = models.DateTimeField(null=True, blank=True)

@@ -10,16 +10,16 @@ from django.utils import timezone
 class AccountManager(BaseUserManager["Account"]):
     use_in_migrations = True
 
-    def get_by_natural_key(self, username: str) -> "Account":
+    def get_by_natural_key(self, username: str) -> Account:
         return self.get(username__iexact=username)
 
-    def create_user(self, username: str, password: str | None = None, **extra) -> "Account":
+    def create_user(self, username: str, password: str | None = None, **extra) -> Account:
         account = self.model(username=username.lower(), **extra)
         account.set_password(password)
         account.save(using=self._db)
         return account
 
-    def create_superuser(self, username: str, password: str | None = None, **extra) -> "Account":
+    def create_superuser(self, username: str, password: str | None = None, **extra) -> Account:
         extra.setdefault("is_staff", True)
         extra.setdefault("is_superuser", True)
         return self.create_user(username, password, **extra)
@@ -71,9 +71,7 @@ class ApiToken(models.Model):
     prefix = models.CharField(max_length=16)
     digest = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the secret, hex.")
     created_at = models.DateTimeField(default=timezone.now)
-    last_used_at = models.DateTimeField(
-        null=True, blank=True, help_text="Recorded at most once a minute."
-    )
+    last_used_at = models.DateTimeField(null=True, blank=True, help_text="Recorded at most once a minute.")
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -151,9 +149,7 @@ class SshKey(models.Model):
         verbose_name = "SSH key"
         constraints = [
             models.UniqueConstraint(fields=["account", "fingerprint"], name="sshkey_unique_per_account"),
-            models.CheckConstraint(
-                condition=models.Q(key_type__in=SshKeyType.values), name="sshkey_type_accepted"
-            ),
+            models.CheckConstraint(condition=models.Q(key_type__in=SshKeyType.values), name="sshkey_type_accepted"),
             models.CheckConstraint(
                 condition=~models.Q(key_type=SshKeyType.RSA) | models.Q(bits__gte=SSH_RSA_MIN_BITS),
                 name="sshkey_rsa_min_bits",

@@ -50,10 +50,17 @@ class Order(models.Model):
     total_usd = models.DecimalField(max_digits=12, decimal_places=2)
     per_gpu_hour_usd = models.DecimalField(max_digits=10, decimal_places=2)
     per_hour_usd = models.DecimalField(max_digits=10, decimal_places=2)
-    host = models.ForeignKey("catalog.Host", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
-                             help_text="Where the slots are reserved.")
-    invoice = models.OneToOneField("billing.Invoice", null=True, blank=True, on_delete=models.PROTECT,
-                                   related_name="order")
+    host = models.ForeignKey(
+        "catalog.Host",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Where the slots are reserved.",
+    )
+    invoice = models.OneToOneField(
+        "billing.Invoice", null=True, blank=True, on_delete=models.PROTECT, related_name="order"
+    )
     created_at = models.DateTimeField()
     paid_at = models.DateTimeField(null=True, blank=True)
     closed_at = models.DateTimeField(null=True, blank=True, help_text="Expired, cancelled or unfulfilled.")
@@ -171,16 +178,18 @@ class RentalPeriod(models.Model):
     ends_at = models.DateTimeField()
     invoice = models.ForeignKey("billing.Invoice", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField()
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     reason = models.TextField(blank=True)
 
     class Meta:
         ordering = ["rental", "starts_at"]
         constraints = [
             models.CheckConstraint(condition=Q(ends_at__gt=F("starts_at")), name="period_positive_length"),
-            models.UniqueConstraint(fields=["invoice"], condition=Q(invoice__isnull=False),
-                                    name="period_one_per_invoice"),
+            models.UniqueConstraint(
+                fields=["invoice"], condition=Q(invoice__isnull=False), name="period_one_per_invoice"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -207,8 +216,9 @@ class Renewal(models.Model):
         ordering = ["rental", "created_at"]
         constraints = [
             # One automatic renewal per period end, however often the job runs.
-            models.UniqueConstraint(fields=["rental", "for_period_end"], condition=Q(kind="auto"),
-                                    name="renewal_auto_once_per_period"),
+            models.UniqueConstraint(
+                fields=["rental", "for_period_end"], condition=Q(kind="auto"), name="renewal_auto_once_per_period"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -225,8 +235,9 @@ class UsageReport(models.Model):
     overage_usd = models.DecimalField(max_digits=12, decimal_places=2)
     reported_at = models.DateTimeField()
     reported_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    billed_invoice = models.ForeignKey("billing.Invoice", null=True, blank=True, on_delete=models.PROTECT,
-                                       related_name="+")
+    billed_invoice = models.ForeignKey(
+        "billing.Invoice", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
 
     class Meta:
         ordering = ["rental", "month"]

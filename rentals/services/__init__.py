@@ -3,10 +3,12 @@ SSH keys), orders (order to reservation to invoice), lifecycle (provisioning,
 renewals, suspension, termination, usage) and provisioning (jobs for the
 operators' systems)."""
 
-from rentals.services.accounts import *  # noqa: F401,F403
+from rentals.services.accounts import *  # noqa: F403
 from rentals.services.accounts import SSH_KEY_MAX_LENGTH, _dummy_password_hash  # noqa: F401
 from rentals.services.lifecycle import (  # noqa: F401
     orders_reconcile,
+    renewal_apply,
+    renewal_issue,
     rental_activate,
     rental_auto_renew_set,
     rental_cancel,
@@ -19,8 +21,6 @@ from rentals.services.lifecycle import (  # noqa: F401
     rentals_renewals_issue,
     rentals_suspend_due,
     rentals_terminate_due,
-    renewal_apply,
-    renewal_issue,
     usage_report,
 )
 from rentals.services.orders import OrderSpec, order_cancel, order_create, order_expire  # noqa: F401

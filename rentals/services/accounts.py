@@ -54,16 +54,84 @@ _USERNAME_SEPARATORS = re.compile(r"[_.-]")
 # Names a customer could use to pass for the company, its staff or the system.
 # Compared with separators removed, so "ad.min" and "root_" are refused too.
 RESERVED_USERNAMES = frozenset(
-    """
-    abuse account accounts admin administrator administrators anonymous api apis
-    app auth billing bin cert daemon default dev docs everyone ftp gpurenthub grh
-    guest help helpdesk hostmaster info invoice invoices legal localhost login
-    logout mail mailerdaemon me moderator noc nobody noreply null official operator
-    operators ops owner password payment payments postmaster privacy register
-    root sales security self service settings signin signup ssh staff status
-    sudo superuser support sys sysadmin system team test undefined user users
-    webmaster www
-    """.split()
+    [
+        "abuse",
+        "account",
+        "accounts",
+        "admin",
+        "administrator",
+        "administrators",
+        "anonymous",
+        "api",
+        "apis",
+        "app",
+        "auth",
+        "billing",
+        "bin",
+        "cert",
+        "daemon",
+        "default",
+        "dev",
+        "docs",
+        "everyone",
+        "ftp",
+        "gpurenthub",
+        "grh",
+        "guest",
+        "help",
+        "helpdesk",
+        "hostmaster",
+        "info",
+        "invoice",
+        "invoices",
+        "legal",
+        "localhost",
+        "login",
+        "logout",
+        "mail",
+        "mailerdaemon",
+        "me",
+        "moderator",
+        "noc",
+        "nobody",
+        "noreply",
+        "null",
+        "official",
+        "operator",
+        "operators",
+        "ops",
+        "owner",
+        "password",
+        "payment",
+        "payments",
+        "postmaster",
+        "privacy",
+        "register",
+        "root",
+        "sales",
+        "security",
+        "self",
+        "service",
+        "settings",
+        "signin",
+        "signup",
+        "ssh",
+        "staff",
+        "status",
+        "sudo",
+        "superuser",
+        "support",
+        "sys",
+        "sysadmin",
+        "system",
+        "team",
+        "test",
+        "undefined",
+        "user",
+        "users",
+        "webmaster",
+        "www",
+    ]
 )
 
 
@@ -84,9 +152,7 @@ def username_normalize(*, username: str, allow_reserved: bool = False) -> str:
             "A username may contain only a-z, 0-9, underscore, dot and hyphen.",
             details={"reason": "characters", "allowed": "a-z 0-9 _ . -"},
         )
-    if not allow_reserved and (
-        name in RESERVED_USERNAMES or _USERNAME_SEPARATORS.sub("", name) in RESERVED_USERNAMES
-    ):
+    if not allow_reserved and (name in RESERVED_USERNAMES or _USERNAME_SEPARATORS.sub("", name) in RESERVED_USERNAMES):
         raise DomainError("invalid_username", "This username is reserved.", details={"reason": "reserved"})
     return name
 
@@ -102,9 +168,7 @@ def _password_validate(*, password: str, account: Account) -> None:
     try:
         validate_password(password, user=account)
     except ValidationError as exc:
-        raise DomainError(
-            "weak_password", " ".join(exc.messages), details={"messages": list(exc.messages)}
-        ) from exc
+        raise DomainError("weak_password", " ".join(exc.messages), details={"messages": list(exc.messages)}) from exc
 
 
 @lru_cache(maxsize=1)
@@ -202,20 +266,16 @@ def token_authenticate(*, raw: str) -> tuple[Account, ApiToken] | None:
     writing at most once per TOKEN_LAST_USED_RESOLUTION."""
     if len(raw) != TOKEN_LENGTH or not raw.startswith(TOKEN_PREFIX) or not _TOKEN_CHARS.match(raw):
         return None
-    token = (
-        ApiToken.objects.select_related("account")
-        .filter(digest=_sha256_hex(raw), revoked_at__isnull=True)
-        .first()
-    )
+    token = ApiToken.objects.select_related("account").filter(digest=_sha256_hex(raw), revoked_at__isnull=True).first()
     if token is None or not token.account.is_active:
         return None
     now = timezone.now()
     stale = now - TOKEN_LAST_USED_RESOLUTION
     if token.last_used_at is None or token.last_used_at <= stale:
         # Conditional, so concurrent requests write once between them.
-        ApiToken.objects.filter(pk=token.pk).filter(
-            Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale)
-        ).update(last_used_at=now)
+        ApiToken.objects.filter(pk=token.pk).filter(Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale)).update(
+            last_used_at=now
+        )
         token.last_used_at = now
     return token.account, token
 
@@ -224,9 +284,7 @@ def token_revoke(*, account: Account, token_id: int) -> None:
     """Revoke one of the account's active tokens (404 when there is none)."""
     with transaction.atomic():
         token = (
-            ApiToken.objects.select_for_update()
-            .filter(pk=token_id, account=account, revoked_at__isnull=True)
-            .first()
+            ApiToken.objects.select_for_update().filter(pk=token_id, account=account, revoked_at__isnull=True).first()
         )
         if token is None:
             raise NotFound("No such token.", code="token_not_found")
@@ -269,9 +327,7 @@ def _recovery_codes_replace(*, account: Account) -> list[str]:
         code = _recovery_code_generate()
         if code not in codes:
             codes.append(code)
-    RecoveryCode.objects.bulk_create(
-        RecoveryCode(account=account, digest=_recovery_code_digest(c)) for c in codes
-    )
+    RecoveryCode.objects.bulk_create(RecoveryCode(account=account, digest=_recovery_code_digest(c)) for c in codes)
     return codes
 
 
@@ -291,9 +347,7 @@ class Recovered:
     revoked_tokens: int
 
 
-def account_recover(
-    *, username: str, recovery_code: str, new_password: str, client_address: str
-) -> Recovered:
+def account_recover(*, username: str, recovery_code: str, new_password: str, client_address: str) -> Recovered:
     """Set a new password with a one-time recovery code. Burns the code,
     revokes every token and issues a fresh one."""
     username = _login_username(username)
@@ -317,9 +371,7 @@ def account_recover(
         account.set_password(new_password)
         account.save(update_fields=["password"])
         revoked = _tokens_revoke(account=account)
-        audit_record(
-            actor=account, action="account.recover", obj=account, changes={"revoked_tokens": revoked}
-        )
+        audit_record(actor=account, action="account.recover", obj=account, changes={"revoked_tokens": revoked})
         issued = _token_issue(account=account, name="recovery")
     auth_failures_clear(username=username)
     return Recovered(account=account, token=issued, revoked_tokens=revoked)
@@ -383,9 +435,7 @@ def account_password_change(
         account.set_password(new_password)
         account.save(update_fields=["password"])
         revoked = _tokens_revoke(account=account, keep=keep_token)
-        audit_record(
-            actor=account, action="account.password_change", obj=account, changes={"revoked_tokens": revoked}
-        )
+        audit_record(actor=account, action="account.password_change", obj=account, changes={"revoked_tokens": revoked})
     return revoked
 
 
@@ -393,9 +443,7 @@ def account_password_reset_by_staff(*, account: Account, actor: Account) -> int:
     """After staff set an account's password in admin: its tokens die too."""
     with transaction.atomic():
         revoked = _tokens_revoke(account=account)
-        audit_record(
-            actor=actor, action="account.password_reset", obj=account, changes={"revoked_tokens": revoked}
-        )
+        audit_record(actor=actor, action="account.password_reset", obj=account, changes={"revoked_tokens": revoked})
     return revoked
 
 
@@ -407,8 +455,11 @@ def account_deactivate(*, account: Account, actor: Account, reason: str = "") ->
         account.is_active = False
         revoked = _tokens_revoke(account=account)
         audit_record(
-            actor=actor, action="account.deactivate", obj=account,
-            changes={"is_active": [True, False], "revoked_tokens": revoked}, reason=reason,
+            actor=actor,
+            action="account.deactivate",
+            obj=account,
+            changes={"is_active": [True, False], "revoked_tokens": revoked},
+            reason=reason,
         )
     return revoked
 
@@ -465,7 +516,9 @@ def account_delete(*, account: Account, password: str, client_address: str) -> s
         account.set_unusable_password()
         account.save(update_fields=["is_active", "password"])
         audit_record(
-            actor=account, action="account.delete", obj=account,
+            actor=account,
+            action="account.delete",
+            obj=account,
             changes={"outcome": ACCOUNT_DEACTIVATED, "revoked_tokens": revoked},
         )
     return ACCOUNT_DEACTIVATED
@@ -538,7 +591,8 @@ def ssh_key_parse(*, public_key: str) -> ParsedSshKey:
         if bits < SSH_RSA_MIN_BITS:
             raise _invalid_ssh_key(
                 f"RSA keys need at least {SSH_RSA_MIN_BITS} bits; this one has {bits}.",
-                bits=bits, min_bits=SSH_RSA_MIN_BITS,
+                bits=bits,
+                min_bits=SSH_RSA_MIN_BITS,
             )
         if bits > SSH_RSA_MAX_BITS:
             raise _invalid_ssh_key(
@@ -568,9 +622,7 @@ def ssh_key_add(*, account: Account, public_key: str, name: str = "") -> SshKey:
     with transaction.atomic():
         existing = SshKey.objects.filter(account=account, fingerprint=parsed.fingerprint).first()
         if existing is not None:
-            raise Conflict(
-                "duplicate_ssh_key", "This key is already on the account.", details={"id": existing.pk}
-            )
+            raise Conflict("duplicate_ssh_key", "This key is already on the account.", details={"id": existing.pk})
         try:
             with transaction.atomic():
                 key = SshKey.objects.create(
@@ -585,7 +637,9 @@ def ssh_key_add(*, account: Account, public_key: str, name: str = "") -> SshKey:
         except IntegrityError as exc:  # added concurrently
             raise Conflict("duplicate_ssh_key", "This key is already on the account.") from exc
         audit_record(
-            actor=account, action="ssh_key.add", obj=key,
+            actor=account,
+            action="ssh_key.add",
+            obj=key,
             changes={"fingerprint": key.fingerprint, "type": key.key_type},
         )
     return key

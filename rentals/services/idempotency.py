@@ -42,23 +42,28 @@ def idempotent_call(
     """(status, body, replayed). `run` does the work and returns its response;
     a DomainError it raises is answered (and remembered) like any response."""
     if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
-        raise DomainError("invalid_idempotency_key", f"An Idempotency-Key is 1 to {MAX_KEY_LENGTH} printable "
-                                                     "characters.")
+        raise DomainError(
+            "invalid_idempotency_key", f"An Idempotency-Key is 1 to {MAX_KEY_LENGTH} printable characters."
+        )
     now = now or timezone.now()
     digest = _request_hash(body)
     with transaction.atomic():
-        IdempotencyKey.objects.filter(account=account, scope=scope, key=key,
-                                      created_at__lt=now - timedelta(hours=settings.IDEMPOTENCY_KEY_HOURS)).delete()
+        IdempotencyKey.objects.filter(
+            account=account, scope=scope, key=key, created_at__lt=now - timedelta(hours=settings.IDEMPOTENCY_KEY_HOURS)
+        ).delete()
         try:
             with transaction.atomic():
-                record = IdempotencyKey.objects.create(account=account, scope=scope, key=key, request_hash=digest,
-                                                       created_at=now)
+                record = IdempotencyKey.objects.create(
+                    account=account, scope=scope, key=key, request_hash=digest, created_at=now
+                )
         except IntegrityError:
             record = IdempotencyKey.objects.get(account=account, scope=scope, key=key)
             if record.request_hash != digest:
                 raise DomainError(
-                    "idempotency_key_reused", "This Idempotency-Key was used with a different request body.",
-                    status=422, details={"key": key},
+                    "idempotency_key_reused",
+                    "This Idempotency-Key was used with a different request body.",
+                    status=422,
+                    details={"key": key},
                 ) from None
             return record.response_status, record.response_body, True
         try:
@@ -74,5 +79,6 @@ def idempotent_call(
 def idempotency_keys_prune(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
     deleted, _ = IdempotencyKey.objects.filter(
-        created_at__lt=now - timedelta(hours=settings.IDEMPOTENCY_KEY_HOURS)).delete()
+        created_at__lt=now - timedelta(hours=settings.IDEMPOTENCY_KEY_HOURS)
+    ).delete()
     return deleted

@@ -102,8 +102,9 @@ def rental_from_order(*, order_id: int, now: datetime | None = None) -> Rental |
         if order.status == OrderStatus.EXPIRED:
             try:
                 with transaction.atomic():
-                    reservation = catalog.slots_reserve(region=order.region, gpu=order.gpu, count=order.gpu_count,
-                                                        holder=order.holder)
+                    reservation = catalog.slots_reserve(
+                        region=order.region, gpu=order.gpu, count=order.gpu_count, holder=order.holder
+                    )
                 order.host = reservation.host
             except Conflict:
                 order.status = OrderStatus.UNFULFILLED
@@ -111,7 +112,8 @@ def rental_from_order(*, order_id: int, now: datetime | None = None) -> Rental |
                 order.close_reason = "paid after its reservation lapsed; no stock left: credited"
                 order.save(update_fields=["status", "closed_at", "close_reason"])
                 billing.invoice_credit_unfulfilled(
-                    invoice_id=invoice.pk, reason=f"Order {order.pk}: paid late, {order.gpu_name} sold out")
+                    invoice_id=invoice.pk, reason=f"Order {order.pk}: paid late, {order.gpu_name} sold out"
+                )
                 log.warning("order %s paid late without stock; %s credited", order.pk, invoice.total_usd)
                 return None
         order.status = OrderStatus.PAID
@@ -157,8 +159,9 @@ def _addresses_validate(ipv4: str, ipv6_prefix: str) -> tuple[str, str]:
     return str(v4), str(v6)
 
 
-def rental_activate(*, rental_id: int, ipv4: str, ipv6_prefix: str, actor: Any, reason: str = "",
-                    now: datetime | None = None) -> Rental:
+def rental_activate(
+    *, rental_id: int, ipv4: str, ipv6_prefix: str, actor: Any, reason: str = "", now: datetime | None = None
+) -> Rental:
     """The server is handed over: the first paid period starts now."""
     now = now or timezone.now()
     ipv4, ipv6_prefix = _addresses_validate(ipv4, ipv6_prefix)
@@ -167,12 +170,17 @@ def rental_activate(*, rental_id: int, ipv4: str, ipv6_prefix: str, actor: Any, 
         if rental.status == RentalStatus.ACTIVE and (rental.ipv4, rental.ipv6_prefix) == (ipv4, ipv6_prefix):
             return rental  # the operator repeated the call
         if rental.status != RentalStatus.PROVISIONING:
-            raise Conflict("rental_not_provisioning", f"This rental is {rental.status}.",
-                           details={"status": rental.status})
+            raise Conflict(
+                "rental_not_provisioning", f"This rental is {rental.status}.", details={"status": rental.status}
+            )
         order = rental.order
         period = RentalPeriod.objects.create(
-            rental=rental, kind=PeriodKind.INITIAL, starts_at=now,
-            ends_at=now + _term_length(rental.term, order.terms), invoice_id=order.invoice_id, created_at=now,
+            rental=rental,
+            kind=PeriodKind.INITIAL,
+            starts_at=now,
+            ends_at=now + _term_length(rental.term, order.terms),
+            invoice_id=order.invoice_id,
+            created_at=now,
         )
         rental.status = RentalStatus.ACTIVE
         rental.ipv4, rental.ipv6_prefix = ipv4, ipv6_prefix
@@ -181,11 +189,17 @@ def rental_activate(*, rental_id: int, ipv4: str, ipv6_prefix: str, actor: Any, 
         rental.paid_until = period.ends_at
         rental.save()
         provisioning_job_complete(rental=rental, action=ProvisioningAction.PROVISION, now=now)
-        audit_record(actor=actor, action="rental.activate", obj=rental, reason=reason,
-                     changes={"ipv4": ipv4, "ipv6_prefix": ipv6_prefix, "paid_until": period.ends_at})
+        audit_record(
+            actor=actor,
+            action="rental.activate",
+            obj=rental,
+            reason=reason,
+            changes={"ipv4": ipv4, "ipv6_prefix": ipv6_prefix, "paid_until": period.ends_at},
+        )
         _emit_rental(rental, "rental.active")
-    log.info("rental %s active (%ss after payment), paid until %s", rental.pk, rental.provisioning_seconds,
-             rental.paid_until)
+    log.info(
+        "rental %s active (%ss after payment), paid until %s", rental.pk, rental.provisioning_seconds, rental.paid_until
+    )
     return rental
 
 
@@ -198,7 +212,9 @@ def _usage_lines(rental: Rental) -> tuple[list[billing.LineSpec], list[UsageRepo
     lines = [
         billing.LineSpec(
             description=f"Egress beyond the included allowance, {r.month:%Y-%m}: {r.overage_tb} TB",
-            quantity=r.overage_tb, unit_usd=cents(r.overage_usd / r.overage_tb), amount_usd=r.overage_usd,
+            quantity=r.overage_tb,
+            unit_usd=cents(r.overage_usd / r.overage_tb),
+            amount_usd=r.overage_usd,
             code="usage:egress",
         )
         for r in reports
@@ -209,7 +225,8 @@ def _usage_lines(rental: Rental) -> tuple[list[billing.LineSpec], list[UsageRepo
 def _open_renewal(rental: Rental) -> Invoice | None:
     """An unpaid invoice that already renews the rental (automatic or asked for)."""
     return Invoice.objects.filter(
-        renewal__rental=rental, status__in=[InvoiceStatus.NEW, InvoiceStatus.PROCESSING],
+        renewal__rental=rental,
+        status__in=[InvoiceStatus.NEW, InvoiceStatus.PROCESSING],
         renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
     ).first()
 
@@ -222,9 +239,18 @@ def _resume(rental: Rental, *, now: datetime) -> None:
     provisioning_job_create(rental=rental, action=ProvisioningAction.POWER_ON, now=now)
 
 
-def _renewal_invoice(*, rental: Rental, kind: str, terms: int, lines: list[billing.LineSpec],
-                     reports: list[UsageReport], currency: str | None, payable_until: datetime | None,
-                     for_period_end: datetime | None, now: datetime) -> Renewal:
+def _renewal_invoice(
+    *,
+    rental: Rental,
+    kind: str,
+    terms: int,
+    lines: list[billing.LineSpec],
+    reports: list[UsageReport],
+    currency: str | None,
+    payable_until: datetime | None,
+    for_period_end: datetime | None,
+    now: datetime,
+) -> Renewal:
     what = "usage" if kind == RenewalKind.USAGE else f"renewal, {terms} {rental.term} term{'s' if terms > 1 else ''}"
     invoice = billing.invoice_create(
         account=rental.account,
@@ -239,15 +265,19 @@ def _renewal_invoice(*, rental: Rental, kind: str, terms: int, lines: list[billi
     for r in reports:
         r.billed_invoice = invoice
         r.save(update_fields=["billed_invoice"])
-    renewal = Renewal.objects.create(rental=rental, invoice=invoice, kind=kind, terms=terms,
-                                     for_period_end=for_period_end, created_at=now)
+    renewal = Renewal.objects.create(
+        rental=rental, invoice=invoice, kind=kind, terms=terms, for_period_end=for_period_end, created_at=now
+    )
     # Paid from credit at once when the credit covers it.
     if currency is None and credit_balance_usd(account=rental.account) >= invoice.total_usd:
         billing.invoice_pay_with_credit(invoice_id=invoice.pk, account=rental.account, now=now)
         invoice.refresh_from_db()
     if kind != RenewalKind.USAGE:
-        webhook_emit(account=rental.account, type="rental.renewal_due",
-                     data=lambda: rental_event_data(rental, invoice=invoice_event_data(invoice)["invoice"]))
+        webhook_emit(
+            account=rental.account,
+            type="rental.renewal_due",
+            data=lambda: rental_event_data(rental, invoice=invoice_event_data(invoice)["invoice"]),
+        )
     return renewal
 
 
@@ -258,8 +288,13 @@ def renewal_issue(*, rental_id: int, now: datetime | None = None) -> Renewal | N
     now = now or timezone.now()
     with transaction.atomic():
         rental = _rental_lock(rental_id=rental_id)
-        if (rental.status != RentalStatus.ACTIVE or not rental.auto_renew or rental.cancelled_at
-                or rental.paid_until is None or now < rental.paid_until - renewal_lead(rental.term)):
+        if (
+            rental.status != RentalStatus.ACTIVE
+            or not rental.auto_renew
+            or rental.cancelled_at
+            or rental.paid_until is None
+            or now < rental.paid_until - renewal_lead(rental.term)
+        ):
             return None
         if Renewal.objects.filter(rental=rental, kind=RenewalKind.AUTO, for_period_end=rental.paid_until).exists():
             return None
@@ -267,14 +302,22 @@ def renewal_issue(*, rental_id: int, now: datetime | None = None) -> Renewal | N
             return None
         lines = order_lines_for_terms(order=rental.order, terms=rental.renewal_terms)
         usage, reports = _usage_lines(rental)
-        return _renewal_invoice(rental=rental, kind=RenewalKind.AUTO, terms=rental.renewal_terms,
-                                lines=lines + usage, reports=reports, currency=None,
-                                payable_until=rental.paid_until + grace(), for_period_end=rental.paid_until,
-                                now=now)
+        return _renewal_invoice(
+            rental=rental,
+            kind=RenewalKind.AUTO,
+            terms=rental.renewal_terms,
+            lines=lines + usage,
+            reports=reports,
+            currency=None,
+            payable_until=rental.paid_until + grace(),
+            for_period_end=rental.paid_until,
+            now=now,
+        )
 
 
-def rental_renew_now(*, rental_id: int, account: Any, terms: int | None = None, currency: str | None = None,
-                     now: datetime | None = None) -> Renewal:
+def rental_renew_now(
+    *, rental_id: int, account: Any, terms: int | None = None, currency: str | None = None, now: datetime | None = None
+) -> Renewal:
     """A renewal invoice the customer asks for now (also to resume a suspended
     rental): `terms` (default: the rental's renewal terms) more terms at the
     prices on the order."""
@@ -282,19 +325,33 @@ def rental_renew_now(*, rental_id: int, account: Any, terms: int | None = None, 
     with transaction.atomic():
         rental = _rental_lock(rental_id=rental_id, account=account)
         if rental.status not in (RentalStatus.ACTIVE, RentalStatus.SUSPENDED):
-            raise Conflict("rental_not_renewable", f"A {rental.status} rental cannot be renewed.",
-                           details={"status": rental.status})
+            raise Conflict(
+                "rental_not_renewable",
+                f"A {rental.status} rental cannot be renewed.",
+                details={"status": rental.status},
+            )
         terms = terms or rental.renewal_terms
         open_invoice = _open_renewal(rental)
         if open_invoice is not None:
-            raise Conflict("renewal_open", f"Invoice {open_invoice.number} already renews this rental: pay it first.",
-                           details={"invoice": open_invoice.pk, "number": open_invoice.number})
+            raise Conflict(
+                "renewal_open",
+                f"Invoice {open_invoice.number} already renews this rental: pay it first.",
+                details={"invoice": open_invoice.pk, "number": open_invoice.number},
+            )
         lines = order_lines_for_terms(order=rental.order, terms=terms)
         usage, reports = _usage_lines(rental)
         deadline = rental.paid_until + grace() if rental.paid_until and rental.status == RentalStatus.ACTIVE else None
-        return _renewal_invoice(rental=rental, kind=RenewalKind.MANUAL, terms=terms, lines=lines + usage,
-                                reports=reports, currency=currency, payable_until=deadline, for_period_end=None,
-                                now=now)
+        return _renewal_invoice(
+            rental=rental,
+            kind=RenewalKind.MANUAL,
+            terms=terms,
+            lines=lines + usage,
+            reports=reports,
+            currency=currency,
+            payable_until=deadline,
+            for_period_end=None,
+            now=now,
+        )
 
 
 def renewal_apply(*, invoice_id: int, now: datetime | None = None) -> RentalPeriod | None:
@@ -310,8 +367,9 @@ def renewal_apply(*, invoice_id: int, now: datetime | None = None) -> RentalPeri
         if existing is not None:
             return existing
         if rental.status == RentalStatus.TERMINATED:
-            billing.invoice_credit_unfulfilled(invoice_id=invoice_id,
-                                               reason=f"Rental {rental.pk} was terminated before this renewal was paid")
+            billing.invoice_credit_unfulfilled(
+                invoice_id=invoice_id, reason=f"Rental {rental.pk} was terminated before this renewal was paid"
+            )
             return None
         resumed = rental.status == RentalStatus.SUSPENDED
         # Continuous from the last paid period; a suspended rental starts afresh
@@ -320,8 +378,12 @@ def renewal_apply(*, invoice_id: int, now: datetime | None = None) -> RentalPeri
         if resumed:
             start = max(start, now)
         period = RentalPeriod.objects.create(
-            rental=rental, kind=PeriodKind.RESUME if resumed else PeriodKind.RENEWAL, starts_at=start,
-            ends_at=start + _term_length(rental.term, renewal.terms), invoice_id=invoice_id, created_at=now,
+            rental=rental,
+            kind=PeriodKind.RESUME if resumed else PeriodKind.RENEWAL,
+            starts_at=start,
+            ends_at=start + _term_length(rental.term, renewal.terms),
+            invoice_id=invoice_id,
+            created_at=now,
         )
         rental.paid_until = period.ends_at
         request = renewal.invoice.active_request
@@ -372,7 +434,9 @@ def rental_unsuspend(*, rental_id: int, actor: Any, reason: str, now: datetime |
     with transaction.atomic():
         rental = _rental_lock(rental_id=rental_id)
         if rental.status != RentalStatus.SUSPENDED:
-            raise Conflict("rental_not_suspended", f"This rental is {rental.status}.", details={"status": rental.status})
+            raise Conflict(
+                "rental_not_suspended", f"This rental is {rental.status}.", details={"status": rental.status}
+            )
         _resume(rental, now=now)
         rental.save(update_fields=["status", "suspended_at", "end_reason"])
         audit_record(actor=actor, action="rental.unsuspend", obj=rental, reason=reason)
@@ -397,17 +461,27 @@ def rental_terminate(*, rental_id: int, actor: Any = None, reason: str, now: dat
         rental.save(update_fields=["status", "terminated_at", "end_reason", "auto_renew"])
         released = catalog.slots_release(holder=rental.holder)
         provisioning_job_create(rental=rental, action=ProvisioningAction.DEPROVISION, now=now)
-        for invoice in Invoice.objects.filter(renewal__rental=rental, status__in=[InvoiceStatus.NEW,
-                                                                                   InvoiceStatus.EXPIRED]):
+        for invoice in Invoice.objects.filter(
+            renewal__rental=rental, status__in=[InvoiceStatus.NEW, InvoiceStatus.EXPIRED]
+        ):
             if not invoice_has_payments(invoice=invoice):
                 billing.invoice_void(invoice_id=invoice.pk, reason=f"rental {rental.pk} terminated")
         usage, reports = _usage_lines(rental)
         if usage:
-            _renewal_invoice(rental=rental, kind=RenewalKind.USAGE, terms=0, lines=usage, reports=reports,
-                             currency=None, payable_until=now + grace(),
-                             for_period_end=None, now=now)
-        audit_record(actor=actor, action="rental.terminate", obj=rental, reason=reason,
-                     changes={"slots_released": released})
+            _renewal_invoice(
+                rental=rental,
+                kind=RenewalKind.USAGE,
+                terms=0,
+                lines=usage,
+                reports=reports,
+                currency=None,
+                payable_until=now + grace(),
+                for_period_end=None,
+                now=now,
+            )
+        audit_record(
+            actor=actor, action="rental.terminate", obj=rental, reason=reason, changes={"slots_released": released}
+        )
         _emit_rental(rental, "rental.terminated")
     log.info("rental %s terminated (%s); %s slots back in stock", rental.pk, reason, released)
     return rental
@@ -426,16 +500,27 @@ def rental_extend(*, rental_id: int, days: int, actor: Any, reason: str, now: da
         if rental.status not in (RentalStatus.ACTIVE, RentalStatus.SUSPENDED) or rental.paid_until is None:
             raise Conflict("rental_not_extendable", f"A {rental.status} rental cannot be extended.")
         start = max(rental.paid_until, now) if rental.status == RentalStatus.SUSPENDED else rental.paid_until
-        period = RentalPeriod.objects.create(rental=rental, kind=PeriodKind.EXTENSION, starts_at=start,
-                                             ends_at=start + timedelta(days=days), created_at=now,
-                                             created_by=actor if getattr(actor, "pk", None) else None, reason=reason)
+        period = RentalPeriod.objects.create(
+            rental=rental,
+            kind=PeriodKind.EXTENSION,
+            starts_at=start,
+            ends_at=start + timedelta(days=days),
+            created_at=now,
+            created_by=actor if getattr(actor, "pk", None) else None,
+            reason=reason,
+        )
         rental.paid_until = period.ends_at
         resumed = rental.status == RentalStatus.SUSPENDED
         if resumed:
             _resume(rental, now=now)
         rental.save(update_fields=["paid_until", "status", "suspended_at", "end_reason"])
-        audit_record(actor=actor, action="rental.extend", obj=rental, reason=reason,
-                     changes={"days": days, "paid_until": period.ends_at, "resumed": resumed})
+        audit_record(
+            actor=actor,
+            action="rental.extend",
+            obj=rental,
+            reason=reason,
+            changes={"days": days, "paid_until": period.ends_at, "resumed": resumed},
+        )
         if resumed:
             _emit_rental(rental, "rental.active")
     return period
@@ -452,8 +537,11 @@ def rental_cancel(*, rental_id: int, account: Any, now: datetime | None = None) 
             rental.cancelled_at = now
             rental.auto_renew = False
             rental.save(update_fields=["cancelled_at", "auto_renew"])
-            for invoice in Invoice.objects.filter(renewal__rental=rental, renewal__kind=RenewalKind.AUTO,
-                                                  status__in=[InvoiceStatus.NEW, InvoiceStatus.EXPIRED]):
+            for invoice in Invoice.objects.filter(
+                renewal__rental=rental,
+                renewal__kind=RenewalKind.AUTO,
+                status__in=[InvoiceStatus.NEW, InvoiceStatus.EXPIRED],
+            ):
                 if not invoice_has_payments(invoice=invoice):
                     billing.invoice_void(invoice_id=invoice.pk, reason="rental cancelled by the customer")
     return rental
@@ -479,8 +567,9 @@ def _egress_price() -> tuple[int, Decimal]:
     return addon.included_units, addon.monthly_usd
 
 
-def usage_report(*, rental_id: int, month: date, egress_tb: Decimal, actor: Any,
-                 now: datetime | None = None) -> UsageReport:
+def usage_report(
+    *, rental_id: int, month: date, egress_tb: Decimal, actor: Any, now: datetime | None = None
+) -> UsageReport:
     """An operator reports a month's egress. Beyond the included allowance it
     is billed per TB on the next renewal invoice, or on its own invoice when the
     rental is ending. A report may be corrected until it is billed."""
@@ -494,8 +583,11 @@ def usage_report(*, rental_id: int, month: date, egress_tb: Decimal, actor: Any,
         rental = _rental_lock(rental_id=rental_id)
         report = UsageReport.objects.select_for_update().filter(rental=rental, month=month).first()
         if report is not None and report.billed_invoice_id:
-            raise Conflict("usage_already_billed", "This month's usage is billed already.",
-                           details={"invoice": report.billed_invoice_id})
+            raise Conflict(
+                "usage_already_billed",
+                "This month's usage is billed already.",
+                details={"invoice": report.billed_invoice_id},
+            )
         report = report or UsageReport(rental=rental, month=month)
         report.egress_tb = egress_tb
         report.overage_tb = overage_tb
@@ -503,15 +595,26 @@ def usage_report(*, rental_id: int, month: date, egress_tb: Decimal, actor: Any,
         report.reported_at = now
         report.reported_by = actor if getattr(actor, "pk", None) else None
         report.save()
-        audit_record(actor=actor, action="rental.usage", obj=rental,
-                     changes={"month": month.isoformat(), "egress_tb": str(egress_tb),
-                              "overage_usd": str(report.overage_usd)})
+        audit_record(
+            actor=actor,
+            action="rental.usage",
+            obj=rental,
+            changes={"month": month.isoformat(), "egress_tb": str(egress_tb), "overage_usd": str(report.overage_usd)},
+        )
         ending = rental.cancelled_at is not None or rental.status in (RentalStatus.SUSPENDED, RentalStatus.TERMINATED)
         if ending and report.overage_usd > 0:
             lines, reports = _usage_lines(rental)
-            _renewal_invoice(rental=rental, kind=RenewalKind.USAGE, terms=0, lines=lines, reports=reports,
-                             currency=None, payable_until=now + grace(),
-                             for_period_end=None, now=now)
+            _renewal_invoice(
+                rental=rental,
+                kind=RenewalKind.USAGE,
+                terms=0,
+                lines=lines,
+                reports=reports,
+                currency=None,
+                payable_until=now + grace(),
+                for_period_end=None,
+                now=now,
+            )
             report.refresh_from_db()
     return report
 
@@ -524,7 +627,10 @@ def rentals_renewals_issue(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
     longest = max(renewal_lead("weekly"), renewal_lead("monthly"))
     ids = Rental.objects.filter(
-        status=RentalStatus.ACTIVE, auto_renew=True, cancelled_at__isnull=True, paid_until__lte=now + longest,
+        status=RentalStatus.ACTIVE,
+        auto_renew=True,
+        cancelled_at__isnull=True,
+        paid_until__lte=now + longest,
     ).values_list("pk", flat=True)
     return sum(renewal_issue(rental_id=rental_id, now=now) is not None for rental_id in list(ids))
 
@@ -534,13 +640,13 @@ def rentals_suspend_due(*, now: datetime | None = None) -> int:
     cancelled rental simply ends at the end of its paid period."""
     now = now or timezone.now()
     count = 0
-    cancelled = Rental.objects.filter(status__in=[RentalStatus.ACTIVE, RentalStatus.SUSPENDED],
-                                      cancelled_at__isnull=False, paid_until__lte=now)
+    cancelled = Rental.objects.filter(
+        status__in=[RentalStatus.ACTIVE, RentalStatus.SUSPENDED], cancelled_at__isnull=False, paid_until__lte=now
+    )
     for rental_id in list(cancelled.values_list("pk", flat=True)):
         rental_terminate(rental_id=rental_id, reason="cancelled by the customer; paid period over", now=now)
         count += 1
-    unpaid = Rental.objects.filter(status=RentalStatus.ACTIVE, cancelled_at__isnull=True,
-                                   paid_until__lte=now - grace())
+    unpaid = Rental.objects.filter(status=RentalStatus.ACTIVE, cancelled_at__isnull=True, paid_until__lte=now - grace())
     for rental_id in list(unpaid.values_list("pk", flat=True)):
         rental_suspend(rental_id=rental_id, reason="unpaid: the paid period and its grace are over", now=now)
         count += 1
@@ -550,8 +656,11 @@ def rentals_suspend_due(*, now: datetime | None = None) -> int:
 def rentals_terminate_due(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
     # A rental staff suspended while it still had paid time ends only once that time is over.
-    due = Rental.objects.filter(Q(paid_until__isnull=True) | Q(paid_until__lte=now), status=RentalStatus.SUSPENDED,
-                                suspended_at__lte=now - terminate_after())
+    due = Rental.objects.filter(
+        Q(paid_until__isnull=True) | Q(paid_until__lte=now),
+        status=RentalStatus.SUSPENDED,
+        suspended_at__lte=now - terminate_after(),
+    )
     count = 0
     for rental_id in list(due.values_list("pk", flat=True)):
         rental_terminate(rental_id=rental_id, reason="unpaid: suspended for too long", now=now)
@@ -567,20 +676,24 @@ def orders_reconcile(*, now: datetime | None = None) -> int:
 
     now = now or timezone.now()
     changed = 0
-    for order_id in list(Order.objects.filter(status=OrderStatus.AWAITING_PAYMENT,
-                                              invoice__status__in=[InvoiceStatus.EXPIRED, InvoiceStatus.INVALID])
-                         .values_list("pk", flat=True)):
+    for order_id in list(
+        Order.objects.filter(
+            status=OrderStatus.AWAITING_PAYMENT, invoice__status__in=[InvoiceStatus.EXPIRED, InvoiceStatus.INVALID]
+        ).values_list("pk", flat=True)
+    ):
         order_expire(order_id=order_id, now=now)
         changed += 1
-    settled = Order.objects.filter(Q(status=OrderStatus.AWAITING_PAYMENT) | Q(status=OrderStatus.EXPIRED),
-                                   invoice__status=InvoiceStatus.SETTLED)
+    settled = Order.objects.filter(
+        Q(status=OrderStatus.AWAITING_PAYMENT) | Q(status=OrderStatus.EXPIRED), invoice__status=InvoiceStatus.SETTLED
+    )
     for order_id in list(settled.values_list("pk", flat=True)):
         changed += rental_from_order(order_id=order_id, now=now) is not None
-    for invoice_id in list(Renewal.objects.filter(invoice__status=InvoiceStatus.SETTLED)
-                           .exclude(kind=RenewalKind.USAGE)
-                           .exclude(invoice__credit_entries__kind=CreditKind.UNFULFILLED)
-                           .exclude(invoice_id__in=RentalPeriod.objects.filter(invoice__isnull=False)
-                                    .values("invoice_id"))
-                           .values_list("invoice_id", flat=True)):
+    for invoice_id in list(
+        Renewal.objects.filter(invoice__status=InvoiceStatus.SETTLED)
+        .exclude(kind=RenewalKind.USAGE)
+        .exclude(invoice__credit_entries__kind=CreditKind.UNFULFILLED)
+        .exclude(invoice_id__in=RentalPeriod.objects.filter(invoice__isnull=False).values("invoice_id"))
+        .values_list("invoice_id", flat=True)
+    ):
         changed += renewal_apply(invoice_id=invoice_id, now=now) is not None
     return changed

@@ -51,9 +51,11 @@ class OrderSpec:
 def _template_get(slug: str) -> Template:
     template = Template.objects.filter(slug=slug, is_active=True).prefetch_related("gpus").first()
     if template is None:
-        raise DomainError("unknown_template", f"No template {slug!r}.",
-                          details={"templates": list(Template.objects.filter(is_active=True)
-                                                     .values_list("slug", flat=True))})
+        raise DomainError(
+            "unknown_template",
+            f"No template {slug!r}.",
+            details={"templates": list(Template.objects.filter(is_active=True).values_list("slug", flat=True))},
+        )
     return template
 
 
@@ -67,8 +69,11 @@ def _addons_get(slugs: tuple[str, ...]) -> list[Addon]:
 
 def _ssh_keys_get(account: Any, ids: tuple[int, ...]) -> list[SshKey]:
     if not ids:
-        raise DomainError("ssh_key_required", "Add at least one SSH key: root on the server is handed over through it.",
-                          details={"field": "ssh_keys"})
+        raise DomainError(
+            "ssh_key_required",
+            "Add at least one SSH key: root on the server is handed over through it.",
+            details={"field": "ssh_keys"},
+        )
     keys = {k.pk: k for k in SshKey.objects.filter(account=account, pk__in=ids)}
     missing = [i for i in ids if i not in keys]
     if missing:
@@ -126,8 +131,9 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
         template = _template_get(spec.template)
         addons = _addons_get(spec.addons)
         keys = _ssh_keys_get(account, spec.ssh_keys)
-        quote = catalog.quote(gpu=gpu, gpu_count=spec.gpu_count, term=spec.term, terms=spec.terms,
-                              addons=addons, template=template)
+        quote = catalog.quote(
+            gpu=gpu, gpu_count=spec.gpu_count, term=spec.term, terms=spec.terms, addons=addons, template=template
+        )
         _region_offers(region, gpu)
         sizing = _workload_fits(spec, gpu, region) if spec.workload is not None else None
 
@@ -144,8 +150,16 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
             gpu_name=gpu.name,
             template_slug=template.slug,
             addons=[a.slug for a in addons],
-            ssh_keys=[{"id": k.pk, "name": k.name, "type": k.key_type, "fingerprint": k.fingerprint,
-                       "public_key": k.public_key} for k in keys],
+            ssh_keys=[
+                {
+                    "id": k.pk,
+                    "name": k.name,
+                    "type": k.key_type,
+                    "fingerprint": k.fingerprint,
+                    "public_key": k.public_key,
+                }
+                for k in keys
+            ],
             workload=spec.workload_input,
             sizing=sizing,
             pay_currency=spec.pay_currency.upper(),
@@ -159,9 +173,19 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
             created_at=now,
         )
         lines = OrderLine.objects.bulk_create(
-            OrderLine(order=order, position=i, code=ln.code, description=ln.description, quantity=ln.quantity,
-                      unit_usd=ln.unit_usd, terms=ln.terms, subtotal_usd=ln.subtotal_usd,
-                      discount_pct=ln.discount_pct, discount_usd=ln.discount_usd, amount_usd=ln.amount_usd)
+            OrderLine(
+                order=order,
+                position=i,
+                code=ln.code,
+                description=ln.description,
+                quantity=ln.quantity,
+                unit_usd=ln.unit_usd,
+                terms=ln.terms,
+                subtotal_usd=ln.subtotal_usd,
+                discount_pct=ln.discount_pct,
+                discount_usd=ln.discount_usd,
+                amount_usd=ln.amount_usd,
+            )
             for i, ln in enumerate(quote.lines, start=1)
         )
         reservation = catalog.slots_reserve(region=region, gpu=gpu, count=spec.gpu_count, holder=order.holder)
@@ -169,20 +193,35 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
         invoice = billing.invoice_create(
             account=account,
             subject=order.holder,
-            description=(f"{spec.gpu_count}x {gpu.name} in {region.code}, {spec.terms} "
-                         f"{term_word}{'s' if spec.terms > 1 else ''}"),
+            description=(
+                f"{spec.gpu_count}x {gpu.name} in {region.code}, {spec.terms} "
+                f"{term_word}{'s' if spec.terms > 1 else ''}"
+            ),
             lines=_invoice_lines(lines),
             currency=spec.pay_currency,
-            metadata={"order": order.pk, "region": region.code, "gpu": gpu.slug, "gpu_count": spec.gpu_count,
-                      "term": spec.term, "terms": spec.terms},
+            metadata={
+                "order": order.pk,
+                "region": region.code,
+                "gpu": gpu.slug,
+                "gpu_count": spec.gpu_count,
+                "term": spec.term,
+                "terms": spec.terms,
+            },
             now=now,
         )
         order.host = reservation.host
         order.invoice = invoice
         order.save(update_fields=["host", "invoice"])
         _emit(order.account, "order.created", order)
-    log.info("order %s: %sx %s in %s reserved on %s, invoice %s", order.pk, spec.gpu_count, gpu.slug,
-             region.code, reservation.host.name, invoice.number)
+    log.info(
+        "order %s: %sx %s in %s reserved on %s, invoice %s",
+        order.pk,
+        spec.gpu_count,
+        gpu.slug,
+        region.code,
+        reservation.host.name,
+        invoice.number,
+    )
     return order
 
 
@@ -203,8 +242,9 @@ def _order_lock(*, order_id: int, account: Any = None) -> Order:
 
 
 @transaction.atomic
-def order_cancel(*, order_id: int, account: Any = None, actor: Any = None, reason: str = "",
-                 now: datetime | None = None) -> Order:
+def order_cancel(
+    *, order_id: int, account: Any = None, actor: Any = None, reason: str = "", now: datetime | None = None
+) -> Order:
     """Cancel an unpaid order: its invoice is voided and its slots go back to
     stock. Refused once money has been seen for it."""
     now = now or timezone.now()
@@ -214,11 +254,17 @@ def order_cancel(*, order_id: int, account: Any = None, actor: Any = None, reaso
     reason = reason or "cancelled by the customer"
     if order.invoice_id:
         invoice = Invoice.objects.get(pk=order.invoice_id)
-        if invoice.status not in (InvoiceStatus.NEW, InvoiceStatus.EXPIRED, InvoiceStatus.INVALID) or \
-                invoice_has_payments(invoice=invoice):
+        if invoice.status not in (
+            InvoiceStatus.NEW,
+            InvoiceStatus.EXPIRED,
+            InvoiceStatus.INVALID,
+        ) or invoice_has_payments(invoice=invoice):
             # Paid (on chain or from credit) or being paid: it will become a rental.
-            raise Conflict("order_has_payments", "A payment for this order has been seen; it can no longer be "
-                                                 "cancelled.", details={"invoice_status": invoice.status})
+            raise Conflict(
+                "order_has_payments",
+                "A payment for this order has been seen; it can no longer be cancelled.",
+                details={"invoice_status": invoice.status},
+            )
         if invoice.status != InvoiceStatus.INVALID:
             billing.invoice_void(invoice_id=invoice.pk, reason=reason, actor=actor or account)
     released = catalog.slots_release(holder=order.holder)
@@ -260,8 +306,9 @@ def order_requote_hook(invoice: Invoice) -> None:
     if order.status == OrderStatus.CANCELLED:
         raise Conflict("order_not_cancellable", "This order was cancelled.")
     if order.status == OrderStatus.EXPIRED:
-        reservation = catalog.slots_reserve(region=order.region, gpu=order.gpu, count=order.gpu_count,
-                                            holder=order.holder)
+        reservation = catalog.slots_reserve(
+            region=order.region, gpu=order.gpu, count=order.gpu_count, holder=order.holder
+        )
         order.host = reservation.host
         order.status = OrderStatus.AWAITING_PAYMENT
         order.closed_at = None
@@ -273,8 +320,10 @@ def order_lines_for_terms(*, order: Order, terms: int) -> list[billing.LineSpec]
     """The order's lines for `terms` terms at the prices on the order
     (grandfathered): same unit prices and multi-GPU discount; the term discount
     of the order when the count of terms matches, else today's tier."""
-    term_pct = (order.term_discount_pct if terms == order.terms
-                else catalog.term_discount_percent(term=order.term, terms=terms))
+    term_pct = (
+        order.term_discount_pct if terms == order.terms else catalog.term_discount_percent(term=order.term, terms=terms)
+    )
     pct = order.multi_gpu_discount_pct + term_pct
-    return _invoice_lines([catalog.quote_line(ln.code, ln.description, ln.quantity, ln.unit_usd, terms, pct)
-                           for ln in order.lines.all()])
+    return _invoice_lines(
+        [catalog.quote_line(ln.code, ln.description, ln.quantity, ln.unit_usd, terms, pct) for ln in order.lines.all()]
+    )

@@ -82,8 +82,13 @@ def provisioning_job_deliver(*, job_id: str, now: datetime | None = None) -> boo
         }
         job.attempts += 1
         try:
-            resp = httpx.post(settings.PROVISIONER_URL, content=body, headers=headers,
-                              timeout=settings.PROVISIONER_TIMEOUT_SECONDS, follow_redirects=False)
+            resp = httpx.post(
+                settings.PROVISIONER_URL,
+                content=body,
+                headers=headers,
+                timeout=settings.PROVISIONER_TIMEOUT_SECONDS,
+                follow_redirects=False,
+            )
             ok = 200 <= resp.status_code < 300
             job.last_error = "" if ok else f"HTTP {resp.status_code}"
         except httpx.HTTPError as exc:

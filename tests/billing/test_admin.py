@@ -30,9 +30,13 @@ def admin_client(staff):
 
 @pytest.fixture
 def invoice(chains, customer):
-    return services.invoice_create(account=customer, subject="test:1", description="t",
-                                   lines=[LineSpec("x", Decimal(1), Decimal("90.00"), Decimal("90.00"))],
-                                   currency="LTC")
+    return services.invoice_create(
+        account=customer,
+        subject="test:1",
+        description="t",
+        lines=[LineSpec("x", Decimal(1), Decimal("90.00"), Decimal("90.00"))],
+        currency="LTC",
+    )
 
 
 def act(client, action, pk, **form):
@@ -40,12 +44,25 @@ def act(client, action, pk, **form):
 
 
 def test_record_a_payment_from_the_admin(admin_client, invoice):
-    resp = act(admin_client, "record_payment", invoice.pk, reason="seen on the node", txid="ab" * 32,
-               amount="100000000", confirmations="6", output_index="1", currency="")
+    resp = act(
+        admin_client,
+        "record_payment",
+        invoice.pk,
+        reason="seen on the node",
+        txid="ab" * 32,
+        amount="100000000",
+        confirmations="6",
+        output_index="1",
+        currency="",
+    )
     assert resp.status_code == 302
     payment = Payment.objects.get()
-    assert (payment.txid, payment.output_index, int(payment.amount), payment.source) == ("ab" * 32, 1, 100_000_000,
-                                                                                         "manual")
+    assert (payment.txid, payment.output_index, int(payment.amount), payment.source) == (
+        "ab" * 32,
+        1,
+        100_000_000,
+        "manual",
+    )
     assert Invoice.objects.get(pk=invoice.pk).status == "settled"
     entry = AuditEntry.objects.get(action="payment.record")
     assert (entry.actor_name, entry.reason) == ("opsperson", "seen on the node")
@@ -61,20 +78,37 @@ def test_mark_invalid_from_the_admin_needs_a_reason(admin_client, invoice):
 
 
 def test_credit_adjustment_and_refund_from_the_admin(admin_client, customer):
-    resp = admin_client.post("/admin/billing/creditentry/add/", {
-        "account": customer.pk, "kind": "adjustment", "amount_usd": "120.00", "reason": "outage credit"})
+    resp = admin_client.post(
+        "/admin/billing/creditentry/add/",
+        {"account": customer.pk, "kind": "adjustment", "amount_usd": "120.00", "reason": "outage credit"},
+    )
     assert resp.status_code == 302, resp.content[:1000]
-    resp = admin_client.post("/admin/billing/creditentry/add/", {
-        "account": customer.pk, "kind": "refund", "amount_usd": "100.00", "reason": "customer asked, ticket 4",
-        "refund_currency": "BTC", "refund_destination": "bc1qexample", "refund_amount": "105263", "refund_txid": "cd" * 32})
+    resp = admin_client.post(
+        "/admin/billing/creditentry/add/",
+        {
+            "account": customer.pk,
+            "kind": "refund",
+            "amount_usd": "100.00",
+            "reason": "customer asked, ticket 4",
+            "refund_currency": "BTC",
+            "refund_destination": "bc1qexample",
+            "refund_amount": "105263",
+            "refund_txid": "cd" * 32,
+        },
+    )
     assert resp.status_code == 302
     assert credit_balance_usd(account=customer) == Decimal("20.00")
     refund = CreditEntry.objects.get(kind="refund")
-    assert (refund.amount_usd, refund.refund_txid, refund.created_by.username) == (Decimal("-100.00"), "cd" * 32,
-                                                                                   "opsperson")
+    assert (refund.amount_usd, refund.refund_txid, refund.created_by.username) == (
+        Decimal("-100.00"),
+        "cd" * 32,
+        "opsperson",
+    )
     # More than the balance is refused, and nothing is written.
-    resp = admin_client.post("/admin/billing/creditentry/add/", {
-        "account": customer.pk, "kind": "adjustment", "amount_usd": "-50.00", "reason": "mistake"})
+    resp = admin_client.post(
+        "/admin/billing/creditentry/add/",
+        {"account": customer.pk, "kind": "adjustment", "amount_usd": "-50.00", "reason": "mistake"},
+    )
     assert resp.status_code == 200 and b"20.00 USD of credit" in resp.content  # the form again, with why
     assert b"mistake" in resp.content  # what staff typed is kept
     assert CreditEntry.objects.count() == 2
@@ -83,28 +117,54 @@ def test_credit_adjustment_and_refund_from_the_admin(admin_client, customer):
 
 def test_manual_rate_from_the_admin(admin_client):
     until = (timezone.now() + timezone.timedelta(hours=2)).strftime("%Y-%m-%d %H:%M:%S")
-    resp = admin_client.post("/admin/billing/ratesample/add/", {
-        "currency": "XMR", "usd": "170.5", "valid_until_0": until[:10], "valid_until_1": until[11:],
-        "note": "kraken halted XMR"})
+    resp = admin_client.post(
+        "/admin/billing/ratesample/add/",
+        {
+            "currency": "XMR",
+            "usd": "170.5",
+            "valid_until_0": until[:10],
+            "valid_until_1": until[11:],
+            "note": "kraken halted XMR",
+        },
+    )
     assert resp.status_code == 302, resp.content[:1000]
     sample = RateSample.objects.get(source="manual")
     assert (sample.currency, sample.usd, sample.created_by.username) == ("XMR", Decimal("170.5"), "opsperson")
 
 
 def test_billing_admin_pages_render(admin_client, invoice):
-    for url in ("/admin/billing/invoice/", f"/admin/billing/invoice/{invoice.pk}/change/",
-                "/admin/billing/invoice/?status__exact=new&requests__currency=LTC", "/admin/billing/payment/",
-                "/admin/billing/creditbalance/", "/admin/billing/ratesample/", "/admin/billing/chainstate/",
-                f"/admin/billing/invoice/?q={invoice.active_request.address}"):
+    for url in (
+        "/admin/billing/invoice/",
+        f"/admin/billing/invoice/{invoice.pk}/change/",
+        "/admin/billing/invoice/?status__exact=new&requests__currency=LTC",
+        "/admin/billing/payment/",
+        "/admin/billing/creditbalance/",
+        "/admin/billing/ratesample/",
+        "/admin/billing/chainstate/",
+        f"/admin/billing/invoice/?q={invoice.active_request.address}",
+    ):
         resp = admin_client.get(url)
         assert resp.status_code == 200, url
-    assert invoice.number.encode() in admin_client.get(f"/admin/billing/invoice/?q={invoice.active_request.address}").content
+    assert (
+        invoice.number.encode()
+        in admin_client.get(f"/admin/billing/invoice/?q={invoice.active_request.address}").content
+    )
 
 
 def test_a_refund_must_say_its_currency(admin_client, customer):
     services.credit_post(account_id=customer.pk, kind="adjustment", amount_usd=Decimal("50.00"), reason="seed")
-    admin_client.post("/admin/billing/creditentry/add/", {
-        "account": customer.pk, "kind": "refund", "amount_usd": "10.00", "reason": "ticket 5",
-        "refund_currency": "", "refund_destination": "bc1qexample", "refund_amount": "1000", "refund_txid": "ef" * 32})
+    admin_client.post(
+        "/admin/billing/creditentry/add/",
+        {
+            "account": customer.pk,
+            "kind": "refund",
+            "amount_usd": "10.00",
+            "reason": "ticket 5",
+            "refund_currency": "",
+            "refund_destination": "bc1qexample",
+            "refund_amount": "1000",
+            "refund_txid": "ef" * 32,
+        },
+    )
     assert not CreditEntry.objects.filter(kind="refund").exists()
     assert credit_balance_usd(account=customer) == Decimal("50.00")

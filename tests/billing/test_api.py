@@ -13,8 +13,11 @@ pytestmark = pytest.mark.django_db
 def invoice(account, currency="BTC", total="120.00"):
     total = Decimal(total)
     return services.invoice_create(
-        account=account, subject="test:1", description="Two weeks of something",
-        lines=[LineSpec("Thing, per week", Decimal(2), total / 2, total)], currency=currency,
+        account=account,
+        subject="test:1",
+        description="Two weeks of something",
+        lines=[LineSpec("Thing, per week", Decimal(2), total / 2, total)],
+        currency=currency,
     )
 
 
@@ -23,8 +26,13 @@ def test_invoice_detail_has_the_contract_fields(chains, customer, customer_api):
     body = customer_api.get(f"/api/v1/invoices/{inv.pk}").json()
     req = inv.active_request
     assert {k: body[k] for k in ("id", "number", "status", "exception", "amount_usd", "pay_currency", "address")} == {
-        "id": inv.pk, "number": inv.number, "status": "new", "exception": "none", "amount_usd": "120.00",
-        "pay_currency": "BTC", "address": req.address,
+        "id": inv.pk,
+        "number": inv.number,
+        "status": "new",
+        "exception": "none",
+        "amount_usd": "120.00",
+        "pay_currency": "BTC",
+        "address": req.address,
     }
     assert body["amount"] == str(int(req.amount_due)) and body["amount"].isdigit()
     assert body["amount_display"] == "0.00126316"
@@ -36,13 +44,23 @@ def test_invoice_detail_has_the_contract_fields(chains, customer, customer_api):
 
 def test_payments_show_confirmations_seen_and_needed(chains, customer, customer_api):
     inv = invoice(customer)
-    services.payment_record_manual(invoice_number=inv.number, txid="t1", amount=1000, confirmations=1,
-                                   reason="test", actor=None)
+    services.payment_record_manual(
+        invoice_number=inv.number, txid="t1", amount=1000, confirmations=1, reason="test", actor=None
+    )
     body = customer_api.get(f"/api/v1/invoices/{inv.pk}").json()
     assert body["payments"][0] | {"first_seen_at": None} == {
-        "currency": "BTC", "txid": "t1", "index": 0, "amount": "1000", "amount_display": "0.00001000",
-        "amount_usd": "0.95", "confirmations": 1, "confirmations_required": 2, "status": "pending",
-        "disposition": "open", "first_seen_at": None, "confirmed_at": None,
+        "currency": "BTC",
+        "txid": "t1",
+        "index": 0,
+        "amount": "1000",
+        "amount_display": "0.00001000",
+        "amount_usd": "0.95",
+        "confirmations": 1,
+        "confirmations_required": 2,
+        "status": "pending",
+        "disposition": "open",
+        "first_seen_at": None,
+        "confirmed_at": None,
     }
     assert body["paid_amount"] == "1000" and body["confirmed_amount"] == "0"
 
@@ -99,7 +117,8 @@ def test_pay_with_credit(chains, customer, customer_api):
     assert paid.json()["settled_via"] == "credit"
     ledger = customer_api.get("/api/v1/account/credit").json()
     assert [(e["kind"], e["amount_usd"], e["balance_after_usd"]) for e in ledger] == [
-        ("invoice_payment", "-120.00", "0.00"), ("adjustment", "20.00", "120.00"),
+        ("invoice_payment", "-120.00", "0.00"),
+        ("adjustment", "20.00", "120.00"),
         ("adjustment", "100.00", "100.00"),
     ]
 

@@ -261,15 +261,18 @@ def test_payment_uris(chains):
     sol = destination_derive(currency="SOL", index=0)
     uri = payment_uri(destination=sol, amount=1500000000, label="GPU Rent Hub", message="")
     assert urlsplit(uri).scheme == "solana" and urlsplit(uri).path == sol.address
-    assert parse_qs(urlsplit(uri).query) == {
-        "amount": ["1.5"], "reference": [sol.reference], "label": ["GPU Rent Hub"]
-    }
+    assert parse_qs(urlsplit(uri).query) == {"amount": ["1.5"], "reference": [sol.reference], "label": ["GPU Rent Hub"]}
 
 
 def test_network_names(chains):
     assert [network_name(currency=c) for c in ALL] == [
-        "bitcoin-mainnet", "ethereum-1", "ethereum-1", "ethereum-1",
-        "monero-mainnet", "solana-mainnet-beta", "litecoin-regtest",
+        "bitcoin-mainnet",
+        "ethereum-1",
+        "ethereum-1",
+        "ethereum-1",
+        "monero-mainnet",
+        "solana-mainnet-beta",
+        "litecoin-regtest",
     ]
     chains.BTC_NETWORK = "regtest"
     chains.BTC_XPUB = account(Bip84, Bip84Coins.BITCOIN_REGTEST).PublicKey().ToExtended()
@@ -322,24 +325,27 @@ def test_every_spending_key_is_refused_naming_its_setting(chains, xmr_wallet):
     chain_config_validate()
 
 
-@pytest.mark.parametrize("setting,value,expected", [
-    ("BTC_XPUB", "zpub6rFR7y4Q2AijBEqTUquhVz398htDFrtymD9xYYfG1m4wAcvPhXNfE3EfH1r1", "BTC_XPUB is not an extended"),
-    ("BTC_XPUB", BIP84_FIRST, "BTC_XPUB is not an extended"),
-    ("BTC_NETWORK", "mainet", "BTC_NETWORK is 'mainet'"),
-    ("BTC_NETWORK", "regtest", "BTC_XPUB holds a mainnet key (zpub)"),
-    ("BTC_SCRIPT_TYPE", "p2pkh", "BTC_XPUB holds a zpub, which is a p2wpkh key"),
-    ("BTC_SCRIPT_TYPE", "segwit", "BTC_SCRIPT_TYPE is 'segwit'"),
-    ("LTC_NETWORK", "signet", "LTC_NETWORK is 'signet'"),
-    ("ETH_XPUB", ETH_FIRST, "ETH_XPUB holds an address"),
-    ("ETH_CHAIN_ID", 0, "ETH_CHAIN_ID is 0"),
-    ("USDC_CONTRACT", USDC_MAINNET[:-1] + "b", "USDC_CONTRACT has an invalid EIP-55 checksum"),
-    ("USDT_CONTRACT", "tether", "USDT_CONTRACT is not an Ethereum address"),
-    ("XMR_VIEW_KEY", Seed().secret_view_key(), "XMR_VIEW_KEY does not belong to XMR_ADDRESS"),
-    ("XMR_VIEW_KEY", "", "XMR_VIEW_KEY is not set"),
-    ("XMR_ADDRESS", "4" * 95, "XMR_ADDRESS is not a Monero address"),
-    ("SOL_RECIPIENT", "not-base58-0OIl", "SOL_RECIPIENT is not a Solana address"),
-    ("SOL_CLUSTER", "mainnet", "SOL_CLUSTER is 'mainnet'"),
-])
+@pytest.mark.parametrize(
+    "setting,value,expected",
+    [
+        ("BTC_XPUB", "zpub6rFR7y4Q2AijBEqTUquhVz398htDFrtymD9xYYfG1m4wAcvPhXNfE3EfH1r1", "BTC_XPUB is not an extended"),
+        ("BTC_XPUB", BIP84_FIRST, "BTC_XPUB is not an extended"),
+        ("BTC_NETWORK", "mainet", "BTC_NETWORK is 'mainet'"),
+        ("BTC_NETWORK", "regtest", "BTC_XPUB holds a mainnet key (zpub)"),
+        ("BTC_SCRIPT_TYPE", "p2pkh", "BTC_XPUB holds a zpub, which is a p2wpkh key"),
+        ("BTC_SCRIPT_TYPE", "segwit", "BTC_SCRIPT_TYPE is 'segwit'"),
+        ("LTC_NETWORK", "signet", "LTC_NETWORK is 'signet'"),
+        ("ETH_XPUB", ETH_FIRST, "ETH_XPUB holds an address"),
+        ("ETH_CHAIN_ID", 0, "ETH_CHAIN_ID is 0"),
+        ("USDC_CONTRACT", USDC_MAINNET[:-1] + "b", "USDC_CONTRACT has an invalid EIP-55 checksum"),
+        ("USDT_CONTRACT", "tether", "USDT_CONTRACT is not an Ethereum address"),
+        ("XMR_VIEW_KEY", Seed().secret_view_key(), "XMR_VIEW_KEY does not belong to XMR_ADDRESS"),
+        ("XMR_VIEW_KEY", "", "XMR_VIEW_KEY is not set"),
+        ("XMR_ADDRESS", "4" * 95, "XMR_ADDRESS is not a Monero address"),
+        ("SOL_RECIPIENT", "not-base58-0OIl", "SOL_RECIPIENT is not a Solana address"),
+        ("SOL_CLUSTER", "mainnet", "SOL_CLUSTER is 'mainnet'"),
+    ],
+)
 def test_malformed_material_is_refused(chains, setting, value, expected):
     setattr(chains, setting, value)
     with pytest.raises(ImproperlyConfigured) as err:
@@ -367,11 +373,17 @@ def test_billing_app_ready_refuses(chains):
 def test_the_process_does_not_start_with_a_private_key(tmp_path):
     secret = account_private(BTC_ACCOUNT, "zpub")
     env = {
-        key: value for key, value in os.environ.items()
+        key: value
+        for key, value in os.environ.items()
         if not key.startswith(("DJANGO_", "PYTEST", "BTC_", "LTC_", "ETH_", "XMR_", "SOL_", "USD"))
     }
-    env.update(DEBUG="1", DATA_DIR=str(tmp_path), DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
-               DJANGO_SETTINGS_MODULE="config.settings", BTC_XPUB=secret)
+    env.update(
+        DEBUG="1",
+        DATA_DIR=str(tmp_path),
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        DJANGO_SETTINGS_MODULE="config.settings",
+        BTC_XPUB=secret,
+    )
     run = subprocess.run(
         [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )

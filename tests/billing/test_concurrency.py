@@ -39,8 +39,11 @@ def run_together(n, fn):
 @pytest.mark.django_db(transaction=True)
 def test_one_observation_applied_by_two_threads_is_credited_once(chains, customer):
     inv = services.invoice_create(
-        account=customer, subject="t:1", description="t",
-        lines=[LineSpec("x", Decimal(1), Decimal("90.00"), Decimal("90.00"))], currency="LTC",
+        account=customer,
+        subject="t:1",
+        description="t",
+        lines=[LineSpec("x", Decimal(1), Decimal("90.00"), Decimal("90.00"))],
+        currency="LTC",
     )
     req = inv.active_request
     obs = Observation("LTC", "deadbeef", 0, req.match_key, 150_000_000, 6)  # 1.5 LTC for a 1 LTC invoice
@@ -58,8 +61,11 @@ def test_ledger_never_negative_under_concurrent_debits(chains, customer):
     services.credit_post(account_id=customer.pk, kind="adjustment", amount_usd=Decimal("250.00"), reason="seed")
     invoices = [
         services.invoice_create(
-            account=customer, subject=f"t:{i}", description="t",
-            lines=[LineSpec("x", Decimal(1), Decimal("100.00"), Decimal("100.00"))], currency=None,
+            account=customer,
+            subject=f"t:{i}",
+            description="t",
+            lines=[LineSpec("x", Decimal(1), Decimal("100.00"), Decimal("100.00"))],
+            currency=None,
         )
         for i in range(8)
     ]
@@ -71,6 +77,9 @@ def test_ledger_never_negative_under_concurrent_debits(chains, customer):
     balance = CreditBalance.objects.get(account=customer).balance_usd
     assert balance == Decimal("50.00")
     ledger = list(CreditEntry.objects.order_by("id").values_list("amount_usd", "balance_after_usd"))
-    assert ledger == [(Decimal("250.00"), Decimal("250.00")), (Decimal("-100.00"), Decimal("150.00")),
-                      (Decimal("-100.00"), Decimal("50.00"))]
+    assert ledger == [
+        (Decimal("250.00"), Decimal("250.00")),
+        (Decimal("-100.00"), Decimal("150.00")),
+        (Decimal("-100.00"), Decimal("50.00")),
+    ]
     assert Invoice.objects.filter(status="settled", settled_via="credit").count() == 2

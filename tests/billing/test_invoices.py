@@ -41,8 +41,12 @@ def observe(invoice, amount, *, confirmations=0, txid="tx1", index=0):
     req = invoice.active_request
     return services.payment_observe(
         observation=Observation(
-            currency=req.currency, txid=txid, output_index=index, match_key=req.match_key,
-            amount=amount, confirmations=confirmations,
+            currency=req.currency,
+            txid=txid,
+            output_index=index,
+            match_key=req.match_key,
+            amount=amount,
+            confirmations=confirmations,
         )
     )
 
@@ -85,7 +89,10 @@ def test_request_amount_is_rounded_up_and_destination_fresh(chains, customer, fr
     assert int(req.amount_due) == 111_111_112
     assert req.rate_usd == Decimal("90") and req.rate_source == "setting"
     assert req.address.startswith("ltc1")
-    assert req.payment_uri == f"litecoin:{req.address}?amount=1.11111112&label=GPU%20Rent%20Hub&message=Invoice%20{a.number}"
+    assert (
+        req.payment_uri
+        == f"litecoin:{req.address}?amount=1.11111112&label=GPU%20Rent%20Hub&message=Invoice%20{a.number}"
+    )
     assert (req.expires_at - req.created_at) == timedelta(minutes=30)
     assert a.monitoring_until - a.expires_at == timedelta(hours=24)
     b = make_invoice(customer, currency="LTC")
@@ -353,11 +360,31 @@ def test_record_payment_command(chains, customer, frozen, capsys):
 
     inv = make_invoice(customer)
     due = int(inv.active_request.amount_due)
-    call_command("record_payment", inv.number, "--txid", "abc", "--amount", str(due), "--confirmations", "1",
-                 "--reason", "seen in the node by hand")
+    call_command(
+        "record_payment",
+        inv.number,
+        "--txid",
+        "abc",
+        "--amount",
+        str(due),
+        "--confirmations",
+        "1",
+        "--reason",
+        "seen in the node by hand",
+    )
     assert "is processing" in capsys.readouterr().out
-    call_command("record_payment", inv.number, "--txid", "abc", "--amount", str(due), "--confirmations", "6",
-                 "--reason", "six now")
+    call_command(
+        "record_payment",
+        inv.number,
+        "--txid",
+        "abc",
+        "--amount",
+        str(due),
+        "--confirmations",
+        "6",
+        "--reason",
+        "six now",
+    )
     assert "is settled" in capsys.readouterr().out
     payment = Payment.objects.get()
     assert (payment.source, payment.confirmations) == ("manual", 6)

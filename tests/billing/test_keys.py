@@ -134,11 +134,14 @@ def test_bitcoin_mainnet_watch_only_equals_full_key_derivation(form):
         assert script == "0014" + Hash160.QuickDigest(full_pubkey(acc, i)).hex()
 
 
-@pytest.mark.parametrize("network,coin,hrp,params", [
-    ("testnet", Bip84Coins.BITCOIN_TESTNET, "tb", "testnet"),
-    ("signet", Bip84Coins.BITCOIN_TESTNET, "tb", "testnet"),
-    ("regtest", Bip84Coins.BITCOIN_REGTEST, "bcrt", "regtest"),
-])
+@pytest.mark.parametrize(
+    "network,coin,hrp,params",
+    [
+        ("testnet", Bip84Coins.BITCOIN_TESTNET, "tb", "testnet"),
+        ("signet", Bip84Coins.BITCOIN_TESTNET, "tb", "testnet"),
+        ("regtest", Bip84Coins.BITCOIN_REGTEST, "bcrt", "regtest"),
+    ],
+)
 @pytest.mark.parametrize("form", ["vpub", "tpub"])
 def test_bitcoin_test_networks(network, coin, hrp, params, form):
     acc = account(Bip84, coin)
@@ -248,13 +251,16 @@ def test_ethereum_public_vector_and_full_key_derivation():
         assert keys.eip55(eth.address(i).lower()) == eth.address(i)
 
 
-@pytest.mark.parametrize("checksummed", [
-    # The EIP-55 specification's own examples.
-    "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
-    "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
-    "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
-    "0xD1220A0cf47c7B9Be7A2E6BA89F429762e7b9aDb",
-])
+@pytest.mark.parametrize(
+    "checksummed",
+    [
+        # The EIP-55 specification's own examples.
+        "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+        "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359",
+        "0xdbF03B407c01E7cD3CBea99509d93f8DDDC8C6FB",
+        "0xD1220A0cf47c7B9Be7A2E6BA89F429762e7b9aDb",
+    ],
+)
 def test_eip55(checksummed):
     assert keys.eip55(checksummed.lower()) == checksummed
     assert keys.eth_address_parse(checksummed.lower()) == checksummed
@@ -390,8 +396,10 @@ def _payload(extended: str) -> bytes:
 
 def test_index_bounds():
     acct = keys.utxo_account_parse(
-        chain="bitcoin", value=account(Bip84, Bip84Coins.BITCOIN).PublicKey().ToExtended(),
-        network="mainnet", script_type="p2wpkh",
+        chain="bitcoin",
+        value=account(Bip84, Bip84Coins.BITCOIN).PublicKey().ToExtended(),
+        network="mainnet",
+        script_type="p2wpkh",
     )
     for bad in (-1, 2**31):
         with pytest.raises(ValueError):
@@ -401,11 +409,14 @@ def test_index_bounds():
 # --- Monero --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("net,name,coin", [
-    ("main", "mainnet", MoneroCoins.MONERO_MAINNET),
-    ("stage", "stagenet", MoneroCoins.MONERO_STAGENET),
-    ("test", "testnet", MoneroCoins.MONERO_TESTNET),
-])
+@pytest.mark.parametrize(
+    "net,name,coin",
+    [
+        ("main", "mainnet", MoneroCoins.MONERO_MAINNET),
+        ("stage", "stagenet", MoneroCoins.MONERO_STAGENET),
+        ("test", "testnet", MoneroCoins.MONERO_TESTNET),
+    ],
+)
 def test_monero_subaddresses_equal_the_wallets_own(net, name, coin):
     seed = Seed()  # a fresh random wallet
     primary = str(seed.public_address(net=net))

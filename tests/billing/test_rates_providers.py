@@ -76,7 +76,7 @@ class ProviderServer:
 
 
 class Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         state: ProviderServer = self.server.state  # type: ignore[attr-defined]
         parts = urlsplit(self.path)
         with state.lock:
@@ -104,7 +104,7 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up waiting (timeout tests)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 

@@ -14,19 +14,22 @@ from billing.chains import uris
 ADDRESS = "bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu"
 
 
-@pytest.mark.parametrize("amount,decimals,expected", [
-    (390000, 8, "0.0039"),
-    (100000000, 8, "1"),
-    (123456789, 8, "1.23456789"),
-    (1, 8, "0.00000001"),
-    (1, 18, "0.000000000000000001"),
-    (5 * 10**18, 18, "5"),
-    (12345678901234567890123, 18, "12345.678901234567890123"),
-    (10**30, 18, "1000000000000"),
-    (1500000, 6, "1.5"),
-    (1, 12, "0.000000000001"),
-    (Decimal("390000"), 8, "0.0039"),
-])
+@pytest.mark.parametrize(
+    "amount,decimals,expected",
+    [
+        (390000, 8, "0.0039"),
+        (100000000, 8, "1"),
+        (123456789, 8, "1.23456789"),
+        (1, 8, "0.00000001"),
+        (1, 18, "0.000000000000000001"),
+        (5 * 10**18, 18, "5"),
+        (12345678901234567890123, 18, "12345.678901234567890123"),
+        (10**30, 18, "1000000000000"),
+        (1500000, 6, "1.5"),
+        (1, 12, "0.000000000001"),
+        (Decimal("390000"), 8, "0.0039"),
+    ],
+)
 def test_coins_str(amount, decimals, expected):
     assert uris.coins_str(amount, decimals) == expected
 
@@ -41,15 +44,18 @@ def test_coins_str_is_exact_and_plain(amount, decimals):
     assert not frac.endswith("0") and len(frac) <= decimals
 
 
-@pytest.mark.parametrize("bad,error", [
-    (0, ValueError),
-    (-5, ValueError),
-    (Decimal("1.5"), ValueError),
-    (Decimal("NaN"), ValueError),
-    (1.0, TypeError),
-    ("100", TypeError),
-    (True, TypeError),
-])
+@pytest.mark.parametrize(
+    "bad,error",
+    [
+        (0, ValueError),
+        (-5, ValueError),
+        (Decimal("1.5"), ValueError),
+        (Decimal("NaN"), ValueError),
+        (1.0, TypeError),
+        ("100", TypeError),
+        (True, TypeError),
+    ],
+)
 def test_amounts_must_be_positive_whole_base_units(bad, error):
     with pytest.raises(error):
         uris.coins_str(bad, 8)
@@ -62,8 +68,12 @@ def test_bip21():
         f"bitcoin:{ADDRESS}?amount=0.0039"
     )
     uri = uris.bip21_uri(
-        scheme="litecoin", address="ltc1qexample", amount=150000000, decimals=8,
-        label="GPU Rent Hub", message="Invoice GRH-000042 & co=1",
+        scheme="litecoin",
+        address="ltc1qexample",
+        amount=150000000,
+        decimals=8,
+        label="GPU Rent Hub",
+        message="Invoice GRH-000042 & co=1",
     )
     assert uri == "litecoin:ltc1qexample?amount=1.5&label=GPU%20Rent%20Hub&message=Invoice%20GRH-000042%20%26%20co%3D1"
 
@@ -104,9 +114,7 @@ def test_solana_pay_uri():
     uri = uris.solana_pay_uri(
         recipient=recipient, amount=1500000000, reference=reference, label="GPU Rent Hub", message="Thanks!"
     )
-    assert uri == (
-        f"solana:{recipient}?amount=1.5&reference={reference}&label=GPU%20Rent%20Hub&message=Thanks%21"
-    )
+    assert uri == (f"solana:{recipient}?amount=1.5&reference={reference}&label=GPU%20Rent%20Hub&message=Thanks%21")
     query = parse_qs(urlsplit(uri).query)
     assert query["reference"] == [reference] and query["message"] == ["Thanks!"]
     assert uris.solana_pay_uri(recipient=recipient, amount=1, reference=reference) == (

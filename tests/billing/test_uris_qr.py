@@ -51,13 +51,16 @@ def decode(svg: str, pixels: int = 4) -> list[str]:
     return [(r.text, r.format) for r in zxingcpp.read_barcodes(image)]
 
 
-@pytest.mark.parametrize("text", [
-    "bitcoin:bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu?amount=0.0039&label=GPU%20Rent%20Hub",
-    "ethereum:0xdAC17F958D2ee523a2206206994597C13D831ec7@1/transfer"
-    "?address=0x9858EfFD232B4033E47d90003D41EC34EcaEda94&uint256=12168000000",
-    "monero:" + "4" + "A" * 94 + "?tx_amount=1.2345&tx_description=Invoice%20GRH-000001",
-    "x",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "bitcoin:bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu?amount=0.0039&label=GPU%20Rent%20Hub",
+        "ethereum:0xdAC17F958D2ee523a2206206994597C13D831ec7@1/transfer"
+        "?address=0x9858EfFD232B4033E47d90003D41EC34EcaEda94&uint256=12168000000",
+        "monero:" + "4" + "A" * 94 + "?tx_amount=1.2345&tx_description=Invoice%20GRH-000001",
+        "x",
+    ],
+)
 def test_qr_svg_is_an_svg_document_that_decodes_to_the_text(text):
     svg = qr_svg(text)
     assert svg.startswith("<?xml")

@@ -43,8 +43,12 @@ def test_stock_overview_page(staff_client, catalog):
 
 def test_catalog_admin_lists_render(staff_client, catalog):
     for url in (
-        "/admin/catalog/gpumodel/", "/admin/catalog/region/", "/admin/catalog/host/?gpu__id__exact=1",
-        "/admin/catalog/addon/", "/admin/catalog/template/", "/admin/catalog/multigpudiscount/",
+        "/admin/catalog/gpumodel/",
+        "/admin/catalog/region/",
+        "/admin/catalog/host/?gpu__id__exact=1",
+        "/admin/catalog/addon/",
+        "/admin/catalog/template/",
+        "/admin/catalog/multigpudiscount/",
         "/admin/core/auditentry/",
     ):
         assert staff_client.get(url).status_code == 200, url
@@ -57,9 +61,18 @@ def test_a_host_added_in_admin_gets_its_slots_and_joins_the_stock(staff_client, 
 
     gpu = GpuModel.objects.get(slug="a40")
     region = Region.objects.get(code="PDX-1")
-    resp = staff_client.post("/admin/catalog/host/add/", {
-        "name": "pdx-1-a40-100", "region": region.pk, "gpu": gpu.pk, "slot_count": 8, "is_active": "on",
-        "slots-TOTAL_FORMS": "0", "slots-INITIAL_FORMS": "0"})
+    resp = staff_client.post(
+        "/admin/catalog/host/add/",
+        {
+            "name": "pdx-1-a40-100",
+            "region": region.pk,
+            "gpu": gpu.pk,
+            "slot_count": 8,
+            "is_active": "on",
+            "slots-TOTAL_FORMS": "0",
+            "slots-INITIAL_FORMS": "0",
+        },
+    )
     assert resp.status_code == 302, resp.content[:2000]
     host = Host.objects.get(name="pdx-1-a40-100")
     assert list(host.slots.values_list("index", "status").order_by("index")) == [(i, "free") for i in range(8)]
@@ -71,18 +84,24 @@ def test_slots_go_out_of_service_and_back_through_actions(staff_client, catalog)
     from catalog.models import Slot
 
     slot = Slot.objects.filter(host__name="dfw-1-b200-001", status="free").first()
-    resp = staff_client.post("/admin/catalog/slot/", {"action": "out_of_service", "_selected_action": [slot.pk],
-                                                      "apply": "1", "reason": "GPU 3 fails ECC checks"})
+    resp = staff_client.post(
+        "/admin/catalog/slot/",
+        {"action": "out_of_service", "_selected_action": [slot.pk], "apply": "1", "reason": "GPU 3 fails ECC checks"},
+    )
     assert resp.status_code == 302
     slot.refresh_from_db()
     assert slot.status == "out_of_service"
     assert AuditEntry.objects.filter(action="slot.out_of_service", reason="GPU 3 fails ECC checks").exists()
     rented = Slot.objects.filter(status="rented").first()
-    staff_client.post("/admin/catalog/slot/", {"action": "out_of_service", "_selected_action": [rented.pk],
-                                               "apply": "1", "reason": "no"})
+    staff_client.post(
+        "/admin/catalog/slot/",
+        {"action": "out_of_service", "_selected_action": [rented.pk], "apply": "1", "reason": "no"},
+    )
     rented.refresh_from_db()
     assert rented.status == "rented"  # refused: only a free slot goes out of service
-    staff_client.post("/admin/catalog/slot/", {"action": "in_service", "_selected_action": [slot.pk], "apply": "1",
-                                               "reason": "card replaced"})
+    staff_client.post(
+        "/admin/catalog/slot/",
+        {"action": "in_service", "_selected_action": [slot.pk], "apply": "1", "reason": "card replaced"},
+    )
     slot.refresh_from_db()
     assert slot.status == "free"

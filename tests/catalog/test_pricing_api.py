@@ -10,9 +10,21 @@ pytestmark = pytest.mark.django_db
 
 # Monthly / 720, half up to the cent; the seed's table plus the decided A6000 / A5000.
 PER_GPU_HOUR = {
-    "b200": "5.40", "mi300x": "2.21", "h200-sxm": "3.18", "h100-sxm": "2.35", "a100-sxm": "1.38",
-    "h100-pcie": "2.07", "rtx-5090": "0.75", "rtx-4090": "0.54", "rtx-6000-ada": "0.64",
-    "rtx-3090": "0.32", "l40s": "0.72", "a40": "0.33", "l4": "0.35", "rtx-a6000": "0.46", "rtx-a5000": "0.29",
+    "b200": "5.40",
+    "mi300x": "2.21",
+    "h200-sxm": "3.18",
+    "h100-sxm": "2.35",
+    "a100-sxm": "1.38",
+    "h100-pcie": "2.07",
+    "rtx-5090": "0.75",
+    "rtx-4090": "0.54",
+    "rtx-6000-ada": "0.64",
+    "rtx-3090": "0.32",
+    "l40s": "0.72",
+    "a40": "0.33",
+    "l4": "0.35",
+    "rtx-a6000": "0.46",
+    "rtx-a5000": "0.29",
 }
 
 
@@ -27,9 +39,16 @@ def test_catalog_lists_every_card_with_its_hourly_price(api, catalog):
     assert {slug: r["hourly_usd"] for slug, r in rows.items()} == PER_GPU_HOUR
     h100 = rows["h100-sxm"]
     assert {
-        "name": "H100 SXM", "vendor": "nvidia", "architecture": "Hopper", "memory_gb": 80,
-        "bandwidth_gbps": 3350, "fp8": True, "monthly_usd": "1690.00", "weekly_usd": "475.00",
-        "min_gpus": 1, "max_gpus": 8,
+        "name": "H100 SXM",
+        "vendor": "nvidia",
+        "architecture": "Hopper",
+        "memory_gb": 80,
+        "bandwidth_gbps": 3350,
+        "fp8": True,
+        "monthly_usd": "1690.00",
+        "weekly_usd": "475.00",
+        "min_gpus": 1,
+        "max_gpus": 8,
     }.items() <= h100.items()
     assert rows["b200"]["min_gpus"] == 2 and rows["b200"]["allowed_counts"] == [2, 4, 8]
     assert rows["h100-pcie"]["allowed_counts"] == [1, 2, 4]

@@ -17,9 +17,11 @@ def _leave_free(gpu_slug: str, region_code: str, free_per_host: list[int]) -> No
     )
     hosts = list(
         Slot.objects.filter(host__gpu__slug=gpu_slug, host__region__code=region_code)
-        .values_list("host_id", flat=True).distinct().order_by("host_id")
+        .values_list("host_id", flat=True)
+        .distinct()
+        .order_by("host_id")
     )
-    for host_id, n in zip(hosts, free_per_host):
+    for host_id, n in zip(hosts, free_per_host, strict=False):
         ids = list(Slot.objects.filter(host_id=host_id).order_by("index").values_list("pk", flat=True)[:n])
         Slot.objects.filter(pk__in=ids).update(status=SlotStatus.FREE, holder="")
 

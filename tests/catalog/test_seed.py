@@ -7,10 +7,23 @@ from catalog.models import GpuModel, Host, Region, Slot, SlotStatus, Template
 
 pytestmark = pytest.mark.django_db
 
-SLUGS = (
-    "b200 mi300x h200-sxm h100-sxm a100-sxm h100-pcie rtx-5090 rtx-4090 rtx-6000-ada rtx-3090 "
-    "l40s a40 l4 rtx-a6000 rtx-a5000"
-).split()
+SLUGS = [
+    "b200",
+    "mi300x",
+    "h200-sxm",
+    "h100-sxm",
+    "a100-sxm",
+    "h100-pcie",
+    "rtx-5090",
+    "rtx-4090",
+    "rtx-6000-ada",
+    "rtx-3090",
+    "l40s",
+    "a40",
+    "l4",
+    "rtx-a6000",
+    "rtx-a5000",
+]
 
 
 def test_fifteen_cards_in_the_published_order(catalog):
@@ -19,7 +32,9 @@ def test_fifteen_cards_in_the_published_order(catalog):
 
 def test_three_regions(catalog):
     assert list(Region.objects.values_list("code", "name")) == [
-        ("DFW-1", "Dallas"), ("IAD-1", "Ashburn"), ("PDX-1", "Hillsboro"),
+        ("DFW-1", "Dallas"),
+        ("IAD-1", "Ashburn"),
+        ("PDX-1", "Hillsboro"),
     ]
 
 
@@ -29,9 +44,7 @@ def test_6300_gpus_across_the_regions(catalog):
 
 
 def test_free_stock_matches_the_published_figures(catalog):
-    free = Counter(
-        Slot.objects.filter(status=SlotStatus.FREE).values_list("host__gpu__slug", flat=True)
-    )
+    free = Counter(Slot.objects.filter(status=SlotStatus.FREE).values_list("host__gpu__slug", flat=True))
     assert free["h100-sxm"] == 63
     assert free["rtx-5090"] == 100
     assert free["l40s"] == 74

@@ -114,9 +114,7 @@ def test_payment_seen_in_mempool_then_confirmed_in_its_block(node, destinations)
     assert scan.block == BlockRef(ledger.recent[-2].height + 1, block_hash)
     assert node.rpc.call("getblockhash", scan.block.height) == block_hash
     assert scan.previous_hash == ledger.recent[-2].hash
-    assert scan.observations == (
-        Observation(txid, vout, d.script_hex, 150_000_000, scan.block.height, block_hash),
-    )
+    assert scan.observations == (Observation(txid, vout, d.script_hex, 150_000_000, scan.block.height, block_hash),)
     assert txid in scan.txids and scan.tx_count == len(scan.txids) >= 2
     assert watcher.blocks_applied(step.blocks) == [GoneTx(txid, GoneReason.MINED)]
     after = watcher.scan(scripts=scripts, scanned_tip=ledger.cursor.hash)
@@ -376,9 +374,7 @@ def test_block_of_2000_transactions_against_100000_destinations(node, destinatio
     scripts = {"0014" + secrets.token_hex(20) for _ in range(100_000 - len(ours))}
     scripts.update(d.script_hex for d in ours)
     assert len(scripts) == 100_000
-    txids = node.send_many_transactions(
-        2000, payees=[(d.script_hex, a) for d, a in zip(ours, amounts, strict=True)]
-    )
+    txids = node.send_many_transactions(2000, payees=[(d.script_hex, a) for d, a in zip(ours, amounts, strict=True)])
     assert len(set(txids)) == 2000
 
     watcher = MempoolWatcher(node.rpc)

@@ -164,9 +164,7 @@ def test_a_payment_is_never_repeated_after_the_node_may_have_acted():
     assert len(script.requests) == 2
 
 
-@pytest.mark.parametrize(
-    ("code", "reason"), [(-28, "warming_up"), (-10, "syncing"), (-9, "syncing")]
-)
+@pytest.mark.parametrize(("code", "reason"), [(-28, "warming_up"), (-10, "syncing"), (-9, "syncing")])
 def test_not_ready_codes_are_unavailability(code, reason):
     script = Scripted(_reply(error={"code": code, "message": "Loading block index..."}, status=500))
     with pytest.raises(ChainUnavailable) as caught:

@@ -25,13 +25,28 @@ def scan(capture) -> dict:
 def test_order_paid_in_ltc_on_regtest_becomes_a_rental(
     ltc, node, catalog, customer, customer_api, django_capture_on_commit_callbacks
 ):
-    public_key = ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    public_key = (
+        ed25519.Ed25519PrivateKey.generate()
+        .public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
     key = ssh_key_add(account=customer, public_key=public_key, name="laptop")
-    created = customer_api.post("/api/v1/orders", {
-        "region": "PDX-1", "gpu": "l4", "gpu_count": 1, "term": "weekly", "terms": 1,
-        "template": "ubuntu-24.04", "addons": [], "ssh_keys": [key.pk], "pay_currency": "LTC",
-    }, format="json")
+    created = customer_api.post(
+        "/api/v1/orders",
+        {
+            "region": "PDX-1",
+            "gpu": "l4",
+            "gpu_count": 1,
+            "term": "weekly",
+            "terms": 1,
+            "template": "ubuntu-24.04",
+            "addons": [],
+            "ssh_keys": [key.pk],
+            "pay_currency": "LTC",
+        },
+        format="json",
+    )
     assert created.status_code == 201, created.json()
     order = created.json()
     invoice = order["invoice"]
@@ -55,8 +70,9 @@ def test_order_paid_in_ltc_on_regtest_becomes_a_rental(
     job = ProvisioningJob.objects.get(rental_id=rental["id"])
     assert job.action == "provision" and job.payload["rental"]["ssh_keys"] == [public_key]
 
-    rental_activate(rental_id=rental["id"], ipv4="203.0.113.7", ipv6_prefix="2001:db8:7::/64",
-                    actor=None, reason="handed over")
+    rental_activate(
+        rental_id=rental["id"], ipv4="203.0.113.7", ipv6_prefix="2001:db8:7::/64", actor=None, reason="handed over"
+    )
     [rental] = customer_api.get("/api/v1/rentals").json()
     assert (rental["status"], rental["ipv4"]) == ("active", "203.0.113.7")
     # The payment counted once, and nothing is left for the watcher to do.

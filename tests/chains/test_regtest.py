@@ -71,9 +71,7 @@ def test_helpers_mine_send_and_rewind(node):
     txid = node.send(address, 123_456_789)
     assert txid in node.mempool()
     tx = node.rpc.call("getrawtransaction", txid, True)
-    assert [o["value"] for o in tx["vout"] if o["scriptPubKey"]["addresses"] == [address]] == [
-        Decimal("1.23456789")
-    ]
+    assert [o["value"] for o in tx["vout"] if o["scriptPubKey"]["addresses"] == [address]] == [Decimal("1.23456789")]
 
 
 def test_base_units_to_coins_is_exact():

@@ -3,6 +3,7 @@ pointed at it for every process, and `sandbox_pay` to pay invoices from it."""
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import subprocess
@@ -52,7 +53,9 @@ def test_sandbox_runs_a_persistent_node_and_pays_invoices(tmp_path, settings, cu
         assert "Paid 0.06000000 LTC (6000000 litoshi)" in out and "Mined 6 block(s)." in out
         assert out.endswith(f"Invoice {invoice.number} is settled (none).")
         assert (ltc.reload(invoice).status, ltc.reload(invoice).exception) == (
-            InvoiceStatus.SETTLED, InvoiceException.NONE)
+            InvoiceStatus.SETTLED,
+            InvoiceException.NONE,
+        )
         with pytest.raises(CommandError, match="already_paid"):
             _call("sandbox_pay", invoice.number)
         with pytest.raises(CommandError, match="not_found|No invoice"):
@@ -96,8 +99,9 @@ def test_sandbox_pay_is_refused_outside_the_sandbox(ltc, settings):
 def test_production_refuses_the_sandbox_setting():
     env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SANDBOX")}
     env.update(SANDBOX="1", SECRET_KEY="x" * 50, DATABASE_URL="sqlite:///:memory:")
-    result = subprocess.run([sys.executable, "-c", "import config.settings"], env=env, capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", "import config.settings"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode != 0
     assert "SANDBOX is for local runs only: it needs DEBUG=1" in result.stderr
     env["DEBUG"] = "1"
@@ -123,14 +127,16 @@ class FakeProcess:
 
 def test_serve_local_passes_the_sandbox_settings_to_web_worker_and_beat(monkeypatch):
     stopped = []
-    sandbox = SimpleNamespace(env={"LTC_RPC_URL": "http://u:p@127.0.0.1:1", "SANDBOX": "1"},
-                              node=SimpleNamespace(rpc_port=1, datadir="data/sandbox/litecoind"),
-                              stop=lambda: stopped.append(True))
+    sandbox = SimpleNamespace(
+        env={"LTC_RPC_URL": "http://u:p@127.0.0.1:1", "SANDBOX": "1"},
+        node=SimpleNamespace(rpc_port=1, datadir="data/sandbox/litecoind"),
+        stop=lambda: stopped.append(True),
+    )
     FakeProcess.started = []
     monkeypatch.setattr(serve_local.subprocess, "Popen", FakeProcess)
     monkeypatch.setattr(serve_local.Command, "_sandbox_start", lambda self: sandbox)
     monkeypatch.setattr(serve_local.signal, "signal", lambda *a: None)
-    serve_local.Command(stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w"))._serve("127.0.0.1", 8000)
+    serve_local.Command(stdout=io.StringIO(), stderr=io.StringIO())._serve("127.0.0.1", 8000)
     assert len(FakeProcess.started) == 3
     for process in FakeProcess.started:
         assert process.env["LTC_RPC_URL"] == "http://u:p@127.0.0.1:1" and process.env["SANDBOX"] == "1"
@@ -139,7 +145,7 @@ def test_serve_local_passes_the_sandbox_settings_to_web_worker_and_beat(monkeypa
 
 
 def test_serve_local_starts_no_sandbox_when_ltc_is_configured_or_in_production(settings, monkeypatch, tmp_path):
-    command = serve_local.Command(stdout=open(os.devnull, "w"))
+    command = serve_local.Command(stdout=io.StringIO())
     monkeypatch.setattr("billing.chains.regtest.sandbox_start", lambda **kw: pytest.fail("no sandbox expected"))
     settings.DEBUG = False
     assert command._sandbox_start() is None

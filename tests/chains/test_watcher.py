@@ -83,7 +83,10 @@ def test_zero_conf_is_processing_and_the_policy_settles_it(ltc, node):
     assert status(ltc, invoice) == (InvoiceStatus.SETTLED, InvoiceException.NONE)
     payment.refresh_from_db()
     assert (payment.confirmations, payment.status, payment.disposition) == (
-        6, PaymentStatus.CONFIRMED, PaymentDisposition.APPLIED)
+        6,
+        PaymentStatus.CONFIRMED,
+        PaymentDisposition.APPLIED,
+    )
     state = ltc.state()
     assert (state.height, state.block_hash, state.tip_height) == (node.height(), last, node.height())
     assert state.consecutive_failures == 0 and state.last_ok_at is not None
@@ -93,7 +96,12 @@ def test_zero_conf_is_processing_and_the_policy_settles_it(ltc, node):
     # Running again changes nothing.
     again = ltc.scan()
     assert (again.blocks, again.recorded, again.unconfirmed, again.confirmations_updated, again.uncounted) == (
-        0, 0, 0, 0, 0)
+        0,
+        0,
+        0,
+        0,
+        0,
+    )
     assert Payment.objects.count() == 1
 
 
@@ -147,9 +155,7 @@ def test_late_payment_settles_late_and_expiry_needs_a_healthy_watcher(ltc, node)
     assert status(ltc, invoice) == (InvoiceStatus.SETTLED, InvoiceException.PAID_LATE)
 
 
-def test_reorg_puts_the_payment_back_to_unconfirmed_then_it_settles_once(
-    ltc, node, django_capture_on_commit_callbacks
-):
+def test_reorg_puts_the_payment_back_to_unconfirmed_then_it_settles_once(ltc, node, django_capture_on_commit_callbacks):
     invoice = ltc.invoice()
     txid = ltc.pay(invoice)
     base = node.height()
@@ -166,7 +172,11 @@ def test_reorg_puts_the_payment_back_to_unconfirmed_then_it_settles_once(
         assert reopened == []  # back in the mempool: still paid, never briefly unpaid
         payment.refresh_from_db()
         assert (payment.status, payment.confirmations, payment.block_height, payment.block_hash) == (
-            PaymentStatus.PENDING, 0, None, "")
+            PaymentStatus.PENDING,
+            0,
+            None,
+            "",
+        )
         assert status(ltc, invoice)[0] == InvoiceStatus.PROCESSING
         assert ltc.state().height == base
         assert not ChainBlock.objects.filter(chain="litecoin", height__gt=base).exists()
@@ -228,9 +238,7 @@ def test_a_settled_invoice_survives_a_reorg_and_its_return_without_double_credit
     assert not CreditEntry.objects.exists()
 
 
-def test_rbf_bumpfee_replaces_the_payment_without_reopening_the_invoice(
-    ltc, node, django_capture_on_commit_callbacks
-):
+def test_rbf_bumpfee_replaces_the_payment_without_reopening_the_invoice(ltc, node, django_capture_on_commit_callbacks):
     invoice = ltc.invoice()
     txid = ltc.pay(invoice)
     ltc.scan()

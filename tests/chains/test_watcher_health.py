@@ -131,8 +131,7 @@ def test_beat_schedules_a_scan_for_each_watched_chain(monkeypatch):
     try:
         fresh = importlib.reload(base)
         entry = fresh.CELERY_BEAT_SCHEDULE["billing.chain_scan.LTC"]
-        assert entry == {"task": "billing.chain_scan", "schedule": 7.0, "args": ("LTC",),
-                         "options": {"expires": 7.0}}
+        assert entry == {"task": "billing.chain_scan", "schedule": 7.0, "args": ("LTC",), "options": {"expires": 7.0}}
         assert "billing.chain_scan.BTC" not in fresh.CELERY_BEAT_SCHEDULE
     finally:
         monkeypatch.undo()

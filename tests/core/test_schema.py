@@ -19,9 +19,19 @@ def test_schema_is_valid_openapi_3(api):
     assert schema["openapi"].startswith("3.")
     validate(schema)
     paths = set(schema["paths"])
-    for path in ("/api/v1/accounts", "/api/v1/auth/token", "/api/v1/catalog/gpus", "/api/v1/pricing/quote",
-                 "/api/v1/sizing/check", "/api/v1/sizing/recommend", "/api/v1/orders", "/api/v1/invoices/{invoice_id}",
-                 "/api/v1/rentals", "/api/v1/webhooks", "/api/v1/currencies"):
+    for path in (
+        "/api/v1/accounts",
+        "/api/v1/auth/token",
+        "/api/v1/catalog/gpus",
+        "/api/v1/pricing/quote",
+        "/api/v1/sizing/check",
+        "/api/v1/sizing/recommend",
+        "/api/v1/orders",
+        "/api/v1/invoices/{invoice_id}",
+        "/api/v1/rentals",
+        "/api/v1/webhooks",
+        "/api/v1/currencies",
+    ):
         assert path in paths, path
 
 

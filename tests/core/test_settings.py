@@ -22,8 +22,9 @@ def manage(*args, env_extra=None, drop=()):
     env.update(env_extra or {})
     for key in drop:
         env.pop(key, None)
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_check_deploy_is_clean_with_production_settings():
@@ -39,9 +40,11 @@ def test_production_refuses_to_start_without_a_secret_key():
 
 
 def test_production_defaults_are_the_safe_ones():
-    code = ("from django.conf import settings as s; "
-            "print(s.DEBUG, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_SSL_REDIRECT, "
-            "s.SECURE_HSTS_SECONDS, s.ALLOWED_HOSTS)")
+    code = (
+        "from django.conf import settings as s; "
+        "print(s.DEBUG, s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_SSL_REDIRECT, "
+        "s.SECURE_HSTS_SECONDS, s.ALLOWED_HOSTS)"
+    )
     result = manage("shell", "-c", code, drop=("ALLOWED_HOSTS",))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1].split() == ["False", "True", "True", "True", "31536000", "[]"]

@@ -49,7 +49,10 @@ def test_change_password_revokes_the_other_tokens(api, alice, client_with):
     assert client.get("/api/v1/account").status_code == 200
     assert client_with(other["token"]).get("/api/v1/account").status_code == 401
     assert api.post("/api/v1/auth/token", {"username": "alice", "password": PASSWORD}, format="json").status_code == 401
-    assert api.post("/api/v1/auth/token", {"username": "alice", "password": NEW_PASSWORD}, format="json").status_code == 200
+    assert (
+        api.post("/api/v1/auth/token", {"username": "alice", "password": NEW_PASSWORD}, format="json").status_code
+        == 200
+    )
 
 
 def test_change_password_needs_the_current_one(alice):
@@ -70,7 +73,9 @@ def test_change_password_runs_the_validators(alice):
 
 
 def _add_key(client, private_key):
-    resp = client.post("/api/v1/account/ssh-keys", {"name": "k", "public_key": openssh_line(private_key)}, format="json")
+    resp = client.post(
+        "/api/v1/account/ssh-keys", {"name": "k", "public_key": openssh_line(private_key)}, format="json"
+    )
     assert resp.status_code == 201, resp.json()
 
 

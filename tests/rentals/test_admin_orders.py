@@ -9,7 +9,7 @@ from django.test import Client
 
 from core.models import AuditEntry
 from rentals.models import Order, Rental
-from tests.rentals.test_lifecycle import active_rental, ordered, pay, staff, T0  # noqa: F401
+from tests.rentals.test_lifecycle import T0, active_rental, ordered, pay, staff  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -46,8 +46,11 @@ def test_suspend_unsuspend_extend_terminate_are_audited(admin_client, active_ren
         assert Rental.objects.get(pk=active_rental.pk).status == status, action
     rental = Rental.objects.get(pk=active_rental.pk)
     assert rental.paid_until == active_rental.paid_until + timedelta(days=2)
-    entries = list(AuditEntry.objects.filter(object_id=str(rental.pk), action__startswith="rental.")
-                   .order_by("id").values_list("action", "actor_name", "reason"))
+    entries = list(
+        AuditEntry.objects.filter(object_id=str(rental.pk), action__startswith="rental.")
+        .order_by("id")
+        .values_list("action", "actor_name", "reason")
+    )
     assert entries[-4:] == [
         ("rental.suspend", "opsperson", "abuse report 1187"),
         ("rental.unsuspend", "opsperson", "resolved with the customer"),
@@ -60,13 +63,27 @@ def test_suspend_unsuspend_extend_terminate_are_audited(admin_client, active_ren
 def test_mark_provisioned_with_addresses(admin_client, ordered):  # noqa: F811
     pay(ordered["invoice"]["number"], 277_777_778)
     rental = Rental.objects.get(order_id=ordered["id"])
-    resp = act(admin_client, "rental", "mark_provisioned", rental.pk, reason="racked and imaged",
-               ipv4="198.51.100.7", ipv6_prefix="2001:db8:7::/64")
+    resp = act(
+        admin_client,
+        "rental",
+        "mark_provisioned",
+        rental.pk,
+        reason="racked and imaged",
+        ipv4="198.51.100.7",
+        ipv6_prefix="2001:db8:7::/64",
+    )
     assert resp.status_code == 302
     rental.refresh_from_db()
     assert (rental.status, rental.ipv4, rental.ipv6_prefix) == ("active", "198.51.100.7", "2001:db8:7::/64")
-    bad = act(admin_client, "rental", "mark_provisioned", rental.pk, reason="again", ipv4="198.51.100.8",
-              ipv6_prefix="2001:db8:7::/48")
+    bad = act(
+        admin_client,
+        "rental",
+        "mark_provisioned",
+        rental.pk,
+        reason="again",
+        ipv4="198.51.100.8",
+        ipv6_prefix="2001:db8:7::/48",
+    )
     assert bad.status_code == 302  # refused with a message; nothing changed
     assert Rental.objects.get(pk=rental.pk).ipv4 == "198.51.100.7"
 
@@ -89,7 +106,13 @@ def test_dashboard(admin_client, active_rental):  # noqa: F811
 
 
 def test_order_and_rental_lists_render(admin_client, active_rental):  # noqa: F811
-    for url in ("/admin/rentals/order/", "/admin/rentals/rental/", f"/admin/rentals/rental/{active_rental.pk}/change/",
-                f"/admin/rentals/order/{active_rental.order_id}/change/", "/admin/billing/invoice/",
-                "/admin/billing/payment/", "/admin/billing/creditentry/"):
+    for url in (
+        "/admin/rentals/order/",
+        "/admin/rentals/rental/",
+        f"/admin/rentals/rental/{active_rental.pk}/change/",
+        f"/admin/rentals/order/{active_rental.order_id}/change/",
+        "/admin/billing/invoice/",
+        "/admin/billing/payment/",
+        "/admin/billing/creditentry/",
+    ):
         assert admin_client.get(url).status_code == 200, url

@@ -21,8 +21,17 @@ def test_forty_concurrent_orders_for_the_last_four_gpus(chains, catalog, custome
     slots.update(status=SlotStatus.RENTED, holder="external")
     last_four = list(slots.order_by("host__name", "index").values_list("pk", flat=True)[:4])
     Slot.objects.filter(pk__in=last_four).update(status=SlotStatus.FREE, holder="")
-    body = {"region": "IAD-1", "gpu": "rtx-4090", "gpu_count": 1, "term": "weekly", "terms": 1,
-            "template": "ubuntu-24.04", "addons": [], "ssh_keys": [key.pk], "pay_currency": "USDC"}
+    body = {
+        "region": "IAD-1",
+        "gpu": "rtx-4090",
+        "gpu_count": 1,
+        "term": "weekly",
+        "terms": 1,
+        "template": "ubuntu-24.04",
+        "addons": [],
+        "ssh_keys": [key.pk],
+        "pay_currency": "USDC",
+    }
     barrier = threading.Barrier(40)
     results, lock = [], threading.Lock()
 
@@ -53,4 +62,5 @@ def test_forty_concurrent_orders_for_the_last_four_gpus(chains, catalog, custome
     assert not slots.filter(status=SlotStatus.FREE).exists()
     # Invoice numbers stayed gap-free although 36 transactions rolled back.
     assert sorted(Invoice.objects.values_list("number", flat=True)) == [
-        f"GRH-{Invoice.objects.first().created_at.year}-00000{i}" for i in range(1, 5)]
+        f"GRH-{Invoice.objects.first().created_at.year}-00000{i}" for i in range(1, 5)
+    ]

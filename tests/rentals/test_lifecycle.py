@@ -4,7 +4,7 @@ right moment -> paid from credit -> extended; unpaid -> grace -> suspended ->
 terminated -> slots free again. Every periodic job is run twice: the second run
 changes nothing."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -22,7 +22,7 @@ from tests.rentals.test_orders import new_key_line
 
 pytestmark = pytest.mark.django_db
 
-T0 = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 MONTH = timedelta(hours=720)
 
 
@@ -37,8 +37,13 @@ def free_l4_dfw() -> int:
 
 def run_jobs_twice(now) -> list[int]:
     """Each periodic job twice; returns what the second round changed (all zero)."""
-    jobs = (services.orders_reconcile, services.rentals_renewals_issue, services.rentals_suspend_due,
-            services.rentals_terminate_due, billing.invoices_advance_due)
+    jobs = (
+        services.orders_reconcile,
+        services.rentals_renewals_issue,
+        services.rentals_suspend_due,
+        services.rentals_terminate_due,
+        billing.invoices_advance_due,
+    )
     for _ in range(2):
         with committed():
             second = [job(now=now) for job in jobs]
@@ -64,18 +69,39 @@ def ordered(chains, customer, customer_api, catalog):
     """A paid-for-nothing-yet order: 1x L4 in DFW-1, monthly, paid in LTC."""
     key = services.ssh_key_add(account=customer, public_key=new_key_line(), name="k")
     with time_machine.travel(T0, tick=False):
-        resp = customer_api.post("/api/v1/orders", {
-            "region": "DFW-1", "gpu": "l4", "gpu_count": 1, "term": "monthly", "terms": 1,
-            "template": "ollama-ubuntu-24.04", "addons": [], "ssh_keys": [key.pk], "pay_currency": "LTC",
-        }, format="json")
+        resp = customer_api.post(
+            "/api/v1/orders",
+            {
+                "region": "DFW-1",
+                "gpu": "l4",
+                "gpu_count": 1,
+                "term": "monthly",
+                "terms": 1,
+                "template": "ollama-ubuntu-24.04",
+                "addons": [],
+                "ssh_keys": [key.pk],
+                "pay_currency": "LTC",
+            },
+            format="json",
+        )
     assert resp.status_code == 201, resp.json()
     return resp.json()
 
 
 def pay(invoice_number: str, amount: int, confirmations: int = 6, txid: str = "tx-order"):
     with committed():
-        call_command("record_payment", invoice_number, "--txid", txid, "--amount", str(amount),
-                     "--confirmations", str(confirmations), "--reason", "verified on the node by hand")
+        call_command(
+            "record_payment",
+            invoice_number,
+            "--txid",
+            txid,
+            "--amount",
+            str(amount),
+            "--confirmations",
+            str(confirmations),
+            "--reason",
+            "verified on the node by hand",
+        )
 
 
 def test_the_whole_life(ordered, customer, customer_api, staff_api, staff):
@@ -98,15 +124,24 @@ def test_the_whole_life(ordered, customer, customer_api, staff_api, staff):
     # Handed over two minutes after payment: the first paid period starts then.
     handover = T0 + timedelta(minutes=7)
     with time_machine.travel(handover, tick=False), committed():
-        resp = staff_api.post(f"/api/v1/ops/rentals/{rental['id']}/ready",
-                              {"ipv4": "203.0.113.10", "ipv6_prefix": "2001:db8:10:20::/64"}, format="json")
+        resp = staff_api.post(
+            f"/api/v1/ops/rentals/{rental['id']}/ready",
+            {"ipv4": "203.0.113.10", "ipv6_prefix": "2001:db8:10:20::/64"},
+            format="json",
+        )
     assert resp.status_code == 200, resp.json()
     rental = customer_api.get(f"/api/v1/rentals/{rental['id']}").json()
     assert rental["status"] == "active" and rental["provisioning_seconds"] == 120
     assert (rental["ipv4"], rental["ipv6_prefix"]) == ("203.0.113.10", "2001:db8:10:20::/64")
     end1 = handover + MONTH
-    assert rental["periods"] == [{"kind": "initial", "starts_at": handover.isoformat().replace("+00:00", "Z"),
-                                  "ends_at": end1.isoformat().replace("+00:00", "Z"), "invoice_id": invoice["id"]}]
+    assert rental["periods"] == [
+        {
+            "kind": "initial",
+            "starts_at": handover.isoformat().replace("+00:00", "Z"),
+            "ends_at": end1.isoformat().replace("+00:00", "Z"),
+            "invoice_id": invoice["id"],
+        }
+    ]
 
     # Credit that will pay the renewal.
     billing.credit_post(account_id=customer.pk, kind="adjustment", amount_usd=Decimal("300.00"), reason="goodwill")
@@ -120,13 +155,16 @@ def test_the_whole_life(ordered, customer, customer_api, staff_api, staff):
     renewal = Invoice.objects.exclude(pk=invoice["id"]).get()
     assert (renewal.total_usd, renewal.status, renewal.settled_via) == (Decimal("250.00"), "settled", "credit")
     assert [(ln.description, ln.amount_usd) for ln in renewal.lines.all()] == [
-        ("L4 GPU, per card and month", Decimal("250.00"))]
+        ("L4 GPU, per card and month", Decimal("250.00"))
+    ]
     assert credit_balance_usd(account=customer) == Decimal("50.00")
     end2 = end1 + MONTH
     rental_obj = Rental.objects.get(pk=rental["id"])
     assert rental_obj.paid_until == end2
     assert list(rental_obj.periods.values_list("kind", "starts_at", "ends_at")) == [
-        ("initial", handover, end1), ("renewal", end1, end2)]
+        ("initial", handover, end1),
+        ("renewal", end1, end2),
+    ]
 
     # The next renewal is issued but the credit does not cover it: unpaid.
     assert run_jobs_twice(end2 - timedelta(days=7)) == [0, 0, 0, 0, 0]
@@ -149,8 +187,7 @@ def test_the_whole_life(ordered, customer, customer_api, staff_api, staff):
     assert final["status"] == "terminated"
     assert free_l4_dfw() == stock_at_start
     assert not Slot.objects.filter(holder=f"rental:{rental['id']}").exists()
-    assert [j.action for j in rental_obj.jobs.order_by("created_at")] == [
-        "provision", "power_off", "deprovision"]
+    assert [j.action for j in rental_obj.jobs.order_by("created_at")] == ["provision", "power_off", "deprovision"]
 
 
 @pytest.fixture
@@ -159,8 +196,13 @@ def active_rental(ordered, staff):
         pay(ordered["invoice"]["number"], 277_777_778)
     rental = Rental.objects.get(order_id=ordered["id"])
     with committed():
-        services.rental_activate(rental_id=rental.pk, ipv4="203.0.113.11", ipv6_prefix="2001:db8:11::/64",
-                                 actor=staff, now=T0 + timedelta(minutes=10))
+        services.rental_activate(
+            rental_id=rental.pk,
+            ipv4="203.0.113.11",
+            ipv6_prefix="2001:db8:11::/64",
+            actor=staff,
+            now=T0 + timedelta(minutes=10),
+        )
     rental.refresh_from_db()
     return rental
 
@@ -217,8 +259,9 @@ def test_auto_renew_off_issues_no_renewal(active_rental, customer_api):
 
 
 def test_renew_now_and_only_one_open_renewal(active_rental, customer_api):
-    resp = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {"terms": 3, "pay_currency": "BTC"},
-                             format="json")
+    resp = customer_api.post(
+        f"/api/v1/rentals/{active_rental.pk}/renew", {"terms": 3, "pay_currency": "BTC"}, format="json"
+    )
     assert resp.status_code == 201, resp.json()
     invoice = Invoice.objects.get(renewal__rental=active_rental)
     assert invoice.total_usd == Decimal("750.00") and invoice.active_request.currency == "BTC"
@@ -230,40 +273,53 @@ def test_renew_now_and_only_one_open_renewal(active_rental, customer_api):
 
 
 def test_egress_beyond_20_tb_goes_onto_the_next_renewal(active_rental, staff_api):
-    resp = staff_api.post(f"/api/v1/ops/rentals/{active_rental.pk}/usage", {"month": "2026-12", "egress_tb": "23.5"},
-                          format="json")
+    resp = staff_api.post(
+        f"/api/v1/ops/rentals/{active_rental.pk}/usage", {"month": "2026-12", "egress_tb": "23.5"}, format="json"
+    )
     assert resp.status_code == 200, resp.json()
-    assert resp.json() | {"rental_id": 0} == {"rental_id": 0, "month": "2026-12", "egress_tb": "23.500",
-                                              "overage_tb": "3.500", "overage_usd": "14.00", "billed_invoice_id": None}
+    assert resp.json() | {"rental_id": 0} == {
+        "rental_id": 0,
+        "month": "2026-12",
+        "egress_tb": "23.500",
+        "overage_tb": "3.500",
+        "overage_usd": "14.00",
+        "billed_invoice_id": None,
+    }
     run_jobs_twice(active_rental.paid_until - timedelta(days=7))
     invoice = Invoice.objects.get(renewal__rental=active_rental)
     assert [(ln.code, ln.amount_usd) for ln in invoice.lines.all()] == [
-        ("gpu", Decimal("250.00")), ("usage:egress", Decimal("14.00"))]
+        ("gpu", Decimal("250.00")),
+        ("usage:egress", Decimal("14.00")),
+    ]
     assert UsageReport.objects.get().billed_invoice_id == invoice.pk
-    billed = staff_api.post(f"/api/v1/ops/rentals/{active_rental.pk}/usage",
-                            {"month": "2026-12", "egress_tb": "30"}, format="json")
+    billed = staff_api.post(
+        f"/api/v1/ops/rentals/{active_rental.pk}/usage", {"month": "2026-12", "egress_tb": "30"}, format="json"
+    )
     assert billed.status_code == 409 and billed.json()["error"]["code"] == "usage_already_billed"
 
 
 def test_egress_of_an_ending_rental_gets_its_own_invoice(active_rental, customer_api, staff_api):
     customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel")
-    staff_api.post(f"/api/v1/ops/rentals/{active_rental.pk}/usage", {"month": "2026-12", "egress_tb": "21"},
-                   format="json")
+    staff_api.post(
+        f"/api/v1/ops/rentals/{active_rental.pk}/usage", {"month": "2026-12", "egress_tb": "21"}, format="json"
+    )
     invoice = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="usage")
     assert invoice.total_usd == Decimal("4.00")
 
 
 def test_within_the_allowance_nothing_is_billed(active_rental, staff_api):
-    resp = staff_api.post(f"/api/v1/ops/rentals/{active_rental.pk}/usage", {"month": "2026-12", "egress_tb": "20"},
-                          format="json")
+    resp = staff_api.post(
+        f"/api/v1/ops/rentals/{active_rental.pk}/usage", {"month": "2026-12", "egress_tb": "20"}, format="json"
+    )
     assert resp.json()["overage_usd"] == "0.00"
     run_jobs_twice(active_rental.paid_until - timedelta(days=7))
     assert Invoice.objects.get(renewal__rental=active_rental).total_usd == Decimal("250.00")
 
 
 def test_ops_endpoints_need_a_staff_token(active_rental, customer_api):
-    resp = customer_api.post(f"/api/v1/ops/rentals/{active_rental.pk}/usage", {"month": "2026-12", "egress_tb": "1"},
-                             format="json")
+    resp = customer_api.post(
+        f"/api/v1/ops/rentals/{active_rental.pk}/usage", {"month": "2026-12", "egress_tb": "1"}, format="json"
+    )
     assert resp.status_code == 403 and resp.json()["error"]["code"] == "permission_denied"
 
 
@@ -283,15 +339,27 @@ def test_other_accounts_get_404_on_rental_endpoints(active_rental, other_custome
 def test_late_payment_without_stock_becomes_credit(chains, customer, customer_api, catalog):
     key = services.ssh_key_add(account=customer, public_key=new_key_line(), name="k")
     with time_machine.travel(T0, tick=False):
-        order = customer_api.post("/api/v1/orders", {
-            "region": "PDX-1", "gpu": "b200", "gpu_count": 8, "term": "weekly", "terms": 1,
-            "template": "ubuntu-24.04", "addons": [], "ssh_keys": [key.pk], "pay_currency": "USDT",
-        }, format="json").json()
+        order = customer_api.post(
+            "/api/v1/orders",
+            {
+                "region": "PDX-1",
+                "gpu": "b200",
+                "gpu_count": 8,
+                "term": "weekly",
+                "terms": 1,
+                "template": "ubuntu-24.04",
+                "addons": [],
+                "ssh_keys": [key.pk],
+                "pay_currency": "USDT",
+            },
+            format="json",
+        ).json()
     with time_machine.travel(T0 + timedelta(hours=1), tick=False), committed():
         billing.invoices_advance_due()
     assert Order.objects.get(pk=order["id"]).status == "expired"
     Slot.objects.filter(host__gpu__slug="b200", host__region__code="PDX-1", status=SlotStatus.FREE).update(
-        status=SlotStatus.RENTED, holder="external")  # someone else took the last node
+        status=SlotStatus.RENTED, holder="external"
+    )  # someone else took the last node
     with time_machine.travel(T0 + timedelta(hours=2), tick=False):
         pay(order["invoice"]["number"], int(order["invoice"]["amount"]), confirmations=12, txid="0xlate")
     order = Order.objects.get(pk=order["id"])
@@ -303,7 +371,10 @@ def test_late_payment_without_stock_becomes_credit(chains, customer, customer_ap
 def test_staff_extension_adds_a_period(active_rental, staff):
     period = services.rental_extend(rental_id=active_rental.pk, days=3, actor=staff, reason="outage on 12-02")
     assert (period.kind, period.starts_at, period.ends_at) == (
-        "extension", active_rental.paid_until, active_rental.paid_until + timedelta(days=3))
+        "extension",
+        active_rental.paid_until,
+        active_rental.paid_until + timedelta(days=3),
+    )
     assert RentalPeriod.objects.filter(rental=active_rental).count() == 2
 
 
@@ -312,8 +383,9 @@ def test_a_rental_suspended_with_paid_time_left_keeps_it(active_rental, staff, c
     services.rental_suspend(rental_id=active_rental.pk, actor=staff, reason="abuse report", now=T0 + timedelta(days=1))
     # Suspended long ago but still paid: the termination job leaves it alone.
     assert services.rentals_terminate_due(now=T0 + timedelta(days=9)) == 0
-    renewal = services.rental_renew_now(rental_id=active_rental.pk, account=active_rental.account, terms=1,
-                                        currency="LTC", now=T0 + timedelta(days=9))
+    renewal = services.rental_renew_now(
+        rental_id=active_rental.pk, account=active_rental.account, terms=1, currency="LTC", now=T0 + timedelta(days=9)
+    )
     with time_machine.travel(T0 + timedelta(days=9), tick=False):
         pay(renewal.invoice.number, int(renewal.invoice.active_request.amount_due), txid="tx-resume")
     rental = Rental.objects.get(pk=active_rental.pk)

@@ -15,8 +15,16 @@ from tests.rentals.test_orders import new_key_line
 
 pytestmark = pytest.mark.django_db
 
-ORDER = {"region": "DFW-1", "gpu": "l4", "gpu_count": 1, "term": "monthly", "terms": 1,
-         "template": "ollama-ubuntu-24.04", "addons": [], "pay_currency": "LTC"}
+ORDER = {
+    "region": "DFW-1",
+    "gpu": "l4",
+    "gpu_count": 1,
+    "term": "monthly",
+    "terms": 1,
+    "template": "ollama-ubuntu-24.04",
+    "addons": [],
+    "pay_currency": "LTC",
+}
 
 
 def place_order(customer, customer_api):
@@ -27,11 +35,24 @@ def place_order(customer, customer_api):
     return resp.json()
 
 
-def test_customer_webhooks_follow_the_whole_life(chains, catalog, customer, customer_api, staff_api,
-                                                  receiver, allow_private):
-    created = webhooks.endpoint_create(account=customer, url=receiver.url, events=[
-        "order.created", "invoice.processing", "invoice.settled", "invoice.expired", "rental.provisioning",
-        "rental.active", "rental.renewal_due", "rental.suspended", "rental.terminated"])
+def test_customer_webhooks_follow_the_whole_life(
+    chains, catalog, customer, customer_api, staff_api, receiver, allow_private
+):
+    created = webhooks.endpoint_create(
+        account=customer,
+        url=receiver.url,
+        events=[
+            "order.created",
+            "invoice.processing",
+            "invoice.settled",
+            "invoice.expired",
+            "rental.provisioning",
+            "rental.active",
+            "rental.renewal_due",
+            "rental.suspended",
+            "rental.terminated",
+        ],
+    )
     receiver.secret = created.secret
     order = place_order(customer, customer_api)
     with time_machine.travel(T0 + timedelta(minutes=5), tick=False):
@@ -39,8 +60,11 @@ def test_customer_webhooks_follow_the_whole_life(chains, catalog, customer, cust
         pay(order["invoice"]["number"], int(order["invoice"]["amount"]), confirmations=6)
     rental = Rental.objects.get(order_id=order["id"])
     with time_machine.travel(T0 + timedelta(minutes=6), tick=False), committed():
-        staff_api.post(f"/api/v1/ops/rentals/{rental.pk}/ready",
-                       {"ipv4": "192.0.2.1", "ipv6_prefix": "2001:db8:1::/64"}, format="json")
+        staff_api.post(
+            f"/api/v1/ops/rentals/{rental.pk}/ready",
+            {"ipv4": "192.0.2.1", "ipv6_prefix": "2001:db8:1::/64"},
+            format="json",
+        )
     rental.refresh_from_db()
     end = rental.paid_until
     for moment in (end - timedelta(days=7), end + timedelta(days=3), end + timedelta(days=10)):
@@ -50,8 +74,15 @@ def test_customer_webhooks_follow_the_whole_life(chains, catalog, customer, cust
     bodies = [json.loads(r.body) for r in receiver.posts]
     assert all(r.verified for r in receiver.posts)
     assert [b["type"] for b in bodies] == [
-        "order.created", "invoice.processing", "invoice.settled", "rental.provisioning", "rental.active",
-        "rental.renewal_due", "rental.suspended", "invoice.expired", "rental.terminated",
+        "order.created",
+        "invoice.processing",
+        "invoice.settled",
+        "rental.provisioning",
+        "rental.active",
+        "rental.renewal_due",
+        "rental.suspended",
+        "invoice.expired",
+        "rental.terminated",
     ]
     assert bodies[0]["data"]["order"]["id"] == order["id"]
     assert bodies[2]["data"]["invoice"]["status"] == "settled"
@@ -69,8 +100,7 @@ def staff_api(django_user_model):
     return client
 
 
-def test_provisioning_jobs_are_signed_and_retried(chains, catalog, customer, customer_api, settings,
-                                                  receiver):
+def test_provisioning_jobs_are_signed_and_retried(chains, catalog, customer, customer_api, settings, receiver):
     settings.PROVISIONER = "webhook"
     settings.PROVISIONER_URL = receiver.url
     settings.PROVISIONER_SECRET = "provisioning-secret-for-the-test"

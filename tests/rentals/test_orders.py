@@ -38,8 +38,15 @@ def frozen():
 
 def order_body(ssh_key, **overrides):
     body = {
-        "region": "DFW-1", "gpu": "h100-sxm", "gpu_count": 8, "term": "monthly", "terms": 1,
-        "template": "vllm-0.9-ubuntu-24.04", "addons": [], "ssh_keys": [ssh_key.pk], "pay_currency": "BTC",
+        "region": "DFW-1",
+        "gpu": "h100-sxm",
+        "gpu_count": 8,
+        "term": "monthly",
+        "terms": 1,
+        "template": "vllm-0.9-ubuntu-24.04",
+        "addons": [],
+        "ssh_keys": [ssh_key.pk],
+        "pay_currency": "BTC",
     }
     return body | overrides
 
@@ -57,13 +64,24 @@ def test_order_reserves_snapshots_and_invoices(chains, customer_api, ssh_key, ca
     assert (body["region"], body["gpu"], body["gpu_count"], body["term"]) == ("DFW-1", "h100-sxm", 8, "monthly")
     assert body["total_usd"] == "12168.00" and body["per_gpu_hour_usd"] == "2.11"
     assert body["lines"][0] | {"description": ""} == {
-        "code": "gpu", "description": "", "quantity": 8, "unit_usd": "1690.00", "terms": 1,
-        "subtotal_usd": "13520.00", "discount_pct": 10, "discount_usd": "1352.00", "amount_usd": "12168.00",
+        "code": "gpu",
+        "description": "",
+        "quantity": 8,
+        "unit_usd": "1690.00",
+        "terms": 1,
+        "subtotal_usd": "13520.00",
+        "discount_pct": 10,
+        "discount_usd": "1352.00",
+        "amount_usd": "12168.00",
     }
     assert body["ssh_keys"] == [{"id": ssh_key.pk, "name": "laptop", "fingerprint": ssh_key.fingerprint}]
     invoice = body["invoice"]
     assert {k: invoice[k] for k in ("status", "exception", "amount_usd", "pay_currency")} == {
-        "status": "new", "exception": "none", "amount_usd": "12168.00", "pay_currency": "BTC"}
+        "status": "new",
+        "exception": "none",
+        "amount_usd": "12168.00",
+        "pay_currency": "BTC",
+    }
     assert invoice["number"] == "GRH-2026-000001"
     assert invoice["amount"] == "12808422"  # 12168 / 95000 BTC, rounded up to the satoshi
     assert invoice["address"].startswith("bc1q") and invoice["payment_uri"].startswith("bitcoin:")
@@ -133,13 +151,15 @@ def test_insufficient_stock_is_409(chains, customer_api, ssh_key, catalog):
     resp = customer_api.post("/api/v1/orders", order_body(ssh_key), format="json")
     assert resp.status_code == 409
     assert resp.json()["error"] == {
-        "code": "insufficient_stock", "message": "No host in DFW-1 has 8 free H100 SXM right now.",
+        "code": "insufficient_stock",
+        "message": "No host in DFW-1 has 8 free H100 SXM right now.",
         "details": {"region": "DFW-1", "gpu": "h100-sxm", "gpu_count": 8},
     }
 
 
 def test_workload_that_does_not_fit_is_refused_with_the_breakdown_and_the_cheapest_fit(
-        chains, customer_api, ssh_key, catalog):
+    chains, customer_api, ssh_key, catalog
+):
     workload = {"model": "llama-3.1-70b", "precision": "bf16", "context": 8192, "concurrency": 1}
     resp = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1, workload=workload), format="json")
     assert resp.status_code == 400
@@ -155,8 +175,9 @@ def test_workload_that_does_not_fit_is_refused_with_the_breakdown_and_the_cheape
 
 def test_fp8_workload_on_ampere_is_refused(chains, customer_api, ssh_key, catalog):
     workload = {"model": "llama-3.1-8b", "precision": "fp8"}
-    resp = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu="a100-sxm", gpu_count=1, workload=workload),
-                             format="json")
+    resp = customer_api.post(
+        "/api/v1/orders", order_body(ssh_key, gpu="a100-sxm", gpu_count=1, workload=workload), format="json"
+    )
     assert resp.status_code == 400 and resp.json()["error"]["code"] == "fp8_unsupported"
 
 
@@ -207,17 +228,20 @@ def test_cancel_releases_the_slots_and_voids_the_invoice(chains, customer_api, s
 
 def test_an_order_with_a_payment_seen_cannot_be_cancelled(chains, customer_api, ssh_key, catalog):
     order = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1), format="json").json()
-    billing.payment_record_manual(invoice_number=order["invoice"]["number"], txid="t", amount=1000,
-                                  confirmations=0, reason="test", actor=None)
+    billing.payment_record_manual(
+        invoice_number=order["invoice"]["number"], txid="t", amount=1000, confirmations=0, reason="test", actor=None
+    )
     resp = customer_api.post(f"/api/v1/orders/{order['id']}/cancel")
     assert resp.status_code == 409 and resp.json()["error"]["code"] == "order_has_payments"
 
 
-def test_expiry_releases_the_reservation_and_a_requote_takes_it_again(chains, customer_api, ssh_key, catalog,
-                                                                      frozen, django_capture_on_commit_callbacks):
+def test_expiry_releases_the_reservation_and_a_requote_takes_it_again(
+    chains, customer_api, ssh_key, catalog, frozen, django_capture_on_commit_callbacks
+):
     before = free("l4", "PDX-1")
-    order = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu="l4", region="PDX-1", gpu_count=2),
-                              format="json").json()
+    order = customer_api.post(
+        "/api/v1/orders", order_body(ssh_key, gpu="l4", region="PDX-1", gpu_count=2), format="json"
+    ).json()
     frozen.shift(timedelta(minutes=31))
     with django_capture_on_commit_callbacks(execute=True):
         billing.invoices_advance_due()
@@ -230,12 +254,14 @@ def test_expiry_releases_the_reservation_and_a_requote_takes_it_again(chains, cu
     assert free("l4", "PDX-1") == before - 2
 
 
-def test_other_accounts_get_404_on_every_order_and_rental_endpoint(chains, customer_api, ssh_key, catalog,
-                                                                   other_customer, api):
+def test_other_accounts_get_404_on_every_order_and_rental_endpoint(
+    chains, customer_api, ssh_key, catalog, other_customer, api
+):
     order = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1), format="json").json()
     api.force_authenticate(other_customer)
     for method, path in [
-        ("get", f"/api/v1/orders/{order['id']}"), ("post", f"/api/v1/orders/{order['id']}/cancel"),
+        ("get", f"/api/v1/orders/{order['id']}"),
+        ("post", f"/api/v1/orders/{order['id']}/cancel"),
         ("get", f"/api/v1/invoices/{order['invoice']['id']}"),
     ]:
         resp = getattr(api, method)(path)
@@ -253,13 +279,21 @@ def test_an_order_paid_from_credit_cannot_be_cancelled(chains, customer, custome
     assert Order.objects.get(pk=order["id"]).host.slots.filter(holder=f"order:{order['id']}").count() == 1
 
 
-def test_an_invalid_invoice_releases_the_reservation(chains, customer_api, ssh_key, catalog, frozen,
-                                                     django_capture_on_commit_callbacks):
+def test_an_invalid_invoice_releases_the_reservation(
+    chains, customer_api, ssh_key, catalog, frozen, django_capture_on_commit_callbacks
+):
     before = free("l4", "PDX-1")
-    order = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu="l4", region="PDX-1", gpu_count=1),
-                              format="json").json()
-    billing.payment_record_manual(invoice_number=order["invoice"]["number"], txid="never-confirms",
-                                  amount=int(order["invoice"]["amount"]), confirmations=0, reason="t", actor=None)
+    order = customer_api.post(
+        "/api/v1/orders", order_body(ssh_key, gpu="l4", region="PDX-1", gpu_count=1), format="json"
+    ).json()
+    billing.payment_record_manual(
+        invoice_number=order["invoice"]["number"],
+        txid="never-confirms",
+        amount=int(order["invoice"]["amount"]),
+        confirmations=0,
+        reason="t",
+        actor=None,
+    )
     frozen.shift(timedelta(hours=25))  # past the monitoring window, still unconfirmed
     with django_capture_on_commit_callbacks(execute=True):
         billing.invoices_advance_due()

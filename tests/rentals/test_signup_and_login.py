@@ -77,9 +77,7 @@ def test_signup_ignores_a_stale_authorization_header(client_with):
 
 def test_login_issues_a_working_token(api, signup, client_with):
     signup("alice")
-    resp = api.post(
-        "/api/v1/auth/token", {"username": "alice", "password": PASSWORD, "name": "laptop"}, format="json"
-    )
+    resp = api.post("/api/v1/auth/token", {"username": "alice", "password": PASSWORD, "name": "laptop"}, format="json")
     assert resp.status_code == 200
     body = resp.json()
     assert body["name"] == "laptop"

@@ -163,7 +163,13 @@ def test_the_same_key_on_two_accounts_is_fine(alice, signup, client_with, ssh_pr
 
 def test_database_refuses_a_duplicate_key_per_account(alice):
     account = Account.objects.get(username="alice")
-    fields = dict(name="k", key_type="ssh-ed25519", bits=256, fingerprint="SHA256:abc", public_key="ssh-ed25519 x")
+    fields = {
+        "name": "k",
+        "key_type": "ssh-ed25519",
+        "bits": 256,
+        "fingerprint": "SHA256:abc",
+        "public_key": "ssh-ed25519 x",
+    }
     SshKey.objects.create(account=account, **fields)
     with pytest.raises(IntegrityError):
         SshKey.objects.create(account=account, **fields)

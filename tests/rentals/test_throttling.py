@@ -87,9 +87,7 @@ def test_trusted_proxy_forwarded_for_names_the_client(api, signup, limits):
             api, username=f"user{i}", REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR=f"10.0.0.{i}, 198.51.100.50"
         )
         assert resp.status_code == 401
-    _assert_throttled(
-        _login(api, password=PASSWORD, REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="198.51.100.50")
-    )
+    _assert_throttled(_login(api, password=PASSWORD, REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="198.51.100.50"))
     ok = _login(api, password=PASSWORD, REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="198.51.100.51")
     assert ok.status_code == 200
 

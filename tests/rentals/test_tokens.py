@@ -26,7 +26,7 @@ def test_tokens_are_stored_as_sha256_digests_only(alice):
         columns = [c.name for c in cursor.description]
         rows = cursor.fetchall()
     assert len(rows) == 1
-    row = dict(zip(columns, rows[0]))
+    row = dict(zip(columns, rows[0], strict=False))
     assert all(raw not in str(value) for value in row.values())
     assert row["digest"] == hashlib.sha256(raw.encode()).hexdigest()
     assert row["prefix"] == raw[:12]
@@ -84,7 +84,7 @@ def test_revoke_a_token(api, alice, client_with):
 
 
 def test_revoking_the_current_token_signs_out(alice):
-    body, client = alice
+    _body, client = alice
     token_id = ApiToken.objects.get().pk
     assert client.delete(f"/api/v1/auth/tokens/{token_id}").status_code == 204
     assert client.get("/api/v1/account").status_code == 401

@@ -34,7 +34,9 @@ def test_length_is_3_to_32(api, username):
     assert not Account.objects.exists()
 
 
-@pytest.mark.parametrize("username", ["with space", "ümlaut", "semi;colon", "at@sign", "slash/name", "tab\tname", "emoji🙂"])
+@pytest.mark.parametrize(
+    "username", ["with space", "ümlaut", "semi;colon", "at@sign", "slash/name", "tab\tname", "emoji🙂"]
+)
 def test_only_a_to_z_digits_underscore_dot_hyphen(api, username):
     resp = _signup(api, username)
     assert resp.status_code == 400
@@ -44,8 +46,24 @@ def test_only_a_to_z_digits_underscore_dot_hyphen(api, username):
 
 @pytest.mark.parametrize(
     "username",
-    ["admin", "root", "support", "staff", "security", "billing", "abuse", "api", "system",
-     "Admin", "SUPPORT", "ad.min", "root_", "sys-admin", "postmaster", "gpurenthub"],
+    [
+        "admin",
+        "root",
+        "support",
+        "staff",
+        "security",
+        "billing",
+        "abuse",
+        "api",
+        "system",
+        "Admin",
+        "SUPPORT",
+        "ad.min",
+        "root_",
+        "sys-admin",
+        "postmaster",
+        "gpurenthub",
+    ],
 )
 def test_reserved_names_refused(api, username):
     resp = _signup(api, username)

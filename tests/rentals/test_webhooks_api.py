@@ -90,7 +90,10 @@ def test_update_url_events_description_and_switch(customer_api, endpoint):
     assert resp.status_code == 200, resp.json()
     body = resp.json()
     assert (body["url"], body["events"], body["description"], body["is_active"]) == (
-        "https://93.184.215.15/v2", ["rental.terminated"], "", False,
+        "https://93.184.215.15/v2",
+        ["rental.terminated"],
+        "",
+        False,
     )
     assert "secret" not in body
     resp = customer_api.patch(url, {"is_active": True}, format="json")
@@ -424,15 +427,19 @@ ENDPOINTS = [
     ("/api/v1/webhooks", "get", None, "200", "WebhookEndpointOutput"),
     ("/api/v1/webhooks", "post", "WebhookEndpointCreateInputRequest", "201", "WebhookEndpointWithSecretOutput"),
     ("/api/v1/webhooks/{endpoint_id}", "get", None, "200", "WebhookEndpointOutput"),
-    ("/api/v1/webhooks/{endpoint_id}", "patch", "PatchedWebhookEndpointUpdateInputRequest", "200",
-     "WebhookEndpointOutput"),
+    (
+        "/api/v1/webhooks/{endpoint_id}",
+        "patch",
+        "PatchedWebhookEndpointUpdateInputRequest",
+        "200",
+        "WebhookEndpointOutput",
+    ),
     ("/api/v1/webhooks/{endpoint_id}", "delete", None, "204", None),
     ("/api/v1/webhooks/{endpoint_id}/rotate-secret", "post", None, "200", "WebhookEndpointWithSecretOutput"),
     ("/api/v1/webhooks/{endpoint_id}/ping", "post", None, "202", "WebhookDeliveryOutput"),
     ("/api/v1/webhooks/{endpoint_id}/deliveries", "get", None, "200", "WebhookDeliveryOutput"),
     ("/api/v1/webhooks/{endpoint_id}/deliveries/{delivery_id}", "get", None, "200", "WebhookDeliveryOutput"),
-    ("/api/v1/webhooks/{endpoint_id}/deliveries/{delivery_id}/redeliver", "post", None, "202",
-     "WebhookDeliveryOutput"),
+    ("/api/v1/webhooks/{endpoint_id}/deliveries/{delivery_id}/redeliver", "post", None, "202", "WebhookDeliveryOutput"),
 ]
 
 
@@ -510,8 +517,11 @@ def no_dns(monkeypatch):
 
 
 @hypothesis_settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(url=_url_like, events=st.lists(st.sampled_from([*WEBHOOK_EVENTS, "ping", "", "x"]), max_size=12),
-       description=st.one_of(st.none(), st.text(max_size=250)))
+@given(
+    url=_url_like,
+    events=st.lists(st.sampled_from([*WEBHOOK_EVENTS, "ping", "", "x"]), max_size=12),
+    description=st.one_of(st.none(), st.text(max_size=250)),
+)
 def test_any_registration_input_is_answered_without_a_5xx(customer_api, no_dns, url, events, description):
     payload = {"url": url, "events": events}
     if description is not None:

@@ -39,7 +39,7 @@ def endpoint_for(account, receiver, events=("invoice.settled",), url=None) -> We
 def emit(django_capture_on_commit_callbacks):
     """event_emit in a transaction that commits (first attempts run, eagerly)."""
 
-    def _emit(account, type="invoice.settled", data=None, execute=True):  # noqa: A002
+    def _emit(account, type="invoice.settled", data=None, execute=True):
         with django_capture_on_commit_callbacks(execute=execute):
             return webhooks.event_emit(account=account, type=type, data=data or {"invoice": "GRH-000001"})
 

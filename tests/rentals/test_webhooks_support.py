@@ -101,7 +101,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _record(self, method: str) -> Receiver:
         receiver: Receiver = self.server.receiver  # type: ignore[attr-defined]
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        headers = {k: v for k, v in self.headers.items()}
+        headers = dict(self.headers.items())
         verified = None
         if receiver.secret is not None:
             verified = signature_verify(receiver.secret, self.headers.get("GRH-Signature", ""), body)
@@ -128,7 +128,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def log_message(self, format, *args):  # noqa: A002  (quiet test output)
+    def log_message(self, format, *args):
         pass
 
 
@@ -199,7 +199,7 @@ def dns(monkeypatch) -> Dns:
     fake = Dns()
     real_getaddrinfo = socket.getaddrinfo
 
-    def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):  # noqa: A002
+    def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):
         name = host.decode() if isinstance(host, bytes) else host
         if name not in fake.answers:
             return real_getaddrinfo(host, port, family, type, proto, flags)
@@ -271,8 +271,15 @@ def ca_create() -> Authority:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False,
-                key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )

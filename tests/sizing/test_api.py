@@ -73,8 +73,13 @@ def test_check_shape_for_70b_fp8_on_h100_sxm(api):
     body = resp.json()
     assert body["fits"] is True and body["reasons"] == []
     assert body["per_gpu"] == {
-        "weights_gb": 70.0, "kv_cache_gb": 2.68, "overhead_gb": 2.0, "required_gb": 74.68,
-        "capacity_gb": 80.0, "headroom_gb": 5.32, "kv_heads": 8,
+        "weights_gb": 70.0,
+        "kv_cache_gb": 2.68,
+        "overhead_gb": 2.0,
+        "required_gb": 74.68,
+        "capacity_gb": 80.0,
+        "headroom_gb": 5.32,
+        "kv_heads": 8,
     }
     assert body["total"]["required_gb"] == 74.68 and body["total"]["kv_cache_one_copy_gb"] == 2.68
     assert body["decode_ceiling_tokens_per_s"] == 48  # 3350 / 70
@@ -87,11 +92,13 @@ def test_check_shape_for_70b_fp8_on_h100_sxm(api):
 def test_check_70b_fp8_at_32k_does_not_fit_and_says_by_how_much(api):
     body = check(api, model="ref-70b", precision="fp8", gpu="h100-sxm", context=32768).json()
     assert body["fits"] is False
-    assert body["reasons"] == [{
-        "code": "does_not_fit",
-        "message": "Each GPU needs 82.74 GB; the H100 SXM has 80 GB: 2.74 GB short.",
-        "details": {"required_gb": 82.74, "capacity_gb": 80, "shortfall_gb": 2.74},
-    }]
+    assert body["reasons"] == [
+        {
+            "code": "does_not_fit",
+            "message": "Each GPU needs 82.74 GB; the H100 SXM has 80 GB: 2.74 GB short.",
+            "details": {"required_gb": 82.74, "capacity_gb": 80, "shortfall_gb": 2.74},
+        }
+    ]
     assert body["per_gpu"]["kv_cache_gb"] == 10.74 and body["per_gpu"]["headroom_gb"] == -2.74
 
 
@@ -112,7 +119,7 @@ def test_check_fp8_on_ampere_is_a_reason(api):
 
 def test_check_counts_the_catalog_refuses(api):
     body = check(api, model="ref-405b", precision="fp8", gpu="b200", gpu_count=1).json()
-    assert [r["code"] for r in body["reasons"]][0] == "min_gpus" and body["price_usd"] is None
+    assert next(r["code"] for r in body["reasons"]) == "min_gpus" and body["price_usd"] is None
     body = check(api, model="ref-7b", precision="fp8", gpu="l40s", gpu_count=3).json()
     assert "invalid_gpu_count" in [r["code"] for r in body["reasons"]]
     assert "tp_indivisible" in [r["code"] for r in body["reasons"]]
@@ -236,7 +243,13 @@ def test_non_json_and_empty_bodies_are_4xx(api):
 
 @pytest.mark.parametrize(
     "slug,expected",
-    [("ref-7b", "l4"), ("ref-13b", "l4"), ("ref-34b", "rtx-6000-ada"), ("ref-70b", "h100-pcie"), ("ref-120b", "h200-sxm")],
+    [
+        ("ref-7b", "l4"),
+        ("ref-13b", "l4"),
+        ("ref-34b", "rtx-6000-ada"),
+        ("ref-70b", "h100-pcie"),
+        ("ref-120b", "h200-sxm"),
+    ],
 )
 def test_cheapest_nvidia_single_card_for_each_fp8_figure(api, slug, expected):
     assert firsts(recommend(api, model=slug, precision="fp8", vendor="nvidia", gpu_count=1))[0] == (expected, 1)
@@ -274,7 +287,7 @@ def test_recommend_is_sorted_cheapest_first_and_every_candidate_fits(api):
         assert again["fits"] and again["price_usd"] == c["price_usd"]
         assert again["cost_per_million_tokens_usd"] == c["cost_per_million_tokens_usd"]
     # 70B in BF16 on a single MI300X (145 GB, 47 GB to spare), as the seed says.
-    mi = [c for c in body["candidates"] if (c["gpu"], c["gpu_count"]) == ("mi300x", 1)][0]
+    mi = next(c for c in body["candidates"] if (c["gpu"], c["gpu_count"]) == ("mi300x", 1))
     assert whole_gb(mi["headroom_gb"]) == 47
     assert firsts(recommend(api, model="ref-70b", precision="bf16", gpu_count=1)) == [("mi300x", 1)]
     # Unrestricted, four Ampere A40s hold it for less: $883.20 a month.
@@ -312,7 +325,10 @@ def test_recommend_region_offers_only_what_it_can_supply_now(api):
     assert ("mi300x", 4) in dfw
     iad = recommend(api, model="ref-405b", precision="fp8", region="iad-1").json()
     assert iad["region"] == "IAD-1"
-    assert not {g for g, _ in firsts(recommend(api, model="ref-405b", precision="fp8", region="IAD-1"))} & {"mi300x", "b200"}
+    assert not {g for g, _ in firsts(recommend(api, model="ref-405b", precision="fp8", region="IAD-1"))} & {
+        "mi300x",
+        "b200",
+    }
     assert all("available" in c for c in iad["candidates"])
     # Take every free H200 in PDX-1 but three: no host can give 4 or 8 there any more.
     Slot.objects.filter(host__region__code="PDX-1", host__gpu__slug="h200-sxm", status=SlotStatus.FREE).update(
@@ -329,18 +345,25 @@ def test_recommend_unknown_region_and_bad_filters(api):
     assert resp.status_code == 400 and resp.json()["error"]["code"] == "unknown_region"
     resp = recommend(api, model="ref-7b", precision="fp8", gpu_count=3)
     assert resp.status_code == 400 and resp.json()["error"]["code"] == "invalid_gpu_count"
-    for bad in ({"vendor": "intel"}, {"max_gpus": 0}, {"term": "yearly"}, {"traffic": "sometimes"},
-                {"tokens_per_month": -1}):
+    for bad in (
+        {"vendor": "intel"},
+        {"max_gpus": 0},
+        {"term": "yearly"},
+        {"traffic": "sometimes"},
+        {"tokens_per_month": -1},
+    ):
         resp = recommend(api, model="ref-7b", precision="fp8", **bad)
         assert resp.status_code == 400 and resp.json()["error"]["code"] == "invalid"
 
 
 def test_advice_hosted_api_below_ten_million_tokens(api):
-    body = recommend(api, model="ref-7b", precision="fp8", vendor="nvidia", gpu_count=1,
-                     tokens_per_month=10_000_000).json()
+    body = recommend(
+        api, model="ref-7b", precision="fp8", vendor="nvidia", gpu_count=1, tokens_per_month=10_000_000
+    ).json()
     assert "hosted_api_cheaper" not in [a["code"] for a in body["advice"]]
-    body = recommend(api, model="ref-7b", precision="fp8", vendor="nvidia", gpu_count=1,
-                     tokens_per_month=9_000_000).json()
+    body = recommend(
+        api, model="ref-7b", precision="fp8", vendor="nvidia", gpu_count=1, tokens_per_month=9_000_000
+    ).json()
     (advice,) = [a for a in body["advice"] if a["code"] == "hosted_api_cheaper"]
     # L4 at $250 a month over 9 M tokens: $27.78 per million.
     assert advice["details"]["cost_per_million_tokens_usd"] == "27.78" and advice["details"]["gpu"] == "l4"
@@ -353,7 +376,7 @@ def test_advice_ampere_fp8_kv_dominance_and_bursty_traffic(api):
     long = recommend(api, model="ref-70b", precision="fp8", context=131072, concurrency=32, traffic="bursty").json()
     codes = [a["code"] for a in long["advice"]]
     assert "kv_cache_dominates" in codes and "bursty_traffic" in codes
-    kv = [a for a in long["advice"] if a["code"] == "kv_cache_dominates"][0]
+    kv = next(a for a in long["advice"] if a["code"] == "kv_cache_dominates")
     assert kv["details"]["kv_cache_gb"] > kv["details"]["weights_gb"]
     assert "FP8 KV cache halves it" in kv["message"]
 

@@ -9,8 +9,8 @@ from sizing.arithmetic import (
     GB,
     Workload,
     decode_ceiling,
-    gb_number,
     fit_check,
+    gb_number,
     kv_cache_bytes,
     kv_cache_bytes_per_token,
     requirement_compute,
@@ -52,8 +52,19 @@ def test_weights_bytes_per_precision():
 
 # The seed's decode-ceiling column: 8B in BF16 (16 GB read per token) on each card.
 SEED_CEILINGS = {
-    "b200": 500, "mi300x": 331, "h200-sxm": 300, "h100-sxm": 209, "a100-sxm": 128, "h100-pcie": 125,
-    "rtx-5090": 112, "rtx-4090": 63, "rtx-6000-ada": 60, "rtx-3090": 59, "l40s": 54, "a40": 44, "l4": 19,
+    "b200": 500,
+    "mi300x": 331,
+    "h200-sxm": 300,
+    "h100-sxm": 209,
+    "a100-sxm": 128,
+    "h100-pcie": 125,
+    "rtx-5090": 112,
+    "rtx-4090": 63,
+    "rtx-6000-ada": 60,
+    "rtx-3090": 59,
+    "l40s": 54,
+    "a40": 44,
+    "l4": 19,
 }
 
 
@@ -131,8 +142,9 @@ def test_tensor_parallel_split_and_kv_replication():
     assert four.kv_heads_per_gpu == 1 and two.kv_heads_per_gpu == 2
     assert four.kv_cache_per_gpu * 4 == requirement_compute(workload=wq, gpu_count=1).kv_cache_per_gpu
     # Llama 2 13B (40 heads) on 8 GPUs: 5 heads each, fine; 28 heads on 8 GPUs: indivisible.
-    assert fit_check(workload=Workload(arch=arch("llama-2-13b"), precision="bf16", context=4096),
-                     card=card("l4"), gpu_count=8).fits
+    assert fit_check(
+        workload=Workload(arch=arch("llama-2-13b"), precision="bf16", context=4096), card=card("l4"), gpu_count=8
+    ).fits
     check = fit_check(workload=wq, card=card("h100-sxm"), gpu_count=8)
     assert [r.code for r in check.reasons] == ["tp_indivisible"]
     assert check.requirement.weights_per_gpu == requirement_compute(workload=wq, gpu_count=1).weights_per_gpu // 8
@@ -190,10 +202,14 @@ def test_overhead_is_configurable_per_gpu():
     assert more.overhead_total == 7 * GB
 
 
-@pytest.mark.parametrize("nbytes", [0, 1, 4_999_999, 5_000_000, 14_999_999, 2_684_354_560, 74_684_354_560, -2_740_000_001,
-                                    -5_000_000, 10**40])
+@pytest.mark.parametrize(
+    "nbytes",
+    [0, 1, 4_999_999, 5_000_000, 14_999_999, 2_684_354_560, 74_684_354_560, -2_740_000_001, -5_000_000, 10**40],
+)
 def test_gb_rounding_is_half_up_and_matches_for_json(nbytes):
-    expected = (Decimal(nbytes) / GB).quantize(Decimal("0.01"), rounding="ROUND_HALF_UP") if abs(nbytes) < 10**20 else None
+    expected = (
+        (Decimal(nbytes) / GB).quantize(Decimal("0.01"), rounding="ROUND_HALF_UP") if abs(nbytes) < 10**20 else None
+    )
     if expected is not None:
         assert to_gb(nbytes) == expected
     assert gb_number(nbytes) == float(to_gb(nbytes))

@@ -10,14 +10,39 @@ pytestmark = pytest.mark.django_db
 
 CONFIGS = sorted(p.stem for p in HF_CONFIGS.glob("*.json"))
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(10**20), 10**20), st.floats(allow_nan=False, allow_infinity=False),
-    st.text(max_size=12), st.sampled_from(["NaN", "Infinity", "-1", "1e400", "0", ""]),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**20), 10**20),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+    st.sampled_from(["NaN", "Infinity", "-1", "1e400", "0", ""]),
 )
-json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=6)
-CONFIG_KEYS = ["num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-               "vocab_size", "intermediate_size", "max_position_embeddings", "num_local_experts",
-               "num_experts_per_tok", "kv_lora_rank", "sliding_window", "layer_types", "tie_word_embeddings",
-               "text_config", "params_b", "first_k_dense_replace", "moe_layer_freq", "use_sliding_window"]
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=6,
+)
+CONFIG_KEYS = [
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "intermediate_size",
+    "max_position_embeddings",
+    "num_local_experts",
+    "num_experts_per_tok",
+    "kv_lora_rank",
+    "sliding_window",
+    "layer_types",
+    "tie_word_embeddings",
+    "text_config",
+    "params_b",
+    "first_k_dense_replace",
+    "moe_layer_freq",
+    "use_sliding_window",
+]
 
 
 @st.composite
@@ -54,8 +79,20 @@ RECOMMEND_EXTRA = {
     "tokens_per_month": st.integers(0, 10**9),
     "traffic": st.sampled_from(["steady", "bursty"]),
 }
-OPTIONAL = {"kv_precision", "concurrency", "params_b", "active_params_b", "overhead_gb", "vendor", "region",
-            "max_gpus", "gpu_count", "term", "tokens_per_month", "traffic"}
+OPTIONAL = {
+    "kv_precision",
+    "concurrency",
+    "params_b",
+    "active_params_b",
+    "overhead_gb",
+    "vendor",
+    "region",
+    "max_gpus",
+    "gpu_count",
+    "term",
+    "tokens_per_month",
+    "traffic",
+}
 
 
 @st.composite
@@ -64,8 +101,11 @@ def bodies(draw, extra):
     fields = {**VALID, **extra}
     body = {}
     if draw(st.booleans()):
-        body["model"] = draw(st.sampled_from(["ref-7b", "ref-70b", "deepseek-v3", "gpt-oss-120b", "gemma-2-27b",
-                                              "llama-2-13b", "mixtral-8x7b"]))
+        body["model"] = draw(
+            st.sampled_from(
+                ["ref-7b", "ref-70b", "deepseek-v3", "gpt-oss-120b", "gemma-2-27b", "llama-2-13b", "mixtral-8x7b"]
+            )
+        )
     else:
         body["architecture"] = draw(architectures())
     for name, strategy in fields.items():
@@ -86,15 +126,17 @@ def assert_answered(resp):
         assert set(body["error"]) == {"code", "message", "details"}
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                   HealthCheck.too_slow])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(body=st.one_of(bodies(CHECK_EXTRA), json_values))
 def test_check_never_answers_5xx(api, catalog, seeded_architectures, body):
     assert_answered(api.post("/api/v1/sizing/check", body, format="json"))
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                   HealthCheck.too_slow])
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(body=st.one_of(bodies(RECOMMEND_EXTRA), json_values))
 def test_recommend_never_answers_5xx(api, catalog, seeded_architectures, body):
     assert_answered(api.post("/api/v1/sizing/recommend", body, format="json"))

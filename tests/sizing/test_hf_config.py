@@ -31,9 +31,21 @@ def test_estimate_from_config_within_two_percent_of_published(slug):
 def test_config_shape_matches_published_shape(slug):
     parsed = architecture_from_hf_config(hf_config(slug), slug=slug)
     published = arch(slug)
-    for field in ("layers", "hidden_size", "attention_heads", "kv_heads", "head_dim", "max_context",
-                  "attention_kind", "mla_latent_dim", "mla_rope_dim", "sliding_window", "sliding_window_layers",
-                  "experts", "experts_per_token"):
+    for field in (
+        "layers",
+        "hidden_size",
+        "attention_heads",
+        "kv_heads",
+        "head_dim",
+        "max_context",
+        "attention_kind",
+        "mla_latent_dim",
+        "mla_rope_dim",
+        "sliding_window",
+        "sliding_window_layers",
+        "experts",
+        "experts_per_token",
+    ):
         assert getattr(parsed, field) == getattr(published, field), field
     # Same shape, same cache.
     for context in (1000, 8192):
@@ -71,9 +83,10 @@ def test_explicit_params_b_wins():
 
 def test_multimodal_wrapper_reads_text_config():
     wrapped = {"model_type": "llava", "text_config": hf_config("mistral-7b-v0.3"), "vision_config": {"hidden_size": 1}}
-    assert architecture_from_hf_config(wrapped).total_params == architecture_from_hf_config(
-        hf_config("mistral-7b-v0.3")
-    ).total_params
+    assert (
+        architecture_from_hf_config(wrapped).total_params
+        == architecture_from_hf_config(hf_config("mistral-7b-v0.3")).total_params
+    )
 
 
 def test_qwen_window_only_when_enabled():

@@ -73,8 +73,9 @@ def test_require_fit_raises_with_the_breakdown():
 
 def test_check_reports_an_inactive_card():
     GpuModel.objects.filter(slug="l4").update(is_active=False)
-    result = sizing_check(request=workload(model="ref-7b", precision="fp8"), gpu=GpuModel.objects.get(slug="l4"),
-                          gpu_count=1)
+    result = sizing_check(
+        request=workload(model="ref-7b", precision="fp8"), gpu=GpuModel.objects.get(slug="l4"), gpu_count=1
+    )
     assert not result.fits and result.reasons[0].code == "gpu_unavailable"
     rec = sizing_recommend(request=workload(model="ref-7b", precision="fp8"), gpu_count=1)
     assert "l4" not in [c.gpu.slug for c in rec.candidates]
@@ -106,17 +107,36 @@ def staff_client(django_user_model, client):
 
 def test_staff_add_a_model_in_admin_and_it_is_audited(staff_client, api):
     assert staff_client.get("/admin/sizing/architecture/").status_code == 200
-    resp = staff_client.post("/admin/sizing/architecture/add/", {
-        "slug": "house-9b", "name": "House 9B", "source": "", "is_active": "on", "sort_order": 50,
-        "total_params": 9_000_000_000, "active_params": "", "experts": 0, "experts_per_token": 0,
-        "layers": 36, "hidden_size": 4096, "attention_heads": 32, "kv_heads": 8, "head_dim": 128,
-        "max_context": 32768, "attention_kind": "gqa", "mla_latent_dim": 0, "mla_rope_dim": 0,
-        "sliding_window": "", "sliding_window_layers": 0,
-    })
+    resp = staff_client.post(
+        "/admin/sizing/architecture/add/",
+        {
+            "slug": "house-9b",
+            "name": "House 9B",
+            "source": "",
+            "is_active": "on",
+            "sort_order": 50,
+            "total_params": 9_000_000_000,
+            "active_params": "",
+            "experts": 0,
+            "experts_per_token": 0,
+            "layers": 36,
+            "hidden_size": 4096,
+            "attention_heads": 32,
+            "kv_heads": 8,
+            "head_dim": 128,
+            "max_context": 32768,
+            "attention_kind": "gqa",
+            "mla_latent_dim": 0,
+            "mla_rope_dim": 0,
+            "sliding_window": "",
+            "sliding_window_layers": 0,
+        },
+    )
     assert resp.status_code == 302, resp.content[:2000]
     assert AuditEntry.objects.filter(action="admin.add", object_repr="House 9B").exists()
-    body = api.post("/api/v1/sizing/check", {"model": "house-9b", "precision": "bf16", "gpu": "rtx-4090"},
-                    format="json").json()
+    body = api.post(
+        "/api/v1/sizing/check", {"model": "house-9b", "precision": "bf16", "gpu": "rtx-4090"}, format="json"
+    ).json()
     assert body["per_gpu"]["weights_gb"] == 18.0 and body["fits"] is True
 
 
@@ -124,8 +144,13 @@ def test_database_refuses_inconsistent_shapes():
     from django.db import IntegrityError, transaction
 
     base = Architecture.objects.get(slug="ref-7b")
-    for change in ({"kv_heads": 64}, {"active_params": 8 * 10**9}, {"attention_kind": "mla", "mla_latent_dim": 0},
-                   {"sliding_window_layers": 40}, {"sliding_window_layers": 2, "sliding_window": None},
-                   {"experts_per_token": 2}):
+    for change in (
+        {"kv_heads": 64},
+        {"active_params": 8 * 10**9},
+        {"attention_kind": "mla", "mla_latent_dim": 0},
+        {"sliding_window_layers": 40},
+        {"sliding_window_layers": 2, "sliding_window": None},
+        {"experts_per_token": 2},
+    ):
         with pytest.raises(IntegrityError), transaction.atomic():
             Architecture.objects.filter(pk=base.pk).update(**change)

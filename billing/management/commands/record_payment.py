@@ -31,9 +31,14 @@ class Command(BaseCommand):
                 raise CommandError(f"No staff account {o['staff']!r}.")
         try:
             payment = payment_record_manual(
-                invoice_number=o["invoice_number"], txid=o["txid"], amount=o["amount"],
-                confirmations=o["confirmations"], reason=o["reason"], actor=actor or "command line",
-                output_index=o["index"], currency=o["currency"],
+                invoice_number=o["invoice_number"],
+                txid=o["txid"],
+                amount=o["amount"],
+                confirmations=o["confirmations"],
+                reason=o["reason"],
+                actor=actor or "command line",
+                output_index=o["index"],
+                currency=o["currency"],
             )
         except DomainError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from exc

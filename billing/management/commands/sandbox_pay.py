@@ -13,8 +13,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("invoice_number")
-        parser.add_argument("--amount", type=int, default=None,
-                            help="Litoshi (1e-8 LTC); default: what is still due on the invoice.")
+        parser.add_argument(
+            "--amount", type=int, default=None, help="Litoshi (1e-8 LTC); default: what is still due on the invoice."
+        )
         parser.add_argument("--confirm", action="store_true", help="Mine the blocks that settle it.")
 
     def handle(self, *args, **o):

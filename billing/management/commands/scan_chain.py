@@ -12,12 +12,20 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("currency", help="BTC or LTC.")
-        parser.add_argument("--max-blocks", type=int, default=None,
-                            help="Blocks per run (default CHAIN_SCAN_MAX_BLOCKS); runs repeat until caught up.")
+        parser.add_argument(
+            "--max-blocks",
+            type=int,
+            default=None,
+            help="Blocks per run (default CHAIN_SCAN_MAX_BLOCKS); runs repeat until caught up.",
+        )
         parser.add_argument("--once", action="store_true", help="One run only, even if not caught up.")
-        parser.add_argument("--from-height", type=int, default=None,
-                            help="First move the cursor so the scan starts at this height (rescanning is "
-                                 "harmless: payments are recorded once).")
+        parser.add_argument(
+            "--from-height",
+            type=int,
+            default=None,
+            help="First move the cursor so the scan starts at this height (rescanning is "
+            "harmless: payments are recorded once).",
+        )
 
     def handle(self, *args, **o):
         try:
@@ -32,14 +40,17 @@ class Command(BaseCommand):
                 block = watcher.cursor_set(height=o["from_height"] - 1)
                 self.stdout.write(f"Cursor set to block {block.height} {block.hash}.")
             while True:
-                report = chain_scan(currency=watcher.currency, force=True, max_blocks=o["max_blocks"],
-                                    progress=self.stdout.write)
+                report = chain_scan(
+                    currency=watcher.currency, force=True, max_blocks=o["max_blocks"], progress=self.stdout.write
+                )
                 self.stdout.write(report.summary())
                 if report.error:
                     raise CommandError(report.error)
                 if report.skipped:
-                    raise CommandError(f"{watcher.currency}: {report.skipped}: another worker is scanning "
-                                       "this chain right now; try again in a moment.")
+                    raise CommandError(
+                        f"{watcher.currency}: {report.skipped}: another worker is scanning "
+                        "this chain right now; try again in a moment."
+                    )
                 if report.caught_up or o["once"] or not report.blocks:
                     return
         except DomainError as exc:

@@ -5,8 +5,10 @@ from catalog.signals import catalog_seeded
 
 
 class Command(BaseCommand):
-    help = ("Load the published catalog (and the sizing architectures). Idempotent: creates what is missing, "
-            "never overwrites staff edits.")
+    help = (
+        "Load the published catalog (and the sizing architectures). Idempotent: creates what is missing, "
+        "never overwrites staff edits."
+    )
 
     def handle(self, *args, **opts):
         report = catalog_seed()

@@ -48,23 +48,55 @@ class Command(BaseCommand):
             return
         password = secrets.token_urlsafe(18)
         Account.objects.create_superuser("staff", password)
-        self.stdout.write(self.style.WARNING(
-            "\nCreated the staff account (shown once, keep it):\n"
-            f"    username: staff\n    password: {password}\n"
-        ))
+        self.stdout.write(
+            self.style.WARNING(
+                f"\nCreated the staff account (shown once, keep it):\n    username: staff\n    password: {password}\n"
+            )
+        )
 
     def _serve(self, host: str, port: int) -> None:
         base = f"http://{host}:{port}"
         py = sys.executable
         bindir = os.path.dirname(py)
         procs = {
-            "web": [os.path.join(bindir, "gunicorn"), "config.wsgi:application",
-                    "--bind", f"{host}:{port}", "--workers", "2", "--threads", "4",
-                    "--access-logfile", "-"],
-            "worker": [py, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO",
-                       "--pool", "threads", "--concurrency", "4"],
-            "beat": [py, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO",
-                     "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
+            "web": [
+                os.path.join(bindir, "gunicorn"),
+                "config.wsgi:application",
+                "--bind",
+                f"{host}:{port}",
+                "--workers",
+                "2",
+                "--threads",
+                "4",
+                "--access-logfile",
+                "-",
+            ],
+            "worker": [
+                py,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "--loglevel",
+                "INFO",
+                "--pool",
+                "threads",
+                "--concurrency",
+                "4",
+            ],
+            "beat": [
+                py,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "beat",
+                "--loglevel",
+                "INFO",
+                "--schedule",
+                settings.CELERY_BEAT_SCHEDULE_FILENAME,
+            ],
         }
         sandbox = self._sandbox_start()
         running: dict[str, subprocess.Popen] = {}
@@ -81,21 +113,25 @@ class Command(BaseCommand):
             env = {**os.environ, **sandbox.env} if sandbox else None
             for name, cmd in procs.items():
                 running[name] = subprocess.Popen(cmd, env=env)
-            self.stdout.write(self.style.SUCCESS(
-                f"\nGPU Rent Hub is running.\n"
-                f"    API:       {base}/api/v1/\n"
-                f"    API docs:  {base}/api/docs/\n"
-                f"    Admin:     {base}/admin/\n"
-                f"    Health:    {base}/healthz  {base}/readyz\n"
-                "Press Ctrl-C to stop.\n"
-            ))
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"\nGPU Rent Hub is running.\n"
+                    f"    API:       {base}/api/v1/\n"
+                    f"    API docs:  {base}/api/docs/\n"
+                    f"    Admin:     {base}/admin/\n"
+                    f"    Health:    {base}/healthz  {base}/readyz\n"
+                    "Press Ctrl-C to stop.\n"
+                )
+            )
             if sandbox:
-                self.stdout.write(self.style.SUCCESS(
-                    f"LTC sandbox: a Litecoin regtest node at 127.0.0.1:{sandbox.node.rpc_port} (data in "
-                    f"{sandbox.node.datadir}).\n"
-                    "    Order or invoice in LTC, then pay it from the node's wallet:\n"
-                    "    DEBUG=1 .venv/bin/python manage.py sandbox_pay <invoice-number> [--confirm]\n"
-                ))
+                self.stdout.write(
+                    self.style.SUCCESS(
+                        f"LTC sandbox: a Litecoin regtest node at 127.0.0.1:{sandbox.node.rpc_port} (data in "
+                        f"{sandbox.node.datadir}).\n"
+                        "    Order or invoice in LTC, then pay it from the node's wallet:\n"
+                        "    DEBUG=1 .venv/bin/python manage.py sandbox_pay <invoice-number> [--confirm]\n"
+                    )
+                )
             while not stopping:
                 for name, proc in running.items():
                     if proc.poll() is not None:
