@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,23 @@ class Fork:
 
     common: BlockRef | None
     orphaned: tuple[BlockRef, ...]
+
+
+@dataclass(frozen=True)
+class ChainStep:
+    """One step along a node's chain from the stored cursor.
+
+    Apply `fork` first (if any), then `blocks` in order (each has `.block`, a
+    BlockRef, and `.previous_hash`); `tip_scanned` is the block the cursor
+    stands on once everything is applied, and `caught_up` says whether that
+    is the node's tip. `tip` has at least `.height` and `.hash`.
+    """
+
+    tip: Any
+    fork: Fork | None
+    blocks: tuple[Any, ...]
+    tip_scanned: BlockRef | None
+    caught_up: bool
 
 
 class HashSource(Protocol):

@@ -7,6 +7,13 @@
     tokens     ERC-20 `Transfer` logs over block ranges, split when refused
     balances   the balance-check mode, for nodes without a trace API
     scanner    `EvmScanner`: the node checks and `blocks_read`
+    family     what the family knows about its destinations (addresses, URIs, settings)
+    watcher    the watcher: the scanner's findings into billing, block by block
 
-Nothing in this package touches the database; the watcher does.
+Only `family` and `watcher` touch Django; this module stays importable before
+Django is set up (config/settings.py reads `CHAINS` for the beat schedule).
 """
+
+from billing.chains.spec import ChainSpec
+
+CHAINS = (ChainSpec("ethereum", ("ETH", "USDT", "USDC"), "ETH_RPC_URL", ("ETH_XPUB",)),)

@@ -93,6 +93,10 @@ class EvmScanner:
         self.logs = LogReader(rpc, span=log_span)
         self.balances = BalanceReader(rpc, multicall=multicall, per_call=balances_per_call)
 
+    def use(self, rpc: EthRpc) -> None:
+        """Talk through `rpc` from now on (a run's connection), keeping what was learnt."""
+        self.rpc = self.logs.rpc = self.balances.rpc = rpc
+
     # --- the node ----------------------------------------------------------------
 
     def chain_id_check(self, *, expected: int) -> None:
