@@ -19,6 +19,7 @@ URLs carry API keys in their path; `endpoint` is scheme, host and port only.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -86,6 +87,7 @@ class EthRpc:
         self.web3 = Web3(self.provider)
         self.requests = 0  # HTTP requests made (for the benchmark and logs)
         self.calls = 0  # JSON-RPC calls made
+        self.seconds = 0.0  # spent waiting for the node and decoding its JSON
 
     def __enter__(self) -> EthRpc:
         return self
@@ -138,10 +140,13 @@ class EthRpc:
         """One call; the node's result, or RpcError / ChainUnavailable."""
         self.requests += 1
         self.calls += 1
+        started = time.perf_counter()
         try:
             response = self.provider.make_request(method, list(params))
         except (requests.RequestException, ValueError) as exc:
             raise self._unavailable(exc, method) from None
+        finally:
+            self.seconds += time.perf_counter() - started
         return self._result(response, method)
 
     def batch(self, calls: Sequence[tuple[str, Sequence[Any]]], *, return_errors: bool = False) -> list[Any]:
@@ -186,6 +191,13 @@ class EthRpc:
         self.requests += 1
         self.calls += len(chunk)
         method = chunk[0][0]
+        started = time.perf_counter()
+        try:
+            return self._batch_post(chunk, method)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def _batch_post(self, chunk: Sequence[tuple[str, Sequence[Any]]], method: str) -> list[Any] | None:
         try:
             responses = self.provider.make_batch_request([(m, list(p)) for m, p in chunk])
         except requests.ConnectionError:
