@@ -18,7 +18,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             return None
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed("Malformed Authorization header.")
-        from rentals.services import token_authenticate
+        from accounts.services import token_authenticate
 
         result = token_authenticate(raw=parts[1])
         if result is None:
@@ -30,7 +30,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "rentals.authentication.BearerTokenAuthentication"
+    target_class = "accounts.authentication.BearerTokenAuthentication"
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema):

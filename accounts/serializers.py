@@ -1,7 +1,7 @@
-"""API serializers for accounts and rentals: one per input, one per output.
-Inputs only check shape; the rules live in rentals.services.
+"""API serializers for accounts: one per input, one per output. Inputs only
+check shape; the rules live in accounts.services.
 
-Sections: errors; accounts; tokens; recovery; SSH keys.
+Sections: accounts; tokens; recovery; SSH keys.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from rentals.services import SSH_KEY_MAX_LENGTH
+from accounts.services import SSH_KEY_MAX_LENGTH
 
 _PASSWORD_MAX_LENGTH = 1024  # far above any real password; keeps hashing cheap to refuse
 
@@ -23,21 +23,6 @@ def _password_field(**kw) -> serializers.CharField:
 def _username_field() -> serializers.CharField:
     # Long enough that the length rule is reported as `invalid_username` by the service.
     return serializers.CharField(max_length=150, help_text="3-32 characters of a-z 0-9 _ . - (lower-cased).")
-
-
-# =============================================================================
-# Errors (documentation of core.api's error shape)
-# =============================================================================
-
-
-class ErrorDetailOutput(serializers.Serializer):
-    code = serializers.CharField(help_text="A stable snake_case word.")
-    message = serializers.CharField()
-    details = serializers.DictField()
-
-
-class ErrorOutput(serializers.Serializer):
-    error = ErrorDetailOutput()
 
 
 # =============================================================================
@@ -87,7 +72,7 @@ class TokenObtainInput(serializers.Serializer):
 
 
 class TokenIssuedOutput(serializers.Serializer):
-    """Renders a rentals.services.IssuedToken."""
+    """Renders an accounts.services.IssuedToken."""
 
     token = serializers.CharField(source="raw", help_text="The bearer secret. Shown once.")
     id = serializers.IntegerField(source="token.id")

@@ -1,6 +1,5 @@
-"""Writes for accounts and rentals. Views, serializers, admin and tasks call
-these functions; each top-level write runs in one transaction with its audit
-row.
+"""Writes for accounts. Views, serializers and admin call these functions;
+each top-level write runs in one transaction with its audit row.
 
 Sections: usernames and passwords; API tokens; recovery codes; accounts;
 SSH keys.
@@ -27,20 +26,12 @@ from django.db import IntegrityError, models, transaction
 from django.db.models import ProtectedError, Q, RestrictedError
 from django.utils import timezone
 
+from accounts.models import SSH_RSA_MIN_BITS, Account, ApiToken, RecoveryCode, SshKey, SshKeyType
+from accounts.signals import account_closing
+from accounts.throttling import auth_failure_record, auth_failures_clear, auth_throttle_check
 from core.audit import audit_record
-from core.errors import Conflict, DomainError, NotFound
-from rentals.models import (
-    SSH_RSA_MIN_BITS,
-    Account,
-    ApiToken,
-    IdempotencyKey,
-    RecoveryCode,
-    SshKey,
-    SshKeyType,
-    WebhookEndpoint,
-    WebhookEvent,
-)
-from rentals.throttling import auth_failure_record, auth_failures_clear, auth_throttle_check
+from core.db import locked_or_404
+from core.errors import Conflict, DomainError
 
 # =============================================================================
 # Usernames and passwords
@@ -283,11 +274,12 @@ def token_authenticate(*, raw: str) -> tuple[Account, ApiToken] | None:
 def token_revoke(*, account: Account, token_id: int) -> None:
     """Revoke one of the account's active tokens (404 when there is none)."""
     with transaction.atomic():
-        token = (
-            ApiToken.objects.select_for_update().filter(pk=token_id, account=account, revoked_at__isnull=True).first()
+        token = locked_or_404(
+            ApiToken.objects.filter(account=account, revoked_at__isnull=True),
+            pk=token_id,
+            message="No such token.",
+            code="token_not_found",
         )
-        if token is None:
-            raise NotFound("No such token.", code="token_not_found")
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
         audit_record(actor=account, action="token.revoke", obj=token)
@@ -464,18 +456,16 @@ def account_deactivate(*, account: Account, actor: Account, reason: str = "") ->
     return revoked
 
 
-# The account's own credentials and settings: they go with it, they are not
-# records that keep it alive.
-_ACCOUNT_OWNED_MODELS = (ApiToken, RecoveryCode, SshKey, WebhookEndpoint, WebhookEvent, IdempotencyKey)
-
-
 def _account_is_referenced(*, account: Account) -> bool:
-    """Whether any other row points at the account (orders, invoices, ledger
-    entries, admin history, ...). References that survive the account's
-    deletion by design (SET_NULL, as in the audit trail) do not count."""
+    """Whether any row outside this app points at the account (orders,
+    invoices, ledger entries, admin history, ...). The account's own tokens,
+    recovery codes and SSH keys go with it; references that survive the
+    account's deletion by design (SET_NULL, as in the audit trail) do not
+    count. Other apps have settled their rows before this is asked
+    (`account_closing`): what is left must outlive the account."""
     for rel in Account._meta.related_objects:
         model = rel.related_model
-        if model in _ACCOUNT_OWNED_MODELS or model._meta.auto_created:
+        if model._meta.app_label == Account._meta.app_label or model._meta.auto_created:
             continue
         if not rel.many_to_many and rel.on_delete is models.SET_NULL:
             continue
@@ -491,14 +481,17 @@ ACCOUNT_DEACTIVATED = "deactivated"
 def account_delete(*, account: Account, password: str, client_address: str) -> str:
     """Close an account at its holder's request.
 
-    Its tokens, recovery codes and SSH keys go and it can no longer log in. If
-    nothing references it, the row is deleted and the username is free again
-    (ACCOUNT_DELETED). Otherwise the row stays, deactivated with an unusable
-    password, so the orders, invoices and payments that name it keep their
-    owner, and the username stays taken (ACCOUNT_DEACTIVATED)."""
+    Its tokens, recovery codes and SSH keys go and it can no longer log in.
+    Every other app settles its own rows first (`account_closing`: webhook
+    endpoints go, for one). If nothing references the account then, the row
+    is deleted and the username is free again (ACCOUNT_DELETED). Otherwise the
+    row stays, deactivated with an unusable password, so the orders, invoices
+    and payments that name it keep their owner, and the username stays taken
+    (ACCOUNT_DEACTIVATED)."""
     _password_confirm(account=account, password=password, client_address=client_address)
     with transaction.atomic():
         account = Account.objects.select_for_update().get(pk=account.pk)
+        account_closing.send(sender=Account, account=account)
         if not _account_is_referenced(account=account):
             try:
                 with transaction.atomic():
@@ -647,8 +640,8 @@ def ssh_key_add(*, account: Account, public_key: str, name: str = "") -> SshKey:
 
 def ssh_key_delete(*, account: Account, ssh_key_id: int) -> None:
     with transaction.atomic():
-        key = SshKey.objects.select_for_update().filter(pk=ssh_key_id, account=account).first()
-        if key is None:
-            raise NotFound("No such SSH key.", code="ssh_key_not_found")
+        key = locked_or_404(
+            SshKey.objects.filter(account=account), pk=ssh_key_id, message="No such SSH key.", code="ssh_key_not_found"
+        )
         audit_record(actor=account, action="ssh_key.delete", obj=key, changes={"fingerprint": key.fingerprint})
         key.delete()

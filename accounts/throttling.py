@@ -2,7 +2,9 @@
 
 Failures are counted in the Django cache (Redis in production, so every web
 process shares the counts) per username and per client address, each in a
-fixed window that opens with the first failure. Once either count reaches its
+fixed window that opens with the first failure. The window's end is stored
+beside each count and is what decides; the cache's own expiry only clears
+the keys away afterwards. Once either count reaches its
 limit, attempts are refused with 429 and `Retry-After` until the window closes,
 without checking the password: a throttled username answers the same whether
 or not the account exists.
@@ -91,7 +93,11 @@ def auth_throttle_check(*, username: str, address: str) -> None:
     state = cache.get_many([k for k, _ in keys] + [f"{k}:reset" for k, _ in keys])
     now = time.time()
     window = settings.AUTH_FAILURE_WINDOW_SECONDS
-    waits = [state.get(f"{key}:reset", now + window) - now for key, limit in keys if int(state.get(key, 0)) >= limit]
+    waits = [
+        wait
+        for key, limit in keys
+        if int(state.get(key, 0)) >= limit and (wait := state.get(f"{key}:reset", now + window) - now) > 0
+    ]
     if waits:
         raise AuthThrottled(retry_after=max(1, math.ceil(max(waits))))
 
@@ -99,16 +105,20 @@ def auth_throttle_check(*, username: str, address: str) -> None:
 def auth_failure_record(*, username: str, address: str) -> None:
     """Count one failed attempt against the username and the address."""
     window = settings.AUTH_FAILURE_WINDOW_SECONDS
+    now = time.time()
     for key, _limit in _keys(username=username, address=address):
+        reset = cache.get(f"{key}:reset")
+        if reset is not None and reset <= now:  # the window has closed: its count no longer holds
+            cache.delete_many([key, f"{key}:reset"])
         # The first failure opens the window; later ones only count.
         if cache.add(key, 1, timeout=window):
-            cache.set(f"{key}:reset", time.time() + window, timeout=window)
+            cache.set(f"{key}:reset", now + window, timeout=window)
             continue
         try:
             cache.incr(key)
         except ValueError:  # the window closed between add and incr
             if cache.add(key, 1, timeout=window):
-                cache.set(f"{key}:reset", time.time() + window, timeout=window)
+                cache.set(f"{key}:reset", now + window, timeout=window)
 
 
 def auth_failures_clear(*, username: str) -> None:

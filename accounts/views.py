@@ -1,5 +1,5 @@
-"""API views for accounts and rentals: thin callers of rentals.services and
-rentals.selectors.
+"""API views for accounts: thin callers of accounts.services and
+accounts.selectors.
 
 Sections: shared; signup and login; tokens; the account; SSH keys.
 """
@@ -7,19 +7,15 @@ Sections: shared; signup and login; tokens; the account; SSH keys.
 from __future__ import annotations
 
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from core.errors import NotFound
-from rentals import selectors, services
-from rentals.serializers import (
+from accounts import selectors, services
+from accounts.serializers import (
     AccountCreatedOutput,
     AccountCreateInput,
     AccountOutput,
-    ErrorOutput,
     PasswordChangeInput,
     PasswordConfirmInput,
     RecoveredOutput,
@@ -31,7 +27,9 @@ from rentals.serializers import (
     TokenObtainInput,
     TokenOutput,
 )
-from rentals.throttling import client_address
+from accounts.throttling import client_address
+from core.api import E401, ApiView, PublicApiView, error_doc, id_parameter
+from core.errors import NotFound
 
 # =============================================================================
 # Shared
@@ -40,41 +38,8 @@ from rentals.throttling import client_address
 TAG_ACCOUNTS = "accounts"
 
 
-def error_doc(description: str) -> OpenApiResponse:
-    return OpenApiResponse(ErrorOutput, description=description)
-
-
 _E400 = error_doc("Invalid input (`invalid`, or the rule's own code).")
-E401 = error_doc("No valid token (`not_authenticated`, `authentication_failed`).")
 _E429 = error_doc("`throttled`: too many failed attempts; see the Retry-After header.")
-
-
-def _id_parameter(name: str) -> OpenApiParameter:
-    return OpenApiParameter(name, int, OpenApiParameter.PATH)
-
-
-# An APIView whose throttling refusals carry a `Retry-After` header. (Comments,
-# not docstrings, on these bases: drf-spectacular would show a docstring as the
-# description of every endpoint.)
-class ApiView(APIView):
-    def handle_exception(self, exc):
-        response = super().handle_exception(exc)
-        retry_after = getattr(exc, "retry_after", None)
-        if retry_after is not None:
-            response["Retry-After"] = str(retry_after)
-        return response
-
-    def validated(self, serializer_class) -> dict:
-        serializer = serializer_class(data=self.request.data)
-        serializer.is_valid(raise_exception=True)
-        return serializer.validated_data
-
-
-# No authentication at all: a stale Authorization header must not stand in the
-# way of logging in again.
-class PublicApiView(ApiView):
-    authentication_classes: list = []
-    permission_classes = [AllowAny]
 
 
 class _BodyOnDeleteSchema(AutoSchema):
@@ -199,7 +164,7 @@ class TokenRevokeView(ApiView):
         operation_id="auth_token_revoke",
         tags=[TAG_ACCOUNTS],
         summary="Revoke a token",
-        parameters=[_id_parameter("token_id")],
+        parameters=[id_parameter("token_id")],
         request=None,
         responses={204: None, 401: E401, 404: error_doc("`token_not_found`.")},
     )
@@ -332,7 +297,7 @@ class SshKeyDetailView(ApiView):
         operation_id="account_ssh_keys_retrieve",
         tags=[TAG_ACCOUNTS],
         summary="One SSH public key",
-        parameters=[_id_parameter("ssh_key_id")],
+        parameters=[id_parameter("ssh_key_id")],
         responses={200: SshKeyOutput, 401: E401, 404: error_doc("`ssh_key_not_found`.")},
     )
     def get(self, request, ssh_key_id: int):
@@ -345,7 +310,7 @@ class SshKeyDetailView(ApiView):
         operation_id="account_ssh_keys_delete",
         tags=[TAG_ACCOUNTS],
         summary="Remove an SSH public key",
-        parameters=[_id_parameter("ssh_key_id")],
+        parameters=[id_parameter("ssh_key_id")],
         request=None,
         responses={204: None, 401: E401, 404: error_doc("`ssh_key_not_found`.")},
     )

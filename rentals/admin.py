@@ -1,5 +1,5 @@
 """Staff views of orders and rentals, their actions (each needs a reason and
-is audited) and the dashboard. Imported by rentals.admin."""
+is audited) and the dashboard."""
 
 from __future__ import annotations
 

@@ -1,18 +1,23 @@
-"""Receivers of billing's signals (billing never imports rentals).
+"""Receivers of other apps' signals (billing and accounts never import rentals).
 
-They run after billing's transaction has committed. A receiver that fails is
-logged and left to `orders_reconcile` (a periodic job), so a payment is never
-lost between a commit and the work that follows it.
+Billing's run after billing's transaction has committed. A receiver that
+fails is logged and left to `orders_reconcile` (a periodic job), so a payment
+is never lost between a commit and the work that follows it.
 """
 
 from __future__ import annotations
 
 import logging
 
+from django.db import transaction
 from django.dispatch import receiver
 
+from accounts.signals import account_closing
 from billing import signals as billing_signals
 from billing.models import Invoice
+from rentals.events import invoice_event_emit
+from rentals.models import IdempotencyKey
+from rentals.services import order_expire, renewal_apply, rental_from_order
 
 log = logging.getLogger(__name__)
 
@@ -26,14 +31,10 @@ def _kind(subject: str) -> str:
 
 
 def _invoice_webhook(invoice_id: int, event: str) -> None:
-    from django.db import transaction
-
-    from rentals.events import invoice_event_data, webhook_emit
-
     invoice = Invoice.objects.filter(pk=invoice_id).select_related("account").first()
     if invoice is not None:
         with transaction.atomic():
-            webhook_emit(account=invoice.account, type=event, data=lambda: invoice_event_data(invoice))
+            invoice_event_emit(invoice=invoice, type=event)
 
 
 def _attempt(what: str, fn, *args, **kwargs) -> None:
@@ -46,8 +47,6 @@ def _attempt(what: str, fn, *args, **kwargs) -> None:
 
 @receiver(billing_signals.invoice_settled, dispatch_uid="rentals.invoice_settled")
 def on_invoice_settled(sender, invoice_id: int, subject: str, **kwargs) -> None:
-    from rentals.services import renewal_apply, rental_from_order
-
     _attempt(f"invoice.settled webhook of {invoice_id}", _invoice_webhook, invoice_id, "invoice.settled")
     kind = _kind(subject)
     if kind == "order":
@@ -58,8 +57,6 @@ def on_invoice_settled(sender, invoice_id: int, subject: str, **kwargs) -> None:
 
 @receiver(billing_signals.invoice_expired, dispatch_uid="rentals.invoice_expired")
 def on_invoice_expired(sender, invoice_id: int, subject: str, **kwargs) -> None:
-    from rentals.services import order_expire
-
     _attempt(f"invoice.expired webhook of {invoice_id}", _invoice_webhook, invoice_id, "invoice.expired")
     if _kind(subject) == "order":
         _attempt(f"releasing {subject}", order_expire, order_id=int(subject.split(":")[1]))
@@ -67,8 +64,6 @@ def on_invoice_expired(sender, invoice_id: int, subject: str, **kwargs) -> None:
 
 @receiver(billing_signals.invoice_invalid, dispatch_uid="rentals.invoice_invalid")
 def on_invoice_invalid(sender, invoice_id: int, subject: str, **kwargs) -> None:
-    from rentals.services import order_expire
-
     if _kind(subject) == "order":
         _attempt(f"releasing {subject}", order_expire, order_id=int(subject.split(":")[1]))
 
@@ -76,3 +71,11 @@ def on_invoice_invalid(sender, invoice_id: int, subject: str, **kwargs) -> None:
 @receiver(billing_signals.invoice_processing, dispatch_uid="rentals.invoice_processing")
 def on_invoice_processing(sender, invoice_id: int, subject: str, **kwargs) -> None:
     _attempt(f"invoice.processing webhook of {invoice_id}", _invoice_webhook, invoice_id, "invoice.processing")
+
+
+@receiver(account_closing, dispatch_uid="rentals.account_closing")
+def on_account_closing(sender, account, **kwargs) -> None:
+    """Remembered responses to Idempotency-Key requests go with the account.
+    Orders and rentals stay: they name the account, which is then kept
+    (deactivated) rather than deleted."""
+    IdempotencyKey.objects.filter(account=account).delete()

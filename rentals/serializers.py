@@ -15,6 +15,7 @@ from catalog.models import TERM_CHOICES
 from catalog.serializers import QuoteLineOutput
 from catalog.services import MAX_TERMS
 from core.fields import MoneyField, PercentField
+from rentals.services import OrderSpec
 
 # --- Inputs ------------------------------------------------------------------------
 
@@ -51,9 +52,7 @@ class OrderCreateInput(serializers.Serializer):
         self._workload = workload.validated_data["workload"]
         return value
 
-    def spec(self):
-        from rentals.services import OrderSpec
-
+    def spec(self) -> OrderSpec:
         v = self.validated_data
         return OrderSpec(
             region=v["region"],

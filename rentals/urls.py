@@ -1,8 +1,11 @@
+"""Routes of orders, rentals and the operators' callbacks under /api/v1/
+(included from config.api_urls)."""
+
 from django.urls import path
 
-from rentals import order_views as views
+from core import converters  # noqa: F401  (registers the `id` path converter)
+from rentals import views
 
-# The `id` path converter is registered in rentals.urls.
 urlpatterns = [
     path("orders", views.OrderListView.as_view(), name="orders"),
     path("orders/<id:order_id>", views.OrderDetailView.as_view(), name="order"),

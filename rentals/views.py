@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from rentals import selectors, services
-from rentals.order_serializers import (
+from rentals.serializers import (
     OpsReadyInput,
     OpsUsageInput,
     OrderCreateInput,

@@ -26,12 +26,22 @@ class WebhookEndpoint(models.Model):
     url = models.URLField(max_length=500)
     events = models.JSONField(help_text="Event types delivered to this endpoint.")
     secret = models.CharField(max_length=80, help_text="Signs deliveries; shown to the customer once.")
+    previous_secret = models.CharField(
+        max_length=80, blank=True, help_text="The secret a rotation replaced: it signs too until it expires."
+    )
+    previous_secret_expires_at = models.DateTimeField(null=True, blank=True)
     description = models.CharField(max_length=200, blank=True)
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["account", "created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(previous_secret="") | models.Q(previous_secret_expires_at__isnull=False),
+                name="webhookendpoint_previous_secret_expires",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.url

@@ -1,13 +1,14 @@
 """API serializers for customer webhooks: one per input, one per output.
 Inputs only check shape; the rules (URL targets, event types) live in
-rentals.webhooks."""
+webhooks.services."""
 
 from __future__ import annotations
 
 from rest_framework import serializers
 
-from rentals.models import WEBHOOK_EVENTS, DeliveryStatus
-from rentals.webhooks import DELIVERY_LIST_MAX, PING_EVENT
+from webhooks.models import WEBHOOK_EVENTS, DeliveryStatus
+from webhooks.selectors import DELIVERY_LIST_MAX
+from webhooks.services import PING_EVENT
 
 
 def _events_field(**kw) -> serializers.ListField:
@@ -55,10 +56,28 @@ class WebhookEndpointOutput(serializers.Serializer):
     description = serializers.CharField()
     is_active = serializers.BooleanField()
     created_at = serializers.DateTimeField()
+    previous_secret_expires_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="After a rotation: until when the replaced secret still signs deliveries beside the new one.",
+    )
 
 
 class WebhookEndpointWithSecretOutput(WebhookEndpointOutput):
-    secret = serializers.CharField(help_text="Signs every delivery (HMAC-SHA256). Shown once: store it now.")
+    secret = serializers.CharField(
+        help_text="Signs every delivery (Standard Webhooks: whsec_ and a base64 key). Shown once: store it now."
+    )
+
+
+class WebhookSecretRotateInput(serializers.Serializer):
+    overlap_seconds = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=30 * 86400,
+        help_text=(
+            "How long the replaced secret keeps signing beside the new one (default and maximum: the "
+            "server's WEBHOOK_SECRET_ROTATION_OVERLAP, 24 hours unless configured). 0 ends it at once."
+        ),
+    )
 
 
 # =============================================================================

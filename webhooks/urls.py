@@ -1,8 +1,9 @@
-"""Routes of customer webhooks under /api/v1/webhooks (included from rentals.urls)."""
+"""Routes of customer webhooks under /api/v1/webhooks (included from config.api_urls)."""
 
 from django.urls import path
 
-from rentals import webhook_views as views
+from core import converters  # noqa: F401  (registers the `id` path converter)
+from webhooks import views
 
 urlpatterns = [
     path("webhooks", views.WebhookEndpointListView.as_view(), name="webhooks"),

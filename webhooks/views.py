@@ -1,22 +1,26 @@
-"""API views for customer webhooks: thin callers of rentals.webhooks. Every
-route answers 404 for an endpoint or delivery of another account."""
+"""API views for customer webhooks: thin callers of webhooks.services and
+webhooks.selectors. Every route answers 404 for an endpoint or delivery of
+another account."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
+from core.api import E401, ApiView, error_doc
 from core.errors import NotFound
-from rentals import webhooks
-from rentals.views import E401, ApiView, error_doc
-from rentals.webhook_serializers import (
+from webhooks import selectors, services
+from webhooks.serializers import (
     WebhookDeliveryListQuery,
     WebhookDeliveryOutput,
     WebhookEndpointCreateInput,
     WebhookEndpointOutput,
     WebhookEndpointUpdateInput,
     WebhookEndpointWithSecretOutput,
+    WebhookSecretRotateInput,
 )
 
 TAG_WEBHOOKS = "webhooks"
@@ -34,14 +38,14 @@ _DELIVERY_ID = OpenApiParameter("delivery_id", int, OpenApiParameter.PATH)
 
 
 def _endpoint_or_404(request, endpoint_id: int):
-    endpoint = webhooks.endpoint_get(account=request.user, endpoint_id=endpoint_id)
+    endpoint = selectors.endpoint_get(account=request.user, endpoint_id=endpoint_id)
     if endpoint is None:
         raise NotFound("No such webhook endpoint.", code="webhook_not_found")
     return endpoint
 
 
 def _delivery_response(request, endpoint_id: int, delivery_id: int, http_status: int = 200) -> Response:
-    delivery = webhooks.delivery_get(account=request.user, endpoint_id=endpoint_id, delivery_id=delivery_id)
+    delivery = selectors.delivery_get(account=request.user, endpoint_id=endpoint_id, delivery_id=delivery_id)
     if delivery is None:
         _endpoint_or_404(request, endpoint_id)
         raise NotFound("No such delivery.", code="delivery_not_found")
@@ -57,7 +61,7 @@ class WebhookEndpointListView(ApiView):
         responses={200: WebhookEndpointOutput(many=True), 401: E401},
     )
     def get(self, request):
-        return Response(WebhookEndpointOutput(webhooks.endpoint_list(account=request.user), many=True).data)
+        return Response(WebhookEndpointOutput(selectors.endpoint_list(account=request.user), many=True).data)
 
     @extend_schema(
         operation_id="webhooks_create",
@@ -74,7 +78,7 @@ class WebhookEndpointListView(ApiView):
     )
     def post(self, request):
         data = self.validated(WebhookEndpointCreateInput)
-        created = webhooks.endpoint_create(account=request.user, **data)
+        created = services.endpoint_create(account=request.user, **data)
         out = {**WebhookEndpointOutput(created.endpoint).data, "secret": created.secret}
         return Response(WebhookEndpointWithSecretOutput(out).data, status=status.HTTP_201_CREATED)
 
@@ -101,7 +105,7 @@ class WebhookEndpointDetailView(ApiView):
     )
     def patch(self, request, endpoint_id: int):
         data = self.validated(WebhookEndpointUpdateInput)
-        endpoint = webhooks.endpoint_update(account=request.user, endpoint_id=endpoint_id, **data)
+        endpoint = services.endpoint_update(account=request.user, endpoint_id=endpoint_id, **data)
         return Response(WebhookEndpointOutput(endpoint).data)
 
     @extend_schema(
@@ -113,7 +117,7 @@ class WebhookEndpointDetailView(ApiView):
         responses={204: None, 401: E401, 404: _E404},
     )
     def delete(self, request, endpoint_id: int):
-        webhooks.endpoint_delete(account=request.user, endpoint_id=endpoint_id)
+        services.endpoint_delete(account=request.user, endpoint_id=endpoint_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -122,13 +126,24 @@ class WebhookSecretRotateView(ApiView):
         operation_id="webhooks_rotate_secret",
         tags=[TAG_WEBHOOKS],
         summary="Replace the signing secret",
-        description="The new secret signs every attempt from now on and is shown in this response only.",
+        description=(
+            "The new secret signs every attempt from now on and is shown in this response only. The replaced "
+            "secret keeps signing beside it until `previous_secret_expires_at` (the body may shorten that "
+            "overlap, down to 0 for a leaked secret): each delivery meanwhile carries both signatures."
+        ),
         parameters=[_ENDPOINT_ID],
-        request=None,
-        responses={200: WebhookEndpointWithSecretOutput, 401: E401, 404: _E404},
+        request=WebhookSecretRotateInput,
+        responses={
+            200: WebhookEndpointWithSecretOutput,
+            400: error_doc("`invalid_overlap` or `invalid`."),
+            401: E401,
+            404: _E404,
+        },
     )
     def post(self, request, endpoint_id: int):
-        rotated = webhooks.endpoint_secret_rotate(account=request.user, endpoint_id=endpoint_id)
+        data = self.validated(WebhookSecretRotateInput)
+        overlap = timedelta(seconds=data["overlap_seconds"]) if "overlap_seconds" in data else None
+        rotated = services.endpoint_secret_rotate(account=request.user, endpoint_id=endpoint_id, overlap=overlap)
         out = {**WebhookEndpointOutput(rotated.endpoint).data, "secret": rotated.secret}
         return Response(WebhookEndpointWithSecretOutput(out).data)
 
@@ -144,7 +159,7 @@ class WebhookPingView(ApiView):
         responses={202: WebhookDeliveryOutput, 401: E401, 404: _E404, 409: _E409_INACTIVE},
     )
     def post(self, request, endpoint_id: int):
-        delivery = webhooks.endpoint_ping(account=request.user, endpoint_id=endpoint_id)
+        delivery = services.endpoint_ping(account=request.user, endpoint_id=endpoint_id)
         return _delivery_response(request, endpoint_id, delivery.pk, status.HTTP_202_ACCEPTED)
 
 
@@ -160,7 +175,7 @@ class WebhookDeliveryListView(ApiView):
         query = WebhookDeliveryListQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         _endpoint_or_404(request, endpoint_id)
-        deliveries = webhooks.delivery_list(account=request.user, endpoint_id=endpoint_id, **query.validated_data)
+        deliveries = selectors.delivery_list(account=request.user, endpoint_id=endpoint_id, **query.validated_data)
         return Response(WebhookDeliveryOutput(deliveries, many=True).data)
 
 
@@ -190,5 +205,5 @@ class WebhookRedeliverView(ApiView):
         responses={202: WebhookDeliveryOutput, 401: E401, 404: _E404_DELIVERY, 409: _E409_INACTIVE},
     )
     def post(self, request, endpoint_id: int, delivery_id: int):
-        webhooks.delivery_redeliver(account=request.user, endpoint_id=endpoint_id, delivery_id=delivery_id)
+        services.delivery_redeliver(account=request.user, endpoint_id=endpoint_id, delivery_id=delivery_id)
         return _delivery_response(request, endpoint_id, delivery_id, status.HTTP_202_ACCEPTED)

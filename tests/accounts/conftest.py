@@ -4,30 +4,15 @@ SSH keys generated in the test run."""
 from __future__ import annotations
 
 import pytest
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from rest_framework.test import APIClient
 
-# Fixtures of the webhook tests (a real HTTP receiver on loopback, a fake
-# resolver, the private-targets switch), for every rentals test module.
-from tests.rentals.test_webhooks_support import allow_private, dns, receiver  # noqa: F401
-
-PASSWORD = "violet-harbour-lantern-93"
-NEW_PASSWORD = "amber-quarry-whistle-58"
-
-
-def openssh_line(private_key, comment: str = "") -> str:
-    line = (
-        private_key.public_key()
-        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-        .decode()
-    )
-    return f"{line} {comment}" if comment else line
+from tests.accounts.helpers import PASSWORD
 
 
 @pytest.fixture(autouse=True)
 def _fast_argon2(settings):
-    from rentals import services
+    from accounts import services
 
     services._dummy_password_hash.cache_clear()
     yield

@@ -4,10 +4,10 @@ import pytest
 from django.contrib.admin.models import ADDITION, LogEntry
 from django.db import connection
 
+from accounts.models import Account, ApiToken, RecoveryCode, SshKey
 from billing.models import CreditBalance
 from core.models import AuditEntry
-from rentals.models import Account, ApiToken, RecoveryCode, SshKey
-from tests.rentals.conftest import NEW_PASSWORD, PASSWORD, openssh_line
+from tests.accounts.helpers import NEW_PASSWORD, PASSWORD, openssh_line
 
 pytestmark = pytest.mark.django_db
 

@@ -1,9 +1,9 @@
 import pytest
 from django.test import Client
 
+from accounts.models import Account, ApiToken
 from core.models import AuditEntry
-from rentals.models import Account, ApiToken
-from tests.rentals.conftest import PASSWORD
+from tests.accounts.helpers import PASSWORD
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +23,7 @@ def admin_client(boss) -> Client:
 def test_changelist_and_search(admin_client, signup):
     signup("alice")
     signup("bob")
-    resp = admin_client.get("/admin/rentals/account/", {"q": "ali"})
+    resp = admin_client.get("/admin/accounts/account/", {"q": "ali"})
     assert resp.status_code == 200
     shown = [a.username for a in resp.context["cl"].result_list]
     assert shown == ["alice"]
@@ -32,18 +32,18 @@ def test_changelist_and_search(admin_client, signup):
 def test_no_email_anywhere_in_the_admin(admin_client, signup):
     signup("alice")
     alice = Account.objects.get(username="alice")
-    for url in ("/admin/rentals/account/add/", f"/admin/rentals/account/{alice.pk}/change/"):
+    for url in ("/admin/accounts/account/add/", f"/admin/accounts/account/{alice.pk}/change/"):
         resp = admin_client.get(url)
         assert resp.status_code == 200
         assert not [name for name in resp.context["adminform"].form.fields if "mail" in name]
-    changelist = admin_client.get("/admin/rentals/account/")
+    changelist = admin_client.get("/admin/accounts/account/")
     assert "email" not in [str(c) for c in changelist.context["cl"].list_display]
     assert b"mail" not in changelist.content.lower()
 
 
 def test_staff_create_a_staff_account(admin_client, boss):
     resp = admin_client.post(
-        "/admin/rentals/account/add/",
+        "/admin/accounts/account/add/",
         {"username": "Support", "password1": PASSWORD, "password2": PASSWORD},
     )
     assert resp.status_code == 302, resp.context["adminform"].form.errors if resp.context else resp
@@ -60,7 +60,7 @@ def test_admin_refuses_bad_and_taken_usernames(admin_client, signup):
     signup("alice")
     for username in ("ALICE", "bad name", "x"):
         resp = admin_client.post(
-            "/admin/rentals/account/add/", {"username": username, "password1": PASSWORD, "password2": PASSWORD}
+            "/admin/accounts/account/add/", {"username": username, "password1": PASSWORD, "password2": PASSWORD}
         )
         assert resp.status_code == 200
         assert "username" in resp.context["adminform"].form.errors
@@ -71,7 +71,7 @@ def test_deactivate_action_revokes_tokens(admin_client, boss, signup, client_wit
     token = signup("alice")["token"]
     alice = Account.objects.get(username="alice")
     resp = admin_client.post(
-        "/admin/rentals/account/",
+        "/admin/accounts/account/",
         {"action": "deactivate_accounts", "_selected_action": [alice.pk, boss.pk]},
     )
     assert resp.status_code == 302
@@ -87,14 +87,14 @@ def test_deactivate_action_revokes_tokens(admin_client, boss, signup, client_wit
 def test_accounts_cannot_be_deleted_in_admin(admin_client, signup):
     signup("alice")
     alice = Account.objects.get(username="alice")
-    assert admin_client.get(f"/admin/rentals/account/{alice.pk}/delete/").status_code == 403
+    assert admin_client.get(f"/admin/accounts/account/{alice.pk}/delete/").status_code == 403
     assert Account.objects.filter(pk=alice.pk).exists()
 
 
 def test_tokens_and_keys_are_shown_read_only(admin_client, signup):
     signup("alice")
     alice = Account.objects.get(username="alice")
-    resp = admin_client.get(f"/admin/rentals/account/{alice.pk}/change/")
+    resp = admin_client.get(f"/admin/accounts/account/{alice.pk}/change/")
     inlines = {f.opts.model.__name__: f for f in resp.context["inline_admin_formsets"]}
     assert set(inlines) == {"ApiToken", "SshKey"}
     assert all(not f.has_add_permission and not f.has_change_permission for f in inlines.values())
@@ -106,7 +106,7 @@ def test_staff_password_reset_revokes_tokens(admin_client, signup, client_with):
     alice = Account.objects.get(username="alice")
     new = "brand-new-harbour-pass-7"
     resp = admin_client.post(
-        f"/admin/rentals/account/{alice.pk}/password/",
+        f"/admin/accounts/account/{alice.pk}/password/",
         {"password1": new, "password2": new, "usable_password": "true"},
     )
     assert resp.status_code == 302
@@ -125,7 +125,7 @@ def test_non_superuser_staff_cannot_grant_rights(signup):
     alice = Account.objects.get(username="alice")
     client = Client()
     client.force_login(clerk)
-    resp = client.get(f"/admin/rentals/account/{alice.pk}/change/")
+    resp = client.get(f"/admin/accounts/account/{alice.pk}/change/")
     assert resp.status_code == 200
     editable = set(resp.context["adminform"].form.fields)
     assert "is_active" in editable
@@ -148,7 +148,7 @@ def test_change_form_saves_and_audits_without_the_password_hash(admin_client, bo
         **{f"api_tokens-{k}": v for k, v in inline.items()},
         **{f"ssh_keys-{k}": v for k, v in inline.items()},
     }
-    resp = admin_client.post(f"/admin/rentals/account/{alice.pk}/change/", data)
+    resp = admin_client.post(f"/admin/accounts/account/{alice.pk}/change/", data)
     assert resp.status_code == 302, resp.context["adminform"].form.errors if resp.context else resp
     alice.refresh_from_db()
     assert alice.is_active is False

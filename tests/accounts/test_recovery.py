@@ -3,8 +3,8 @@ import hashlib
 import pytest
 from django.db import connection
 
-from rentals.models import ApiToken, RecoveryCode
-from tests.rentals.conftest import NEW_PASSWORD, PASSWORD
+from accounts.models import ApiToken, RecoveryCode
+from tests.accounts.helpers import NEW_PASSWORD, PASSWORD
 
 pytestmark = pytest.mark.django_db
 
@@ -85,7 +85,7 @@ def test_a_weak_new_password_does_not_burn_the_code(api, alice):
 def test_codes_are_stored_hashed(alice):
     body, _client = alice
     with connection.cursor() as cursor:
-        cursor.execute("SELECT * FROM rentals_recoverycode")
+        cursor.execute("SELECT * FROM accounts_recoverycode")
         dump = repr(cursor.fetchall())
     digests = set(RecoveryCode.objects.values_list("digest", flat=True))
     for code in body["recovery_codes"]:

@@ -2,8 +2,8 @@ import re
 
 import pytest
 
-from rentals.models import Account, ApiToken, RecoveryCode
-from tests.rentals.conftest import PASSWORD
+from accounts.models import Account, ApiToken, RecoveryCode
+from tests.accounts.helpers import PASSWORD
 
 pytestmark = pytest.mark.django_db
 

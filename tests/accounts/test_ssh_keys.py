@@ -7,8 +7,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from django.db import IntegrityError
 
-from rentals.models import Account, SshKey
-from tests.rentals.conftest import openssh_line
+from accounts.models import Account, SshKey
+from tests.accounts.helpers import openssh_line
 
 pytestmark = pytest.mark.django_db
 

@@ -6,8 +6,8 @@ import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from rentals.models import Account, ApiToken
-from tests.rentals.conftest import PASSWORD
+from accounts.models import Account, ApiToken
+from tests.accounts.helpers import PASSWORD
 
 pytestmark = pytest.mark.django_db
 
@@ -22,7 +22,7 @@ def test_tokens_are_stored_as_sha256_digests_only(alice):
     body, _client = alice
     raw = body["token"]
     with connection.cursor() as cursor:
-        cursor.execute("SELECT * FROM rentals_apitoken")
+        cursor.execute("SELECT * FROM accounts_apitoken")
         columns = [c.name for c in cursor.description]
         rows = cursor.fetchall()
     assert len(rows) == 1

@@ -1,8 +1,8 @@
 import pytest
 from django.db import IntegrityError, connection
 
-from rentals.models import Account
-from tests.rentals.conftest import PASSWORD
+from accounts.models import Account
+from tests.accounts.helpers import PASSWORD
 
 pytestmark = pytest.mark.django_db
 

@@ -9,13 +9,13 @@ from django.test import Client
 
 from core.models import AuditEntry
 from rentals.models import Order, Rental
-from tests.rentals.test_lifecycle import T0, active_rental, ordered, pay, staff  # noqa: F401
+from tests.rentals.helpers import T0, pay
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def admin_client(staff):  # noqa: F811
+def admin_client(staff):
     client = Client()
     client.force_login(staff)
     return client
@@ -28,13 +28,13 @@ def act(client, model: str, action: str, pk: int, **form):
     return client.post(url, {"action": action, "_selected_action": [pk], "apply": "1", **form})
 
 
-def test_an_action_without_a_reason_does_nothing(admin_client, active_rental):  # noqa: F811
+def test_an_action_without_a_reason_does_nothing(admin_client, active_rental):
     resp = act(admin_client, "rental", "suspend", active_rental.pk, reason="")
     assert resp.status_code == 200 and b"This field is required" in resp.content
     assert Rental.objects.get(pk=active_rental.pk).status == "active"
 
 
-def test_suspend_unsuspend_extend_terminate_are_audited(admin_client, active_rental):  # noqa: F811
+def test_suspend_unsuspend_extend_terminate_are_audited(admin_client, active_rental):
     for action, form, status in [
         ("suspend", {"reason": "abuse report 1187"}, "suspended"),
         ("unsuspend", {"reason": "resolved with the customer"}, "active"),
@@ -60,7 +60,7 @@ def test_suspend_unsuspend_extend_terminate_are_audited(admin_client, active_ren
     assert not rental.host.slots.filter(holder=rental.holder).exists()
 
 
-def test_mark_provisioned_with_addresses(admin_client, ordered):  # noqa: F811
+def test_mark_provisioned_with_addresses(admin_client, ordered):
     pay(ordered["invoice"]["number"], 277_777_778)
     rental = Rental.objects.get(order_id=ordered["id"])
     resp = act(
@@ -88,7 +88,7 @@ def test_mark_provisioned_with_addresses(admin_client, ordered):  # noqa: F811
     assert Rental.objects.get(pk=rental.pk).ipv4 == "198.51.100.7"
 
 
-def test_cancel_order_from_admin(admin_client, ordered):  # noqa: F811
+def test_cancel_order_from_admin(admin_client, ordered):
     resp = act(admin_client, "order", "cancel_order", ordered["id"], reason="duplicate order, ticket 9")
     assert resp.status_code == 302
     order = Order.objects.get(pk=ordered["id"])
@@ -96,7 +96,7 @@ def test_cancel_order_from_admin(admin_client, ordered):  # noqa: F811
     assert AuditEntry.objects.filter(action="order.cancel", reason="duplicate order, ticket 9").exists()
 
 
-def test_dashboard(admin_client, active_rental):  # noqa: F811
+def test_dashboard(admin_client, active_rental):
     with time_machine.travel(T0 + timedelta(hours=1), tick=False):  # the month the invoice settled in
         resp = admin_client.get("/admin/rentals/rentaldashboard/")
     assert resp.status_code == 200
@@ -105,7 +105,7 @@ def test_dashboard(admin_client, active_rental):  # noqa: F811
     assert "LTC" in html and "2.77777778" in html and "250.00" in html  # revenue this month
 
 
-def test_order_and_rental_lists_render(admin_client, active_rental):  # noqa: F811
+def test_order_and_rental_lists_render(admin_client, active_rental):
     for url in (
         "/admin/rentals/order/",
         "/admin/rentals/rental/",

@@ -1,10 +1,12 @@
 """Shared pieces of the webhook tests (no tests here): a real HTTP(S) receiver
-on 127.0.0.1 that checks signatures the way the README tells customers to
-and can be told to fail, a resolver with made-up names, and a throwaway CA.
-Test modules import the fixtures they use from here."""
+on 127.0.0.1 that checks signatures the way the docs tell customers to and
+can be told to fail or to hold its answer, a resolver with made-up names, and
+a throwaway CA. The conftest modules of the test folders that need them
+import the fixtures from here."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import socket
@@ -22,9 +24,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 # =============================================================================
-# What a receiver does (the README's snippet, line for line)
+# What a receiver does (the docs' snippets)
 # =============================================================================
 
 
@@ -43,6 +46,35 @@ def signature_verify(secret: str, signature_header: str, body: bytes, tolerance:
     return any(hmac.compare_digest(expected, candidate) for candidate in parts.get("v1", []))
 
 
+def standard_verify(secret: str, headers: dict[str, str], body: bytes) -> bool:
+    """The Standard Webhooks library's own verifier (webhook-id, -timestamp, -signature)."""
+    try:
+        Webhook(secret).verify(body, headers)
+    except WebhookVerificationError:
+        return False
+    return True
+
+
+def independent_signature(secret: str, msg_id: str, timestamp: str, body: bytes) -> str:
+    """What `openssl dgst -sha256 -mac HMAC -macopt hexkey:<key> -binary | base64`
+    prints for "<id>.<timestamp>.<body>", the key being the base64 after whsec_."""
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    mac = hmac.new(key, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
+    return base64.b64encode(mac).decode()
+
+
+def independent_verify(secret: str, headers: dict[str, str], body: bytes) -> bool:
+    """Standard Webhooks verification computed by hand, without the library."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    try:
+        msg_id, timestamp, signatures = lower["webhook-id"], lower["webhook-timestamp"], lower["webhook-signature"]
+    except KeyError:
+        return False
+    expected = independent_signature(secret, msg_id, timestamp, body)
+    offered = [part.split(",", 1) for part in signatures.split(" ")]
+    return any(version == "v1" and hmac.compare_digest(expected, value) for version, value in offered)
+
+
 # =============================================================================
 # The receiver
 # =============================================================================
@@ -54,26 +86,41 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
-    verified: bool | None  # None: the receiver had no secret to check with
+    # None: the receiver had no secret to check with. Otherwise every check the
+    # receiver makes passed: GRH-Signature, and (unless `standard` is off) the
+    # Standard Webhooks signature by the library and by hand.
+    verified: bool | None
+    verified_legacy: bool | None = None
+    verified_standard: bool | None = None
+    verified_independent: bool | None = None
 
 
 @dataclass
 class Receiver:
     """Answers `status` (200) to every POST, except the next `fail_times`
-    ones, which get `fail_status`. `delay` seconds before answering."""
+    ones, which get `fail_status`. With `hold` set, every POST is recorded
+    and then waits for the test to set that event before it is answered;
+    with `answer_together` = n, POSTs wait until n of them are in flight at
+    once (from then on they are answered at once)."""
 
     server: ThreadingHTTPServer = field(repr=False)
     scheme: str = "http"
     host: str = "127.0.0.1"
     secret: str | None = None
+    standard: bool = True  # deliveries carry Standard Webhooks headers (provisioning jobs do not)
     status: int = 200
     fail_times: int = 0
     fail_status: int = 500
-    delay: float = 0.0
+    hold: threading.Event | None = None
+    answer_together: int = 0
     location: str | None = None
     requests: list[Received] = field(default_factory=list)
+    answered: int = 0
     server_names: list[str | None] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    together: threading.Condition = field(default_factory=threading.Condition, repr=False)
+    in_flight: int = 0
+    in_flight_peak: int = 0
 
     @property
     def port(self) -> int:
@@ -102,18 +149,30 @@ class _Handler(BaseHTTPRequestHandler):
         receiver: Receiver = self.server.receiver  # type: ignore[attr-defined]
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         headers = dict(self.headers.items())
-        verified = None
+        received = Received(method, self.path, headers, body, None)
         if receiver.secret is not None:
-            verified = signature_verify(receiver.secret, self.headers.get("GRH-Signature", ""), body)
+            received.verified_legacy = signature_verify(receiver.secret, self.headers.get("GRH-Signature", ""), body)
+            received.verified = received.verified_legacy
+            if receiver.standard:
+                received.verified_standard = standard_verify(receiver.secret, headers, body)
+                received.verified_independent = independent_verify(receiver.secret, headers, body)
+                received.verified = received.verified and received.verified_standard and received.verified_independent
         with receiver.lock:
-            receiver.requests.append(Received(method, self.path, headers, body, verified))
+            receiver.requests.append(received)
         return receiver
 
     def do_POST(self):
         receiver = self._record("POST")
         status = receiver._answer()
-        if receiver.delay:
-            time.sleep(receiver.delay)
+        with receiver.together:
+            receiver.in_flight += 1
+            receiver.in_flight_peak = max(receiver.in_flight_peak, receiver.in_flight)
+            receiver.together.notify_all()
+            receiver.together.wait_for(lambda: receiver.in_flight_peak >= receiver.answer_together)
+        if receiver.hold is not None:
+            receiver.hold.wait()
+        with receiver.together:
+            receiver.in_flight -= 1
         self.send_response(status)
         if receiver.location and 300 <= status < 400:
             self.send_header("Location", receiver.location)
@@ -121,6 +180,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "6")
         self.end_headers()
         self.wfile.write(b"thanks")
+        with receiver.lock:
+            receiver.answered += 1
 
     def do_GET(self):
         self._record("GET")
@@ -151,6 +212,11 @@ def receiver_start(tls: ssl.SSLContext | None = None, host: str = "127.0.0.1") -
 
 
 def receiver_stop(receiver: Receiver) -> None:
+    if receiver.hold is not None:
+        receiver.hold.set()  # answer what is still held, so the server can stop
+    with receiver.together:
+        receiver.answer_together = 0
+        receiver.together.notify_all()
     receiver.server.shutdown()
     receiver.server.server_close()
 

@@ -14,8 +14,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from rentals import webhooks
-from rentals.models import WEBHOOK_EVENTS, DeliveryStatus, WebhookDelivery, WebhookEndpoint
+from webhooks import services as webhooks
+from webhooks.models import WEBHOOK_EVENTS, DeliveryStatus, WebhookDelivery, WebhookEndpoint
 
 pytestmark = pytest.mark.django_db
 
@@ -435,7 +435,13 @@ ENDPOINTS = [
         "WebhookEndpointOutput",
     ),
     ("/api/v1/webhooks/{endpoint_id}", "delete", None, "204", None),
-    ("/api/v1/webhooks/{endpoint_id}/rotate-secret", "post", None, "200", "WebhookEndpointWithSecretOutput"),
+    (
+        "/api/v1/webhooks/{endpoint_id}/rotate-secret",
+        "post",
+        "WebhookSecretRotateInputRequest",
+        "200",
+        "WebhookEndpointWithSecretOutput",
+    ),
     ("/api/v1/webhooks/{endpoint_id}/ping", "post", None, "202", "WebhookDeliveryOutput"),
     ("/api/v1/webhooks/{endpoint_id}/deliveries", "get", None, "200", "WebhookDeliveryOutput"),
     ("/api/v1/webhooks/{endpoint_id}/deliveries/{delivery_id}", "get", None, "200", "WebhookDeliveryOutput"),

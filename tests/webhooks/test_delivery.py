@@ -9,7 +9,6 @@ import json
 import socket
 import ssl
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -17,10 +16,13 @@ import pytest
 import time_machine
 from django.db import connection
 
-from rentals import webhooks
-from rentals.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint, WebhookEvent
-from rentals.tasks import webhook_deliveries_sweep, webhook_delivery_attempt
-from tests.rentals.test_webhooks_support import ca_create, receiver_start, receiver_stop, signature_verify
+from tests.waiting import wait_until
+from tests.webhooks.receiver import ca_create, receiver_start, receiver_stop, signature_verify, standard_verify
+from webhooks import services as webhooks
+from webhooks import transport
+from webhooks.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint, WebhookEvent
+from webhooks.tasks import deliveries_sweep as webhook_deliveries_sweep
+from webhooks.tasks import delivery_attempt as webhook_delivery_attempt
 
 pytestmark = pytest.mark.django_db
 
@@ -61,7 +63,8 @@ def attempt_log(delivery: WebhookDelivery) -> list:
 
 def test_a_delivery_is_signed_json_that_the_receiver_verifies(customer, receiver, allow_private, emit):
     endpoint_for(customer, receiver)
-    event = emit(customer, data={"invoice": "GRH-000042", "amount_usd": Decimal("1881.00")})
+    with time_machine.travel(T0, tick=False):
+        event = emit(customer, data={"invoice": "GRH-000042", "amount_usd": Decimal("1881.00")})
 
     assert len(receiver.posts) == 1
     request = receiver.posts[0]
@@ -72,7 +75,7 @@ def test_a_delivery_is_signed_json_that_the_receiver_verifies(customer, receiver
     assert headers["user-agent"] == "GPU-Rent-Hub-Webhooks/1"
     assert headers["webhook-id"] == str(event.id)
     timestamp = int(headers["webhook-timestamp"])
-    assert abs(timestamp - time.time()) < 60
+    assert timestamp == int(T0.timestamp())
     assert headers["grh-signature"].startswith(f"t={timestamp},v1=")
     body = json.loads(request.body)
     assert body == {
@@ -122,16 +125,29 @@ def test_every_attempt_sends_the_same_body_and_id_signed_anew(customer, receiver
     assert first.verified and second.verified
 
 
-def test_a_rotated_secret_signs_the_next_attempts(customer, receiver, allow_private, emit):
+def test_a_rotated_secret_signs_the_next_attempts(customer, receiver, allow_private, emit, settings):
+    settings.WEBHOOK_SECRET_ROTATION_OVERLAP = timedelta(hours=24)
     endpoint = endpoint_for(customer, receiver)
     old_secret = endpoint.secret
-    rotated = webhooks.endpoint_secret_rotate(account=customer, endpoint_id=endpoint.pk)
-    assert rotated.secret != old_secret
-    receiver.secret = rotated.secret
-    emit(customer)
-    request = receiver.posts[0]
-    assert request.verified is True
-    assert not signature_verify(old_secret, request.headers["GRH-Signature"], request.body)
+    with time_machine.travel(T0, tick=False) as clock:
+        rotated = webhooks.endpoint_secret_rotate(account=customer, endpoint_id=endpoint.pk)
+        assert rotated.secret != old_secret
+        receiver.secret = rotated.secret
+        # Within the overlap the old secret still verifies too.
+        clock.shift(timedelta(hours=23, minutes=59))
+        emit(customer)
+        during = receiver.posts[0]
+        assert during.verified is True
+        assert signature_verify(old_secret, during.headers["GRH-Signature"], during.body)
+        assert standard_verify(old_secret, during.headers, during.body)
+        # Once it is over, only the new one does.
+        clock.shift(timedelta(minutes=1))
+        emit(customer)
+    request = receiver.posts[1]
+    with time_machine.travel(T0 + timedelta(hours=24), tick=False):
+        assert request.verified is True
+        assert not signature_verify(old_secret, request.headers["GRH-Signature"], request.body)
+        assert not standard_verify(old_secret, request.headers, request.body)
 
 
 # =============================================================================
@@ -420,36 +436,52 @@ def test_connection_refused_is_a_failed_attempt(customer, allow_private, emit):
 def test_a_slow_receiver_times_out(customer, receiver, allow_private, emit, settings):
     settings.WEBHOOK_TIMEOUT_SECONDS = 0.5
     endpoint_for(customer, receiver)
-    receiver.delay = 3
-    started = time.monotonic()
+    receiver.hold = threading.Event()  # the receiver answers only when the test lets it
     emit(customer)
-    assert time.monotonic() - started < 2.5
+    # The sender gave up on its own: the receiver got the request and is still holding its answer.
+    assert len(receiver.posts) == 1 and receiver.answered == 0
+    receiver.hold.set()
     [attempt] = attempt_log(only_delivery())
     assert attempt.status_code is None
     assert attempt.error == "Timed out after 0.5 s."
-    assert 400 <= attempt.duration_ms < 2000
+    assert attempt.duration_ms >= 400
 
 
-def test_a_trickling_receiver_cannot_outlast_the_timeout(customer, allow_private, emit, settings):
-    """Each byte arrives well within a read timeout; the attempt's deadline still ends it."""
+def test_a_trickling_receiver_cannot_outlast_the_timeout(customer, allow_private, emit, settings, monkeypatch):
+    """Each byte arrives well within a read timeout; the attempt's deadline still ends it.
+
+    The deadline is kept on transport.clock: here a clock that moves 0.1 s each
+    time the sender looks at it (before every read), and a receiver that sends
+    the next byte of a never-ending status line each time it does."""
     settings.WEBHOOK_TIMEOUT_SECONDS = 1
+    looks = threading.Semaphore(0)
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 0.1
+        looks.release()
+        return now[0]
+
+    monkeypatch.setattr(transport, "clock", clock)
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     stop = threading.Event()
+    sent: list[int] = []
 
     def trickle():
         conn, _ = listener.accept()
         with conn:
             conn.recv(65536)
             for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100:
-                if stop.is_set():
-                    return
+                while not looks.acquire(timeout=0.01):  # the sender's next look at the clock
+                    if stop.is_set():
+                        return
                 try:
                     conn.sendall(bytes([byte]))
                 except OSError:
                     return
-                time.sleep(0.1)
+                sent.append(byte)
 
     thread = threading.Thread(target=trickle, daemon=True)
     thread.start()
@@ -457,15 +489,15 @@ def test_a_trickling_receiver_cannot_outlast_the_timeout(customer, allow_private
         webhooks.endpoint_create(
             account=customer, url=f"http://127.0.0.1:{listener.getsockname()[1]}/", events=["invoice.settled"]
         )
-        started = time.monotonic()
         emit(customer)
-        assert time.monotonic() - started < 2.5
     finally:
         stop.set()
         thread.join(5)
         listener.close()
     [attempt] = attempt_log(only_delivery())
     assert attempt.error == "Timed out after 1 s."
+    # Ended by the deadline (about ten looks at the clock), not by a read timeout after the whole line.
+    assert 0 < len(sent) < 20
 
 
 def test_an_unexpected_error_is_logged_as_an_attempt_and_the_sweep_goes_on(
@@ -476,7 +508,7 @@ def test_an_unexpected_error_is_logged_as_an_attempt_and_the_sweep_goes_on(
     def broken():
         raise RuntimeError("TLS setup broke")
 
-    monkeypatch.setattr(webhooks, "_tls_context", broken)
+    monkeypatch.setattr(transport, "tls_context", broken)
     emit(customer, execute=False)
     emit(customer, type="invoice.settled", execute=False)
     assert webhooks.deliveries_sweep() == 2
@@ -526,7 +558,9 @@ def test_every_address_of_the_name_is_checked_at_delivery(customer, dns, emit, a
 
 def test_a_stored_url_that_is_not_allowed_any_more_is_refused(customer, receiver, emit):
     """A URL saved while private targets were allowed (or by other means) is still checked."""
-    WebhookEndpoint.objects.create(account=customer, url=receiver.url, events=["invoice.settled"], secret="s")
+    WebhookEndpoint.objects.create(
+        account=customer, url=receiver.url, events=["invoice.settled"], secret=webhooks.secret_generate()
+    )
     emit(customer)
     [attempt] = attempt_log(only_delivery())
     assert attempt.error == "Webhooks are delivered over HTTPS only."
@@ -553,7 +587,7 @@ def test_the_connection_goes_to_the_address_that_was_checked(customer, allow_pri
 
 def test_tls_uses_the_name_for_sni_and_verification(customer, allow_private, dns, emit, monkeypatch, tmp_path):
     ca = ca_create()
-    monkeypatch.setattr(webhooks, "_tls_context", lambda: ssl.create_default_context(cadata=ca.pem))
+    monkeypatch.setattr(transport, "tls_context", lambda: ssl.create_default_context(cadata=ca.pem))
     dns.set("hooks.test", "127.0.0.1")
     dns.set("wrong.test", "127.0.0.1")
     good = receiver_start(ca.server_context("hooks.test", tmp_path), host="hooks.test")
@@ -606,7 +640,7 @@ def test_two_sweeps_never_send_one_attempt_twice(receiver, allow_private, django
     for number in range(6):  # six deliveries due now (as if their first tasks were lost)
         event = WebhookEvent.objects.create(account=account, type="invoice.settled", data={"n": number}, created_at=now)
         WebhookDelivery.objects.create(event=event, endpoint=endpoint, created_at=now, next_attempt_at=now)
-    receiver.delay = 0.2
+    receiver.answer_together = 2  # each waits for the other sweep's first request: both take a share
     barrier = threading.Barrier(2)
     made: list[int] = []
 
@@ -641,14 +675,25 @@ def test_deleting_an_endpoint_waits_for_a_transaction_emitting_to_it(receiver, a
     account = django_user_model.objects.create_user("emitter", "a long enough passphrase")
     endpoint = endpoint_for(account, receiver)
     emitted = threading.Event()
+    deleter_pid: list[int] = []
+    order: list[str] = []
     outcome: dict[str, object] = {}
+
+    def deleter_waits_on_a_lock() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", deleter_pid)
+            row = cursor.fetchone()
+        return row is not None and row[0] == "Lock"
 
     def caller():
         try:
             with transaction.atomic():
                 webhooks.event_emit(account=account, type="invoice.settled", data={})
                 emitted.set()
-                time.sleep(0.5)  # the rest of the caller's work
+                # The rest of the caller's work goes on while the deletion waits for it.
+                wait_until(lambda: bool(deleter_pid), what="the deletion to start")
+                wait_until(deleter_waits_on_a_lock, what="the deletion to wait on the caller's lock")
+                order.append("caller commits")
             outcome["caller"] = "committed"
         except Exception as exc:  # what the test looks for
             outcome["caller"] = repr(exc)
@@ -657,13 +702,16 @@ def test_deleting_an_endpoint_waits_for_a_transaction_emitting_to_it(receiver, a
             connection.close()
 
     def customer_deletes():
-        emitted.wait(5)
-        started = time.monotonic()
+        emitted.wait()
         try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                deleter_pid.append(cursor.fetchone()[0])
             webhooks.endpoint_delete(account=account, endpoint_id=endpoint.pk)
-            outcome["delete_waited"] = time.monotonic() - started
+            order.append("deleted")
+            outcome["delete"] = "done"
         except Exception as exc:
-            outcome["delete_waited"] = repr(exc)
+            outcome["delete"] = repr(exc)
         finally:
             connection.close()
 
@@ -674,7 +722,8 @@ def test_deleting_an_endpoint_waits_for_a_transaction_emitting_to_it(receiver, a
         thread.join(30)
 
     assert outcome["caller"] == "committed"
-    assert isinstance(outcome["delete_waited"], float) and outcome["delete_waited"] >= 0.3
+    assert outcome["delete"] == "done"
+    assert order == ["caller commits", "deleted"]  # the deletion waited for the caller's commit
     assert not WebhookEndpoint.objects.exists()
     assert not WebhookDelivery.objects.exists()
     assert WebhookEvent.objects.filter(type="invoice.settled").count() == 1

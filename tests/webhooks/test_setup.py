@@ -10,8 +10,9 @@ import pytest
 from django.conf import settings as django_settings
 from django.test import Client
 
-from rentals import webhooks
-from rentals.models import Account, WebhookDelivery, WebhookEndpoint
+from accounts.models import Account
+from webhooks import services as webhooks
+from webhooks.models import WebhookDelivery, WebhookEndpoint
 
 pytestmark = pytest.mark.django_db
 
@@ -51,11 +52,11 @@ def test_the_defaults():
 def test_the_sweep_runs_every_ten_seconds():
     from config.celery import app
 
-    app.loader.import_default_modules()  # what a worker does at start: autodiscovery finds rentals.tasks
-    entry = django_settings.CELERY_BEAT_SCHEDULE["rentals.webhook_deliveries_sweep"]
+    app.loader.import_default_modules()  # what a worker does at start: autodiscovery finds webhooks.tasks
+    entry = django_settings.CELERY_BEAT_SCHEDULE["webhooks.deliveries_sweep"]
     assert entry["schedule"] == 10.0
     assert entry["task"] in app.tasks
-    assert "rentals.webhook_delivery_attempt" in app.tasks
+    assert "webhooks.delivery_attempt" in app.tasks
 
 
 # =============================================================================
@@ -81,19 +82,19 @@ def recorded(customer):
 
 @pytest.mark.parametrize("model", ["webhookendpoint", "webhookevent", "webhookdelivery"])
 def test_staff_see_read_only_lists_without_the_secret(staff_client, recorded, model):
-    changelist = staff_client.get(f"/admin/rentals/{model}/")
+    changelist = staff_client.get(f"/admin/webhooks/{model}/")
     assert changelist.status_code == 200
     assert recorded.secret not in changelist.content.decode()
-    assert staff_client.get(f"/admin/rentals/{model}/add/").status_code == 403
-    assert staff_client.get(f"/admin/rentals/{model}/", {"q": "not-a-uuid"}).status_code == 200
+    assert staff_client.get(f"/admin/webhooks/{model}/add/").status_code == 403
+    assert staff_client.get(f"/admin/webhooks/{model}/", {"q": "not-a-uuid"}).status_code == 200
 
     obj = {
         "webhookendpoint": recorded.endpoint,
         "webhookevent": WebhookDelivery.objects.get().event,
         "webhookdelivery": WebhookDelivery.objects.get(),
     }[model]
-    detail = staff_client.get(f"/admin/rentals/{model}/{obj.pk}/change/")
+    detail = staff_client.get(f"/admin/webhooks/{model}/{obj.pk}/change/")
     assert detail.status_code == 200
     assert recorded.secret not in detail.content.decode()
-    assert staff_client.post(f"/admin/rentals/{model}/{obj.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert staff_client.post(f"/admin/webhooks/{model}/{obj.pk}/delete/", {"post": "yes"}).status_code == 403
     assert WebhookEndpoint.objects.filter(pk=recorded.endpoint.pk).exists()
