@@ -98,3 +98,32 @@ def test_staff_see_read_only_lists_without_the_secret(staff_client, recorded, mo
     assert recorded.secret not in detail.content.decode()
     assert staff_client.post(f"/admin/webhooks/{model}/{obj.pk}/delete/", {"post": "yes"}).status_code == 403
     assert WebhookEndpoint.objects.filter(pk=recorded.endpoint.pk).exists()
+
+
+def _rotation_overlap(**env: str) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "WEBHOOK_SECRET_ROTATION_OVERLAP")}
+    environment.update(SECRET_KEY="settings-import-check-0123456789", **env)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import config.settings as s; print(int(s.WEBHOOK_SECRET_ROTATION_OVERLAP.total_seconds()))",
+        ],
+        cwd=django_settings.BASE_DIR,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_rotation_overlap_setting():
+    assert django_settings.WEBHOOK_SECRET_ROTATION_OVERLAP.total_seconds() == 86400
+    for given, seconds in (("", "86400"), ("3600", "3600"), ("90m", "5400"), ("36h", "129600"), ("2d", "172800")):
+        done = _rotation_overlap(**({"WEBHOOK_SECRET_ROTATION_OVERLAP": given} if given else {}))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == seconds
+    for bad in ("soon", "-1h", "31d"):
+        refused = _rotation_overlap(WEBHOOK_SECRET_ROTATION_OVERLAP=bad)
+        assert refused.returncode != 0
+        assert "ImproperlyConfigured" in refused.stderr and "WEBHOOK_SECRET_ROTATION_OVERLAP" in refused.stderr
