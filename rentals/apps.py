@@ -3,7 +3,7 @@ from django.apps import AppConfig
 
 class RentalsConfig(AppConfig):
     name = "rentals"
-    verbose_name = "Orders and rentals"
+    verbose_name = "Rentals"
 
     def ready(self) -> None:
         from billing.hooks import requote_hook_register
