@@ -1,3 +1,6 @@
+"""The account (the custom user model: a username and a password, no email), its API tokens,
+recovery codes and SSH public keys."""
+
 from __future__ import annotations
 
 from django.contrib.auth.base_user import AbstractBaseUser, BaseUserManager

@@ -12,7 +12,15 @@ from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, We
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(ReadOnlyAdmin):
     # The signing secret is the customer's: never shown here.
-    fields = readonly_fields = ("account", "url", "events", "description", "is_active", "created_at")
+    fields = readonly_fields = (
+        "account",
+        "url",
+        "events",
+        "description",
+        "is_active",
+        "created_at",
+        "previous_secret_expires_at",
+    )
     list_display = ("url", "account", "is_active", "created_at")
     list_filter = ("is_active",)
     search_fields = ("url", "account__username")
