@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 GB = 10**9  # sizing speaks decimal gigabytes, as the seed's tables do
@@ -314,10 +315,15 @@ def requirement_compute(*, workload: Workload, gpu_count: int) -> Requirement:
 def decode_ceiling(*, arch: Arch, precision: str, bandwidth_gbps: int, gpu_count: int = 1) -> int:
     """Tokens/s upper bound of one sequence: aggregate memory bandwidth / bytes of
     weights read per token (the active parameters of a MoE), half up."""
+    return _decode_ceiling(arch.params_read_per_token, precision, bandwidth_gbps, gpu_count)
+
+
+@lru_cache(maxsize=4096)
+def _decode_ceiling(params: int, precision: str, bandwidth_gbps: int, gpu_count: int) -> int:
     num, den = _PRECISION_RATIO[precision]
-    # bandwidth / (params x num / den), half up, in integers.
-    top, bottom = bandwidth_gbps * GB * gpu_count * den, arch.params_read_per_token * num
-    return round_half_up(Fraction(top, bottom))
+    # bandwidth / (params x num / den), half up, in integers: (2 top + bottom) // (2 bottom).
+    top, bottom = bandwidth_gbps * GB * gpu_count * den, params * num
+    return (2 * top + bottom) // (2 * bottom)
 
 
 def fit_check(*, workload: Workload, card: Card, gpu_count: int, requirement: Requirement | None = None) -> Check:

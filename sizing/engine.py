@@ -597,13 +597,33 @@ def _gb(nbytes: int) -> Decimal:
     return to_gb(nbytes)
 
 
+def _brief(workload: Workload, card: Card, gpu_count: int, reasons: list, per_gpu: int, total: int) -> Check:
+    """A refusal without the rest of the answer (recommend drops it)."""
+    return Check(
+        workload=workload,
+        card=card,
+        gpu_count=gpu_count,
+        requirement=Requirement(gpu_count, per_gpu, 0, 0, 0, total, 0),
+        reasons=tuple(reasons),
+        decode_ceiling_tokens_per_s=0,
+    )
+
+
 def engine_check(
-    *, workload: Workload, card: Card, gpu_count: int, weights: dict | None = None, solve: bool = False
+    *,
+    workload: Workload,
+    card: Card,
+    gpu_count: int,
+    weights: dict | None = None,
+    solve: bool = False,
+    brief: bool = False,
 ) -> Check:
     """The vllm profile's answer for `gpu_count` x `card`: every reason it will
     not run, the memory budget, the speed, and the launch line when it fits.
     `weights` caches (total, per GPU) weight bytes by GPU count across cards;
-    `solve` adds the longest context and the most sequences it would hold."""
+    `solve` adds the longest context and the most sequences it would hold;
+    `brief` stops at the first refusal (recommend drops those anyway) and
+    answers without the budget, the speed or the launch line."""
     arch = workload.arch
     fmt = workload_format(workload)
     layout = arch_layout(arch)
@@ -618,11 +638,15 @@ def engine_check(
     tp = tp_indivisible_reason(arch=arch, gpu_count=gpu_count)
     if tp is not None:
         reasons.append(tp)
-    budget = budget_compute(workload=workload, card=card, gpu_count=gpu_count, weights_per_gpu=per_gpu.total)
     maximum = workload.max_gpu_memory_utilization
+    if brief and reasons:
+        return _brief(workload, card, gpu_count, reasons, per_gpu.total, total.total)
+    budget = budget_compute(workload=workload, card=card, gpu_count=gpu_count, weights_per_gpu=per_gpu.total)
     usable = int(budget.memory_bytes * maximum)
     if budget.required > usable:
         reasons.append(utilization_needed_reason(card=card, budget=budget, maximum=maximum))
+        if brief:
+            return _brief(workload, card, gpu_count, reasons, per_gpu.total, total.total)
     speed = throughput_compute(workload=workload, card=card, gpu_count=gpu_count)
     if speed.pcie_without_p2p:
         notes.append(

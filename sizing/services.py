@@ -99,7 +99,9 @@ def _result(
 ) -> SizingResult:
     card = card_from_gpu(gpu)
     if workload.profile == PROFILE_VLLM:
-        check = engine_check(workload=workload, card=card, gpu_count=gpu_count, weights=weights, solve=solve)
+        check = engine_check(
+            workload=workload, card=card, gpu_count=gpu_count, weights=weights, solve=solve, brief=not price_unfit
+        )
     else:
         check = fit_check(workload=workload, card=card, gpu_count=gpu_count, requirement=requirement)
     catalog_reasons: tuple[Reason, ...] = ()
