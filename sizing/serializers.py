@@ -122,8 +122,14 @@ class WorkloadInput(serializers.Serializer):
                         status=400,
                         details={"fields": {"active_params_b": ["exceeds params_b"]}},
                     )
+                # The stated counts are not the config's checkpoint: its layout no longer applies.
                 arch = Arch(
-                    **{**arch.__dict__, "total_params": total, "active_params": None if active == total else active}
+                    **{
+                        **arch.__dict__,
+                        "total_params": total,
+                        "active_params": None if active == total else active,
+                        "layout": None,
+                    }
                 )
         else:
             arch = architecture_from_hf_config(attrs["architecture"], params_b=params_b, active_params_b=active_b)

@@ -24,7 +24,7 @@ The formats follow the checkpoints vLLM loads:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 # Roles of linear layers. Tensor parallelism: "column" splits the output
 # width over N GPUs, "row" the input width, "kv" splits key/value heads and
@@ -127,8 +127,6 @@ FORMAT_ALIASES = {"int4": "awq"}
 def format_get(name: str, *, group_size: int | None = None) -> WeightFormat:
     fmt = FORMATS[FORMAT_ALIASES.get(name, name)]
     if group_size is not None and fmt.group_size and group_size != fmt.group_size:
-        from dataclasses import replace
-
         fmt = replace(fmt, group_size=group_size)
     return fmt
 
@@ -230,7 +228,6 @@ class EstimatedShape:
     active_params: int | None = None
     experts: int = 0
     experts_per_token: int = 0
-    extras: dict = field(default_factory=dict)
 
 
 def layout_estimate(shape: EstimatedShape) -> Layout:

@@ -132,3 +132,8 @@ def test_recommend_leaves_out_what_cannot_run(api):
     dense = recommend(api, model="llama-3.1-8b", precision="fp8").json()
     assert {c["gpu"] for c in dense["candidates"]} & {"a100-sxm", "rtx-3090"}
     assert "fp8_weight_only" in [a["code"] for a in dense["advice"]]
+
+
+def test_stated_parameters_drop_the_config_layout(api):
+    body = check(api, model="llama-3.1-8b", params_b=10, precision="bf16", gpu="h100-sxm").json()
+    assert body["weights"]["layout"] == "estimated" and body["weights"]["total"]["total_gb"] == 20.0
