@@ -125,10 +125,13 @@ class FakeProcess:
         return 0
 
 
-def test_serve_local_passes_the_sandbox_settings_to_web_worker_and_beat(monkeypatch):
+def test_serve_local_passes_the_sandbox_settings_to_web_worker_and_beat(monkeypatch, tmp_path):
     stopped = []
+    env_file = tmp_path / "sandbox.env"
+    env_file.write_text("SANDBOX='1'\n")
     sandbox = SimpleNamespace(
         env={"LTC_RPC_URL": "http://u:p@127.0.0.1:1", "SANDBOX": "1"},
+        env_file=env_file,
         node=SimpleNamespace(rpc_port=1, datadir="data/sandbox/litecoind"),
         stop=lambda: stopped.append(True),
     )
@@ -157,6 +160,8 @@ def test_serve_local_passes_the_sandbox_settings_to_web_worker_and_beat(monkeypa
     assert "Checkout:  http://127.0.0.1:8000/pay/<token>" in banner
     assert "Try paying: http://127.0.0.1:8000/pay/T0k3n  (invoice GRH-2026-000007)" in banner
     assert "manage.py sandbox_pay GRH-2026-000007 --confirm" in banner
+    # Commands in another shell read the sandbox's settings file: they name this server too.
+    assert env_file.read_text() == "SANDBOX='1'\nSITE_URL='http://127.0.0.1:8000'\n"
 
 
 def test_serve_local_starts_no_sandbox_when_ltc_is_configured_or_in_production(settings, monkeypatch, tmp_path):

@@ -113,6 +113,13 @@ class Command(BaseCommand):
             # and invoices' checkout links point at this server unless SITE_URL says otherwise.
             env = {**os.environ, **(sandbox.env if sandbox else {})}
             env.setdefault("SITE_URL", base)
+            demo = None
+            if sandbox:
+                if "SITE_URL" not in os.environ:
+                    # Commands run from another shell (sandbox_pay) read the sandbox's settings file.
+                    with open(sandbox.env_file, "a") as handle:
+                        handle.write(f"SITE_URL='{base}'\n")
+                demo = self._sandbox_demo_invoice(env)
             for name, cmd in procs.items():
                 running[name] = subprocess.Popen(cmd, env=env)
             self.stdout.write(
@@ -127,7 +134,6 @@ class Command(BaseCommand):
                 )
             )
             if sandbox:
-                demo = self._sandbox_demo_invoice(env)
                 self.stdout.write(
                     self.style.SUCCESS(
                         f"LTC sandbox: a Litecoin regtest node at 127.0.0.1:{sandbox.node.rpc_port} (data in "
