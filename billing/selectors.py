@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, QuerySet, Sum
 from django.utils import timezone
 
 from billing.currencies import CURRENCIES
@@ -242,10 +243,6 @@ def _pay_uri_for(request: PaymentRequest, amount: int, *, number: str) -> str:
 
 def checkout_status(*, invoice: Invoice, now: datetime | None = None) -> CheckoutStatus:
     """The checkout page's view of an invoice (loaded with `invoice_prefetches`)."""
-    from fractions import Fraction
-
-    from django.db.models import Sum
-
     from billing.chains.config import enabled_currencies
 
     now = now or timezone.now()

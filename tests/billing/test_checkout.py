@@ -338,3 +338,10 @@ def test_the_api_requotes_an_invoice_past_its_rate_lock_too(checkout_invoice, cu
         resp = customer_api.post(f"/api/v1/invoices/{inv.pk}/requote", {}, format="json")
     assert resp.status_code == 200
     assert resp.json()["status"] == "new" and len(resp.json()["requests"]) == 2
+
+
+def test_staff_see_the_checkout_link_in_the_admin(checkout_invoice, admin_client):
+    inv = checkout_invoice()
+    text = admin_client.get(f"/admin/billing/invoice/{inv.pk}/change/").content.decode()
+    url = f"{settings.SITE_URL}/pay/{inv.checkout_token}"
+    assert f'<a href="{url}" target="_blank" rel="noopener noreferrer">{url}</a>' in text
