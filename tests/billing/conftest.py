@@ -49,7 +49,7 @@ def checkout_invoice(chains, customer):
 @pytest.fixture
 def order_via_api(chains, catalog, customer, customer_api):
     """A factory of orders placed through the API (with an SSH key); returns the 201 body."""
-    from rentals.services import ssh_key_add
+    from accounts.services import ssh_key_add
 
     line = (
         ed25519.Ed25519PrivateKey.generate()

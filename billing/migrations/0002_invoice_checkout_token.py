@@ -16,7 +16,7 @@ def tokens_fill(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("billing", "0003_credit_unfulfilled"),
+        ("billing", "0001_initial"),
     ]
 
     operations = [
