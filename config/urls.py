@@ -4,9 +4,6 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from core import views as core_views
 
-admin.site.site_header = "GPU Rent Hub staff"
-admin.site.site_title = "GPU Rent Hub"
-
 urlpatterns = [
     path("healthz", core_views.healthz, name="healthz"),
     path("readyz", core_views.readyz, name="readyz"),

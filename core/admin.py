@@ -4,11 +4,49 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.utils import flatten_fieldsets
 from django.template.response import TemplateResponse
 
+from core import display
 from core.audit import audit_record, model_snapshot, snapshot_diff
 from core.errors import DomainError
 from core.models import AuditEntry, Lease
+
+# --- Columns and fields that read as figures --------------------------------------
+# Each factory returns a display function for `list_display`, `fields` or
+# `fieldsets`. Their names start with the kind (`usd_`, `json_`), which the
+# admin stylesheet (core/static/core/admin.css) aligns and wraps by.
+
+
+def usd_display(field: str, description: str):
+    """A USD field as `1,715.00`, sortable by the field."""
+
+    @admin.display(description=description, ordering=field)
+    def show(obj):
+        return display.usd(getattr(obj, field))
+
+    show.__name__ = f"usd_{field}"
+    return show
+
+
+def percent_display(field: str, description: str):
+    @admin.display(description=description, ordering=field)
+    def show(obj):
+        return display.percent(getattr(obj, field))
+
+    show.__name__ = f"pct_{field}"
+    return show
+
+
+def json_display(field: str, description: str):
+    """A JSONField as a table (core.display.json_table)."""
+
+    @admin.display(description=description)
+    def show(obj):
+        return display.json_table(getattr(obj, field))
+
+    show.__name__ = f"json_{field}"
+    return show
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -28,6 +66,15 @@ class ReadOnlyInline(admin.TabularInline):
         return False
 
 
+def _declared_fields(model_admin: admin.ModelAdmin) -> list:
+    """What a read-only page shows: its fieldsets or fields, else every field."""
+    if model_admin.fieldsets:
+        return flatten_fieldsets(model_admin.fieldsets)
+    if model_admin.fields:
+        return list(model_admin.fields)
+    return [f.name for f in model_admin.model._meta.fields]
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):
     """A list staff can read but not change (ledgers, logs, payments)."""
 
@@ -39,6 +86,31 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+    def get_readonly_fields(self, request, obj=None):
+        return _declared_fields(self)
+
+
+class RecordAdmin(admin.ModelAdmin):
+    """Records that are never edited in a form (issued invoices, orders,
+    rentals, slots): the page of one shows its fields read-only with no Save
+    button, and a POST to it is refused (403). Staff change them only through
+    the list's actions, each of which asks for a reason, calls a service and
+    is audited, and needs the change permission on the model."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        # Without an object this is the list's question ("may this user run the
+        # actions?"); with one it is the form's, and the form is never editable.
+        return obj is None and super().has_change_permission(request)
+
+    def get_readonly_fields(self, request, obj=None):
+        return _declared_fields(self)
 
 
 class ReportAdmin(ReadOnlyAdmin):
@@ -66,7 +138,8 @@ class ServiceAddAdmin(admin.ModelAdmin):
         raise NotImplementedError
 
     def has_change_permission(self, request, obj=None):
-        return False
+        # As RecordAdmin: the list's actions need the permission, a saved row's form is never editable.
+        return obj is None and super().has_change_permission(request)
 
     def has_delete_permission(self, request, obj=None):
         return False
@@ -172,11 +245,13 @@ def reason_action(
     call: Callable[..., Any],
     form_class: type[forms.Form] = ReasonForm,
     single: bool = False,
+    permissions: tuple[str, ...] = ("change",),
 ):
     """An admin action that first asks for a reason (and whatever else
     `form_class` holds) on an intermediate page, then runs
     `call(obj, actor=request.user, **cleaned_data)` for each selected object.
-    Domain refusals are shown as messages; nothing half-applies per object."""
+    Domain refusals are shown as messages; nothing half-applies per object.
+    Only staff with `permissions` on the model (change, by default) see it."""
 
     def action(modeladmin, request, queryset):
         if single and queryset.count() != 1:
@@ -210,4 +285,5 @@ def reason_action(
 
     action.__name__ = name
     action.short_description = description
+    action.allowed_permissions = permissions
     return action
