@@ -66,16 +66,39 @@ class ReadOnlyInline(admin.TabularInline):
         return False
 
 
-def _declared_fields(model_admin: admin.ModelAdmin) -> list:
+def _declared_fields(model_admin: admin.ModelAdmin, request=None, obj=None) -> list:
     """What a read-only page shows: its fieldsets or fields, else every field."""
     if model_admin.fieldsets:
-        return flatten_fieldsets(model_admin.fieldsets)
+        return flatten_fieldsets(model_admin.get_fieldsets(request, obj))
     if model_admin.fields:
         return list(model_admin.fields)
     return [f.name for f in model_admin.model._meta.fields]
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadablePageMixin:
+    """A read-only page laid out by `fieldsets`, where fields can be shown
+    through display functions (whole coins beside base units, JSON as
+    tables). Model fields the fieldsets do not mention, and `shown_otherwise`
+    does not account for, are added in a last "Other fields" group, so a field
+    added to the model later is never hidden by accident."""
+
+    shown_otherwise: tuple[str, ...] = ()
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = list(super().get_fieldsets(request, obj))
+        if not self.fieldsets:
+            return fieldsets
+        mentioned = set(flatten_fieldsets(self.fieldsets)) | set(self.shown_otherwise)
+        rest = [f.name for f in self.model._meta.fields if f.name not in mentioned]
+        if rest:
+            fieldsets.append(("Other fields", {"fields": rest, "classes": ("collapse",)}))
+        return fieldsets
+
+    def get_readonly_fields(self, request, obj=None):
+        return _declared_fields(self, request, obj)
+
+
+class ReadOnlyAdmin(ReadablePageMixin, admin.ModelAdmin):
     """A list staff can read but not change (ledgers, logs, payments)."""
 
     def has_add_permission(self, request):
@@ -87,11 +110,8 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    def get_readonly_fields(self, request, obj=None):
-        return _declared_fields(self)
 
-
-class RecordAdmin(admin.ModelAdmin):
+class RecordAdmin(ReadablePageMixin, admin.ModelAdmin):
     """Records that are never edited in a form (issued invoices, orders,
     rentals, slots): the page of one shows its fields read-only with no Save
     button, and a POST to it is refused (403). Staff change them only through
@@ -108,9 +128,6 @@ class RecordAdmin(admin.ModelAdmin):
         # Without an object this is the list's question ("may this user run the
         # actions?"); with one it is the form's, and the form is never editable.
         return obj is None and super().has_change_permission(request)
-
-    def get_readonly_fields(self, request, obj=None):
-        return _declared_fields(self)
 
 
 class ReportAdmin(ReadOnlyAdmin):

@@ -49,6 +49,7 @@ def percent(value: Decimal | int | str | None) -> str:
 # --- JSON as tables ---------------------------------------------------------------
 
 _MAX_DEPTH = 6
+LONG_TOKEN = 24  # characters without a space, beyond which a value may break anywhere
 
 
 def _scalar(value: Any) -> str:
@@ -78,7 +79,11 @@ def _cell(value: Any, depth: int) -> SafeString:
         if all(not isinstance(item, Mapping | list | tuple) for item in value):
             return format_html("{}", ", ".join(_scalar(item) for item in value))
         return format_html_join("", "<div>{}</div>", ((_cell(item, depth + 1),) for item in value))
-    return format_html("{}", _scalar(value))
+    text = _scalar(value)
+    if any(len(part) > LONG_TOKEN for part in text.split()):
+        # A key, a hash, an address: no word to break at, so it may break anywhere.
+        return format_html('<span class="long-token">{}</span>', text)
+    return format_html("{}", text)
 
 
 def _mapping_table(value: Mapping, depth: int) -> SafeString:
