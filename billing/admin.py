@@ -25,6 +25,7 @@ from billing.models import (
 )
 from billing.rates import rate_manual_end, rate_manual_set
 from billing.selectors import chain_health
+from billing.serializers import checkout_url
 from core import display
 from core.admin import (
     ReadOnlyAdmin,
@@ -161,12 +162,27 @@ class InvoiceAdmin(RecordAdmin):
         "needs_attention",
     )
     fieldsets = (
-        (None, {"fields": ("number", "account", "description", "subject", "status", "exception", "needs_attention")}),
+        (
+            None,
+            {
+                "fields": (
+                    "number",
+                    "account",
+                    "checkout_page",
+                    "description",
+                    "subject",
+                    "status",
+                    "exception",
+                    "needs_attention",
+                )
+            },
+        ),
         ("Money", {"fields": (usd_display("total_usd", "total USD"), "amount_due", "settled_via")}),
         ("Times (UTC)", {"fields": ("created_at", "expires_at", "monitoring_until", "settled_at")}),
         ("What it pays for", {"fields": (json_display("metadata", "snapshot"),)}),
     )
-    shown_otherwise = ("id", "total_usd", "metadata")
+    # checkout_token is the page's key: shown as the link above, never as a bare value.
+    shown_otherwise = ("id", "total_usd", "metadata", "checkout_token")
     list_filter = ("status", "exception", "requests__currency", "needs_attention", "settled_via")
     search_fields = ("number", "account__username", "subject", "requests__address", "payments__txid")
     date_hierarchy = "created_at"
@@ -204,6 +220,12 @@ class InvoiceAdmin(RecordAdmin):
         """What the active payment request asks for, in whole coins."""
         req = invoice.active_request
         return amount_label(req.currency, req.amount_due, with_base_units=False) if req else display.EMPTY
+
+    @admin.display(description="checkout page")
+    def checkout_page(self, invoice):
+        """The payer's page (docs/checkout.md): staff can hand the link on."""
+        url = checkout_url(invoice)
+        return format_html('<a href="{}" target="_blank" rel="noopener noreferrer">{}</a>', url, url)
 
 
 @admin.register(Payment)
