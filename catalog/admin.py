@@ -30,9 +30,8 @@ class GpuModelAdmin(AuditedModelAdmin):
     list_display = (
         "name",
         "slug",
-        "vendor",
-        "architecture",
-        "memory_gb",
+        "family",
+        "memory",
         "bandwidth_gbps",
         "fp8",
         "monthly_usd",
@@ -46,6 +45,14 @@ class GpuModelAdmin(AuditedModelAdmin):
     list_filter = ("vendor", "architecture", "fp8", "software_stack", "is_active")
     search_fields = ("slug", "name", "architecture")
     ordering = ("sort_order",)
+
+    @admin.display(description="vendor, architecture", ordering="architecture")
+    def family(self, gpu):
+        return f"{gpu.get_vendor_display()} {gpu.architecture}"
+
+    @admin.display(description="memory", ordering="memory_gb")
+    def memory(self, gpu):
+        return f"{gpu.memory_gb} GB {gpu.memory_type}"
 
     @admin.display(description="USD per GPU-hour")
     def usd_per_gpu_hour(self, gpu):
