@@ -230,6 +230,17 @@ class AuditedModelAdmin(admin.ModelAdmin):
 @admin.register(AuditEntry)
 class AuditEntryAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "actor_name", "action", "content_type", "object_repr", "reason")
+    fields = (
+        "created_at",
+        "actor",
+        "actor_name",
+        "action",
+        "content_type",
+        "object_id",
+        "object_repr",
+        json_display("changes", "changes"),
+        "reason",
+    )
     list_filter = ("action", "content_type")
     search_fields = ("actor_name", "object_repr", "object_id", "reason")
     date_hierarchy = "created_at"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 pytestmark = pytest.mark.django_db
 
@@ -51,3 +52,20 @@ def test_every_list_and_add_page_answers_without_a_server_error(admin_client, ca
         for model in app["models"]:
             for url in filter(None, (model.get("admin_url"), model.get("add_url"))):
                 assert admin_client.get(url).status_code == 200, url
+
+
+def test_audit_changes_and_webhook_event_data_read_as_tables(admin_client, django_user_model):
+    from core.audit import audit_record
+    from core.models import AuditEntry
+    from webhooks.models import WebhookEvent
+
+    alice = django_user_model.objects.create_user("alice", "a-long-customer-password")
+    audit_record(actor=alice, action="admin.change", obj=alice, changes={"is_active": [True, False]}, reason="x")
+    entry = AuditEntry.objects.get(action="admin.change")
+    html = admin_client.get(f"/admin/core/auditentry/{entry.pk}/change/").content.decode()
+    assert '<th scope="row">is_active</th><td>yes, no</td>' in html
+    event = WebhookEvent.objects.create(
+        account=alice, type="invoice.settled", data={"invoice": {"number": "GRH-1"}}, created_at=timezone.now()
+    )
+    html = admin_client.get(f"/admin/webhooks/webhookevent/{event.pk}/change/").content.decode()
+    assert '<th scope="row">number</th><td>GRH-1</td>' in html
