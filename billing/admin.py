@@ -101,7 +101,7 @@ class PaymentRequestInline(ReadOnlyInline):
         "is_active",
     )
     readonly_fields = fields
-    verbose_name = "payment request (a currency, a destination, a locked rate)"
+    verbose_name_plural = "payment requests (each: a currency, a destination, a locked rate)"
 
 
 class PaymentInline(ReadOnlyInline):

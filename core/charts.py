@@ -66,6 +66,7 @@ def stacked_columns(
     series: Sequence[Series],
     title: str,
     value_label: Callable[[Number], str] = _fmt,
+    axis_label: Callable[[Number], str] = _fmt,
     tick_every: int = 1,
     tick_label: Callable[[str], str] = lambda c: c,
     width: int = 720,
@@ -73,8 +74,9 @@ def stacked_columns(
 ) -> SafeString:
     """Vertical columns, one per category (a day), each a stack of the series
     (currencies). The y axis starts at zero; gridlines at quarters of a round
-    maximum."""
-    left, right, top, bottom = 56, 8, 10, 28
+    maximum, labelled by `axis_label`; a bar's own figure (on hover) by
+    `value_label`."""
+    left, right, top, bottom = 64, 8, 10, 28
     plot_w, plot_h = width - left - right, height - top - bottom
     # Figures stay Decimal; only coordinates are floats.
     totals = [sum((Decimal(s.values[i]) for s in series), Decimal(0)) for i in range(len(categories))]
@@ -95,7 +97,7 @@ def stacked_columns(
                 _c(y),
                 left - 6,
                 _c(y + 4),
-                value_label(value),
+                axis_label(value),
             )
         )
     for i, category in enumerate(categories):

@@ -86,7 +86,14 @@ def _cell(value: Any, depth: int) -> SafeString:
     return format_html("{}", text)
 
 
+def _nested(value: Any) -> bool:
+    return (isinstance(value, Mapping) and bool(value)) or _is_record_list(value)
+
+
 def _mapping_table(value: Mapping, depth: int) -> SafeString:
+    # Plain values first, then the nested tables: the summary reads before the
+    # details (PostgreSQL's jsonb keeps keys by length, not as they were written).
+    value = dict(sorted(value.items(), key=lambda item: _nested(item[1])))
     rows = format_html_join(
         "", '<tr><th scope="row">{}</th><td>{}</td></tr>', ((k, _cell(v, depth)) for k, v in value.items())
     )

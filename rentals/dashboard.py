@@ -67,11 +67,14 @@ def month_start(now: datetime) -> datetime:
 
 
 def _duration(seconds: int | None) -> str:
+    """`11 min 40 s`, `2 h 05 min`, `3 d 14 h`."""
     if seconds is None:
         return display.EMPTY
     if seconds < 3600:
         return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    if seconds < 86400:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    return f"{seconds // 86400} d {seconds % 86400 // 3600} h"
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,7 @@ def revenue_chart(*, today: date) -> tuple[Chart, Decimal]:
         series=series,
         title=f"Revenue per day, USD, last {REVENUE_DAYS} days",
         value_label=display.usd,
+        axis_label=lambda v: f"{v:,.0f}",
         tick_every=15,
         tick_label=lambda iso: date.fromisoformat(iso).strftime("%b %d"),
     )
@@ -230,7 +234,7 @@ def dashboard_context(*, now: datetime) -> dict[str, Any]:
         "stock_charts": stock,
         "by_status": [(s.label, by_status.get(s.value, 0)) for s in RentalStatus],
         "queue": [
-            {"rental": r, "waiting_minutes": int((now - r.settled_at).total_seconds() // 60)}
+            {"rental": r, "waiting": _duration(max(0, int((now - r.settled_at).total_seconds())))}
             for r in queue.order_by("settled_at")[:50]
         ],
         "month": start,

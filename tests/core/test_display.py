@@ -84,6 +84,7 @@ def test_stacked_columns_scale_titles_and_gridlines():
             ],
             title="Revenue <per day>",
             value_label=display.usd,
+            axis_label=lambda v: f"{v:,.0f}",
         )
     )
     assert svg.startswith('<svg class="chart" viewBox="0 0 720 240" role="img" aria-label="Revenue &lt;per day&gt;"')
@@ -91,7 +92,7 @@ def test_stacked_columns_scale_titles_and_gridlines():
     assert "<title>2026-11-30: LTC 1,715.00</title>" in svg and "2026-11-29: LTC" not in svg
     assert "<title>2026-11-29: BTC 250.00</title>" in svg
     # The axis tops out at a round figure above the tallest stack (1,815): 2,000, with quarters.
-    for tick in ("0.00", "500.00", "1,000.00", "1,500.00", "2,000.00"):
+    for tick in ("0", "500", "1,000", "1,500", "2,000"):
         assert f">{tick}</text>" in svg
     # 1,715 of 2,000 is 85.75 % of the 202-unit plot height (173.215, to the hundredth).
     assert 'height="173.22"' in svg
