@@ -1,6 +1,6 @@
 """How fast the BTC/LTC watcher scans a full block against many open invoices.
 
-Starts its own litecoind regtest node (billing.chains.regtest), a throwaway
+Starts its own litecoind regtest node (devtools.litecoind), a throwaway
 database (SQLite in a temporary folder, or --database-url), registers
 100,000 open deposit destinations, fills a block with 2,000+ transactions one
 of which pays a real invoice, mines it, and prints:
@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--database-url", default="", help="default: SQLite in a temporary folder")
     args = parser.parse_args()
 
-    from billing.chains.regtest import RegtestNode, watch_only_account_generate
+    from devtools.litecoind import RegtestNode, watch_only_account_generate
 
     workdir = Path(tempfile.mkdtemp(prefix="chain-scan-bench-"))
     print("Starting litecoind -regtest ...", flush=True)

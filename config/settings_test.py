@@ -16,6 +16,11 @@ os.environ.setdefault("ALLOWED_HOSTS", "localhost,testserver,127.0.0.1")
 
 from config.settings import *  # noqa: E402,F403
 
+# The regtest harnesses and the sandbox are tested with DEBUG off, as production
+# runs; core.apps lets only this settings module install devtools without DEBUG.
+if "devtools" not in INSTALLED_APPS:  # noqa: F405
+    INSTALLED_APPS = [*INSTALLED_APPS, "devtools"]  # noqa: F405
+
 # Tasks queued with on_commit run inline, so a test sees the whole effect of a commit.
 CELERY_TASK_ALWAYS_EAGER = True
 CELERY_TASK_EAGER_PROPAGATES = True

@@ -23,7 +23,7 @@ from billing.chains.bitcoin_scan import (
     coins_to_base_units,
     fork_find,
 )
-from billing.chains.regtest import address_to_script
+from devtools.litecoind import address_to_script
 
 pytestmark = pytest.mark.chain
 

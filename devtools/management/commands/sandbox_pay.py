@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from billing.chains.bitcoin import sandbox_invoice_pay
 from billing.currencies import CURRENCIES
 from core.errors import DomainError
+from devtools.sandbox import sandbox_invoice_pay
 
 
 class Command(BaseCommand):
