@@ -31,7 +31,7 @@ from billing.chains.config import (
     payment_uri,
 )
 from core.errors import DomainError
-from tests.billing.test_keys import (
+from tests.billing.key_vectors import (
     BIP84_FIRST,
     ETH_FIRST,
     MNEMONIC,
