@@ -4,7 +4,6 @@ reorgs, replacements, conflicts, catching up, and a 2,000-transaction block."""
 from __future__ import annotations
 
 import secrets
-import time
 from decimal import Decimal
 
 import pytest
@@ -385,9 +384,7 @@ def test_block_of_2000_transactions_against_100000_destinations(node, destinatio
     assert watcher.scan(scripts=scripts, scanned_tip=ledger.cursor.hash).fetched == 0
 
     [block_hash] = node.mine(1)
-    started = time.perf_counter()
     [step] = ledger.follow(scripts)
-    elapsed = time.perf_counter() - started
     [scan] = step.blocks
     assert scan.block.hash == block_hash
     assert scan.tx_count >= 2001 and set(txids) <= scan.txids
@@ -395,4 +392,4 @@ def test_block_of_2000_transactions_against_100000_destinations(node, destinatio
     found = sorted((o.script_hex, o.amount) for o in scan.observations)
     assert found == sorted((d.script_hex, a) for d, a in zip(ours, amounts, strict=True))
     assert sorted(g.reason for g in watcher.blocks_applied(step.blocks)) == [GoneReason.MINED] * 3
-    print(f"\n2,000-transaction block scanned against 100,000 destinations in {elapsed * 1000:.0f} ms")
+    # How fast: bench/chain_scan.py measures this block against 100,000 destinations.
