@@ -11,6 +11,9 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpurenthub
 TEST_REDIS_URL ?= redis://127.0.0.1:6379
 PYTEST_ARGS ?=
+# Parallel pytest-xdist workers, each with its own test database, Redis databases
+# (config/settings_test.py) and chain nodes; 0 runs the tests in this one process.
+TEST_WORKERS ?= 2
 
 .PHONY: run test install lock check lint clean services chain-nodes
 
@@ -34,7 +37,7 @@ chain-nodes:
 
 test: install services chain-nodes
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
-	  $(PY) -m pytest $(PYTEST_ARGS)
+	  $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # Static checks: lint and formatting (ruff). .ci/run runs them before the tests.
 lint: install

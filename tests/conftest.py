@@ -1,6 +1,28 @@
+import os
+
 import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _redis_databases_exist():
+    """Stop the run at once, saying why, when this worker's Redis database does
+    not exist (each xdist worker uses its own: see config/settings_test.py)."""
+    from django.conf import settings
+    from redis.exceptions import ResponseError
+
+    try:
+        cache.clear()
+    except ResponseError as exc:
+        if "out of range" not in str(exc):
+            raise
+        pytest.exit(
+            f"Redis has no database for {settings.CACHES['default']['LOCATION']} "
+            f"(xdist worker {os.environ.get('PYTEST_XDIST_WORKER', '-')} uses the configured database + 2 x its "
+            "number): run fewer workers (TEST_WORKERS) or point CACHE_URL and CELERY_BROKER_URL lower.",
+            returncode=3,
+        )
 
 
 @pytest.fixture(autouse=True)

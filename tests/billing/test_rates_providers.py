@@ -368,6 +368,7 @@ def test_connection_refused_fails_after_the_attempts(server, clock, settings):
         KrakenProvider().fetch(currencies=["BTC"])
 
 
+@pytest.mark.slow
 def test_a_slow_provider_times_out_and_is_retried(server, clock):
     server.serve(KRAKEN, Reply(body=fixture("kraken_ticker.json"), hang=True))
     with pytest.raises(ProviderError, match="Timeout"):
@@ -428,7 +429,7 @@ def test_refresh_again_stores_new_kraken_prices_but_not_coingecko_repeats(server
     "failure",
     [
         Reply(status=500, body=b'{"error":["EGeneral:Internal error"]}'),
-        Reply(body=fixture("kraken_ticker.json"), hang=True),
+        pytest.param(Reply(body=fixture("kraken_ticker.json"), hang=True), marks=pytest.mark.slow),
         Reply(body=b'{"error":[],"result":{"XXBTZUSD":{"a":["91234.6'),
     ],
     ids=["http-500", "timeout", "garbage-json"],

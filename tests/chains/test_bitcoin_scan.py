@@ -367,6 +367,7 @@ def test_first_run_without_cursor_starts_where_told(node, destinations):
     assert [s.block.hash for s in tip_only.blocks] == [mined] and tip_only.caught_up
 
 
+@pytest.mark.slow
 def test_block_of_2000_transactions_against_100000_destinations(node, destinations):
     ours = destinations.many(3)
     amounts = [111_111, 222_222, 333_333]

@@ -41,6 +41,7 @@ def test_session_node_is_a_funded_regtest_node(node):
     assert node.rpc_password not in " ".join(node.process.args)
 
 
+@pytest.mark.slow
 def test_start_and_stop_leave_nothing_behind():
     fresh = regtest_node_start(mine=0, wallet="w")
     try:

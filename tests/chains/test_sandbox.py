@@ -23,6 +23,7 @@ from tests.chains.harness import WatchedChain
 pytestmark = pytest.mark.chain
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_sandbox_runs_a_persistent_node_and_pays_invoices(tmp_path, settings, customer):
     folder = tmp_path / "sandbox"
@@ -97,6 +98,7 @@ def test_sandbox_pay_is_refused_outside_the_sandbox(ltc, settings):
     assert ltc.payments(invoice) == []
 
 
+@pytest.mark.slow
 def test_production_refuses_the_sandbox_setting():
     env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SANDBOX")}
     env.update(SANDBOX="1", SECRET_KEY="x" * 50, DATABASE_URL="sqlite:///:memory:")

@@ -57,6 +57,7 @@ def readiness_checks():
     health._checks.update(before)
 
 
+@pytest.mark.slow
 def test_a_stopped_node_is_reported_backs_off_and_expires_nothing(
     settings, customer, django_user_model, readiness_checks
 ):
