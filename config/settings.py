@@ -274,6 +274,10 @@ IDEMPOTENCY_KEY_HOURS = env.int("IDEMPOTENCY_KEY_HOURS", default=24)
 # --- Sizing -------------------------------------------------------------------
 
 SIZING_OVERHEAD_GB = Decimal(env.str("SIZING_OVERHEAD_GB", default="2"))  # runtime overhead per GPU
+# vllm profile: the highest --gpu-memory-utilization a launch line may use; a workload fits when it needs no more.
+SIZING_MAX_GPU_MEMORY_UTILIZATION = Decimal(env.str("SIZING_MAX_GPU_MEMORY_UTILIZATION", default="0.95"))
+if not Decimal("0.5") <= SIZING_MAX_GPU_MEMORY_UTILIZATION <= Decimal("0.99"):
+    raise ImproperlyConfigured("SIZING_MAX_GPU_MEMORY_UTILIZATION is between 0.5 and 0.99.")
 
 # --- Billing ------------------------------------------------------------------
 # A currency is enabled exactly when its watch-only material is set. Never put

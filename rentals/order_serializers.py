@@ -131,6 +131,7 @@ class OrderOutput(serializers.Serializer):
     ssh_keys = SshKeySnapshotOutput(many=True)
     workload = serializers.JSONField(allow_null=True)
     sizing = serializers.JSONField(allow_null=True)
+    launch_command = serializers.CharField(help_text="The `vllm serve` line for the workload, or empty.")
     lines = OrderLineOutput(many=True)
     subtotal_usd = MoneyField()
     multi_gpu_discount_pct = PercentField()
@@ -171,6 +172,9 @@ class RentalOutput(serializers.Serializer):
     term = serializers.CharField()
     renewal_terms = serializers.IntegerField()
     template = serializers.CharField(source="template_slug")
+    launch_command = serializers.CharField(
+        source="order.launch_command", help_text="The `vllm serve` line the order's workload was sized for, or empty."
+    )
     addons = serializers.ListField(child=serializers.CharField())
     ssh_keys = SshKeySnapshotOutput(many=True)
     pay_currency = serializers.CharField()

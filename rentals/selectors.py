@@ -72,6 +72,7 @@ def order_get(*, account, order_id: int) -> Order:
 def rentals_for(*, account) -> QuerySet[Rental]:
     return (
         Rental.objects.filter(account=account)
+        .select_related("order")
         .prefetch_related("periods", "renewals__invoice")
         .order_by("-created_at", "-id")
     )

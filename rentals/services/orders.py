@@ -162,6 +162,7 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
             ],
             workload=spec.workload_input,
             sizing=sizing,
+            launch_command=((sizing or {}).get("launch") or {}).get("command", ""),
             pay_currency=spec.pay_currency.upper(),
             subtotal_usd=quote.subtotal_usd,
             multi_gpu_discount_pct=quote.multi_gpu_discount_pct,
