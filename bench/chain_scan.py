@@ -16,8 +16,8 @@ of which pays a real invoice, mines it, and prints:
 - for comparison, the other way to read a block: the raw bytes (`getblock
   <hash> 0`) decoded with python-bitcoinlib (`CBlock`), with the same matching
   and the same outpoints and txids the watcher needs. The watcher keeps the
-  node's JSON: python-bitcoinlib cannot decode Litecoin's MWEB blocks, and its
-  pure-Python decoding costs more of the worker's time than the JSON does.
+  node's JSON: python-bitcoinlib does not know Litecoin's MWEB serialisation,
+  and its pure-Python decoding costs more of the worker's time than the JSON does.
 
 Run it with the project's virtualenv:
 
