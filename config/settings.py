@@ -66,8 +66,10 @@ INSTALLED_APPS = [
     "core",
     "catalog",
     "sizing",
-    "rentals",
+    "accounts",
     "billing",
+    "webhooks",
+    "rentals",
 ]
 
 # Development and test tooling (regtest nodes, the sandbox, serve_local, sandbox_pay):
@@ -145,7 +147,7 @@ CELERY_BEAT_SCHEDULE: dict = {}
 
 # --- Auth ---------------------------------------------------------------------
 
-AUTH_USER_MODEL = "rentals.Account"
+AUTH_USER_MODEL = "accounts.Account"
 PASSWORD_HASHERS = [
     "django.contrib.auth.hashers.Argon2PasswordHasher",
     "django.contrib.auth.hashers.PBKDF2PasswordHasher",
@@ -187,9 +189,14 @@ X_FRAME_OPTIONS = "DENY"
 
 # --- I18n, time, static -------------------------------------------------------
 
-LANGUAGE_CODE = "en-us"
+LANGUAGE_CODE = "en"
 TIME_ZONE = "UTC"
-USE_I18N = False
+# Translations serve the pages customers read (the checkout page, in English and
+# Spanish, chosen by Accept-Language or the page's switch). The API and the admin
+# stay in English: no LocaleMiddleware. The catalogs (*/locale/*/LC_MESSAGES/*.po)
+# are compiled to .mo files by the build (`make install`, `make run`, `make test`).
+USE_I18N = True
+LANGUAGES = [("en", "English"), ("es", "Español")]
 USE_TZ = True
 
 STATIC_URL = "static/"
@@ -202,7 +209,7 @@ STORAGES = {
 # --- API ----------------------------------------------------------------------
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rentals.authentication.BearerTokenAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
@@ -380,6 +387,16 @@ CELERY_BEAT_SCHEDULE.update(
     }
 )
 
+# --- Checkout page ------------------------------------------------------------
+# Every invoice has a public page at /pay/<token> (docs/checkout.md). The page asks
+# the server for the invoice's status every CHECKOUT_POLL_SECONDS while it can still
+# change. CHECKOUT_SUPPORT_URL, when set, is linked from the page where a customer
+# may need help (an invalid invoice, a refused action).
+CHECKOUT_POLL_SECONDS = env.int("CHECKOUT_POLL_SECONDS", default=5)
+CHECKOUT_SUPPORT_URL = env.str("CHECKOUT_SUPPORT_URL", default="")
+if CHECKOUT_POLL_SECONDS < 1:
+    raise ImproperlyConfigured("CHECKOUT_POLL_SECONDS is a whole number of seconds, at least 1.")
+
 # --- Customer webhooks --------------------------------------------------------
 # WEBHOOK_ALLOW_PRIVATE_TARGETS lets webhooks go to http:// URLs and to
 # loopback and private addresses: for local runs and tests only, so it is
@@ -391,9 +408,28 @@ if WEBHOOK_ALLOW_PRIVATE_TARGETS and not DEBUG:
 # (Name lookups wait on the system resolver, which has timeouts of its own.)
 WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
 WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT = env.int("WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT", default=10)
+
+
+def _duration(name: str, default: str) -> timedelta:
+    """A duration setting: seconds ("86400"), or a number with a unit s, m, h or d ("24h")."""
+    text = env.str(name, default=default).strip().lower()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (text[:-1], units[text[-1]]) if text[-1:] in units else (text, 1)
+    try:
+        seconds = float(number) * unit
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} is a duration such as 86400, 90m, 24h or 2d; got {text!r}.") from None
+    if not 0 <= seconds <= 30 * 86400:
+        raise ImproperlyConfigured(f"{name} is between 0 and 30 days; got {text!r}.")
+    return timedelta(seconds=seconds)
+
+
+# After a signing secret is rotated, the old one keeps signing deliveries (beside
+# the new one) this long, so receivers can switch without losing a delivery.
+WEBHOOK_SECRET_ROTATION_OVERLAP = _duration("WEBHOOK_SECRET_ROTATION_OVERLAP", "24h")
 # Retries (and first attempts whose task was lost) are made by this sweep.
-CELERY_BEAT_SCHEDULE["rentals.webhook_deliveries_sweep"] = {
-    "task": "rentals.webhook_deliveries_sweep",
+CELERY_BEAT_SCHEDULE["webhooks.deliveries_sweep"] = {
+    "task": "webhooks.deliveries_sweep",
     "schedule": 10.0,
     "options": {"expires": 10.0},
 }

@@ -1,10 +1,12 @@
 """The sandbox of `make run`: a Litecoin regtest node kept in the data folder,
-the settings that point LTC at it, and `sandbox_invoice_pay` (behind
-`manage.py sandbox_pay`), which pays an invoice from the node's wallet.
+the settings that point LTC at it, `sandbox_invoice_issue` (behind
+`manage.py sandbox_invoice`: a demo invoice to try the checkout page with) and
+`sandbox_invoice_pay` (behind `manage.py sandbox_pay`), which pays an invoice
+from the node's wallet.
 
 `make run` (devtools' `serve_local`) starts it when DEBUG is on, litecoind is
 installed and LTC is not configured otherwise. Development only: nothing in
-production imports devtools, and `sandbox_invoice_pay` refuses to run unless
+production imports devtools, and both refuse to run unless
 SANDBOX is set (which production settings refuse without DEBUG) and LTC points
 at a regtest node.
 """
@@ -18,6 +20,8 @@ from decimal import Decimal
 from pathlib import Path
 
 from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
 
 from billing import services
 from billing.chains.bitcoin import ScanReport, rpc_url
@@ -134,7 +138,7 @@ def sandbox_start(*, folder: Path, manual_rates: str = "") -> Sandbox:
     return Sandbox(node=node, vpub=vpub, env=env, env_file=env_file)
 
 
-# --- paying an invoice from the sandbox ---------------------------------------------------
+# --- invoices in the sandbox: a demo one, and paying one ---------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -149,16 +153,55 @@ class SandboxPayment:
     scan: ScanReport
 
 
+def _sandbox_check() -> None:
+    if not settings.SANDBOX or str(settings.LTC_NETWORK).strip().lower() != "regtest" or not rpc_url(currency="LTC"):
+        raise DomainError(
+            "sandbox_off",
+            "This works only in the local sandbox (SANDBOX=1, LTC_NETWORK=regtest, "
+            "started by `make run` when litecoind is installed).",
+        )
+
+
+SANDBOX_DEMO_USERNAME = "sandbox-demo"
+
+
+@transaction.atomic
+def sandbox_invoice_issue(*, usd: Decimal = Decimal("25.00"), username: str = SANDBOX_DEMO_USERNAME) -> Invoice:
+    """An LTC invoice to try the checkout page with, for a demo account (made
+    when missing, with no password): its newest invoice while that can still be
+    paid, else a new one. Refused outside the sandbox."""
+    from django.contrib.auth import get_user_model
+
+    _sandbox_check()
+    if usd <= 0:
+        raise DomainError("invalid", "The amount is a positive number of USD.")
+    Account = get_user_model()
+    account = Account.objects.filter(username=username).first()
+    if account is None:
+        account = Account.objects.create_user(username, None)
+    now = timezone.now()
+    open_ = (
+        Invoice.objects.filter(account=account, status="new", expires_at__gt=now, requests__currency="LTC")
+        .order_by("-created_at")
+        .first()
+    )
+    if open_ is not None:
+        return open_
+    return services.invoice_create(
+        account=account,
+        subject="sandbox:demo",
+        description="Sandbox demo: pay it with sandbox_pay",
+        lines=[services.LineSpec("Sandbox demo payment", Decimal(1), usd, usd)],
+        currency="LTC",
+        metadata={"sandbox": True},
+    )
+
+
 def sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, confirm: bool = False) -> SandboxPayment:
     """Pay an invoice's LTC address from the sandbox's regtest wallet; with
     `confirm`, mine the blocks the policy wants. Then scan right away (the
     periodic task would within seconds anyway). Refused outside the sandbox."""
-    if not settings.SANDBOX or str(settings.LTC_NETWORK).strip().lower() != "regtest" or not rpc_url(currency="LTC"):
-        raise DomainError(
-            "sandbox_off",
-            "sandbox_pay works only in the local sandbox (SANDBOX=1, LTC_NETWORK=regtest, "
-            "started by `make run` when litecoind is installed).",
-        )
+    _sandbox_check()
     invoice = Invoice.objects.filter(number=invoice_number).first()
     if invoice is None:
         raise NotFound(f"No invoice {invoice_number}.")

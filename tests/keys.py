@@ -1,5 +1,4 @@
-"""Key material generated for the test run: watch-only chain keys (never a real
-wallet's) and SSH public keys."""
+"""Watch-only key material generated for the test run (never a real wallet's)."""
 
 from __future__ import annotations
 
@@ -7,8 +6,6 @@ from dataclasses import dataclass
 from functools import cache
 
 from bip_utils import Bip39MnemonicGenerator, Bip39SeedGenerator, Bip44, Bip44Coins, Bip84, Bip84Coins
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519
 from monero.seed import Seed
 from solders.keypair import Keypair
 
@@ -56,9 +53,3 @@ def watch_only() -> WatchOnly:
 
 # Round figures for quotes in tests; exchange rates come from MANUAL_RATES_USD.
 TEST_RATES = "BTC=95000,ETH=3500,USDT=1,USDC=1,XMR=180,SOL=150,LTC=90"
-
-
-def ssh_public_key_line() -> str:
-    """A fresh Ed25519 public key as an OpenSSH authorized_keys line."""
-    key = ed25519.Ed25519PrivateKey.generate().public_key()
-    return key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()

@@ -8,8 +8,6 @@ import ast
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
-# tests/rentals still shares helpers through test modules; it is not held to the rule yet.
-NOT_YET = ("rentals",)
 
 
 def _imported_modules(source: str, *, package: tuple[str, ...]) -> set[str]:
@@ -35,8 +33,6 @@ def test_no_test_module_imports_another():
     offenders = {}
     for path in sorted(TESTS.rglob("*.py")):
         relative = path.relative_to(TESTS)
-        if relative.parts[0] in NOT_YET:
-            continue
         package = path.relative_to(TESTS.parent).parent.parts
         imported = sorted(m for m in _imported_modules(path.read_text(), package=package) if _is_test_module(m))
         if imported:

@@ -6,23 +6,18 @@ from decimal import Decimal
 
 import pytest
 import time_machine
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519
 
+from accounts.models import SshKey
+from accounts.services import ssh_key_add
 from billing import services as billing
 from billing.models import Invoice, InvoiceCounter
 from catalog.models import Slot, SlotStatus
-from rentals.models import Order, SshKey
-from rentals.services import ssh_key_add
+from rentals.models import Order
+from tests.rentals.helpers import new_key_line
 
 pytestmark = pytest.mark.django_db
 
 START = "2026-11-30 12:00:00+00:00"
-
-
-def new_key_line() -> str:
-    key = ed25519.Ed25519PrivateKey.generate().public_key()
-    return key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
 
 
 @pytest.fixture
