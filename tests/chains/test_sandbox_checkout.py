@@ -14,7 +14,7 @@ from billing.chains.bitcoin import bitcoin_cursor_set, process_state_clear
 from billing.models import Invoice, InvoiceStatus
 from devtools.sandbox import sandbox_start
 
-pytestmark = [pytest.mark.chain, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.chain, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def _call(*args) -> str:
