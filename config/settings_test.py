@@ -23,6 +23,8 @@ os.environ.setdefault("CACHE_URL", f"{_redis}/12")
 os.environ.setdefault("CELERY_BROKER_URL", f"{_redis}/13")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "false")
 os.environ.setdefault("ALLOWED_HOSTS", "localhost,testserver,127.0.0.1")
+# Admin tests log staff in directly; the two-factor tests turn the policy on themselves.
+os.environ.setdefault("ADMIN_OTP_REQUIRED", "off")
 
 
 def redis_url_for_worker(url: str, worker: str) -> str:

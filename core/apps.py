@@ -23,7 +23,7 @@ def devtools_refuse_in_production(*, installed_apps: Iterable[str], debug: bool,
 
 class CoreConfig(AppConfig):
     name = "core"
-    verbose_name = "Core"
+    verbose_name = "System"  # the audit trail and the leases: what staff look up, not what they run
 
     def ready(self) -> None:
         # Every process (web, worker, beat, manage.py) loads the apps before doing anything.
