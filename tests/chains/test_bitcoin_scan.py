@@ -315,9 +315,16 @@ def test_tracked_payments_from_a_previous_worker_are_classified(node, destinatio
         inputs=(Outpoint(coin["txid"], coin["vout"]),),
         observations=(Observation("ab" * 32, 0, d.script_hex, 1_000),),
     )
-    # One whose coin has since been spent by another transaction: conflicted.
-    spender = node.send(node.new_address(), 5_000)
+    # One whose coin has since been spent by another transaction: conflicted. The wallet must not
+    # spend the first coin for it (it picks any coin), so that one stays locked meanwhile.
+    locked = [{"txid": coin["txid"], "vout": coin["vout"]}]
+    node.wallet_rpc.call("lockunspent", False, locked)
+    try:
+        spender = node.send(node.new_address(), 5_000)
+    finally:
+        node.wallet_rpc.call("lockunspent", True, locked)
     spent_input = node.rpc.call("getrawtransaction", spender, True)["vin"][0]
+    assert Outpoint(spent_input["txid"], spent_input["vout"]) != dropped.inputs[0]
     conflicted = PaymentTx(
         txid="cd" * 32,
         inputs=(Outpoint(spent_input["txid"], spent_input["vout"]),),
