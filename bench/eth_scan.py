@@ -127,7 +127,9 @@ def matching(node, token: str, args) -> None:
     with EthRpc(node.url) as rpc:
         block_s, block = timed(lambda: rpc.call("eth_getBlockByNumber", hex(height), True))
         logs_s, logs = timed(
-            lambda: rpc.call("eth_getLogs", {"fromBlock": hex(height), "toBlock": hex(height), "topics": [TRANSFER_TOPIC]})
+            lambda: rpc.call(
+                "eth_getLogs", {"fromBlock": hex(height), "toBlock": hex(height), "topics": [TRANSFER_TOPIC]}
+            )
         )
         trace_s, _ = timed(lambda: rpc.call("trace_block", hex(height)))
     with EthRpc(node.url, timeout=600) as rpc:
@@ -177,7 +179,9 @@ def balance_mode(node, forwarder: str, args) -> None:
             calls, requests = rpc.calls, rpc.requests
             started = time.perf_counter()
             [scan] = scanner.blocks_read(
-                heights=[first + 1], watched=frozenset(addresses), base=BlockRef(first, node.block_hash(first)),
+                heights=[first + 1],
+                watched=frozenset(addresses),
+                base=BlockRef(first, node.block_hash(first)),
                 balance_watched=addresses,
             )
             seconds = time.perf_counter() - started

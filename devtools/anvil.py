@@ -196,8 +196,8 @@ def _kill(process: subprocess.Popen) -> None:
 
 @dataclass
 class AnvilNode:
-    process: subprocess.Popen
-    directory: Path
+    process: subprocess.Popen | None  # None: a node started by someone else (`attach`)
+    directory: Path | None
     url: str
     chain_id: int
     web3: Web3 = field(repr=False)
@@ -214,12 +214,16 @@ class AnvilNode:
         gas_limit: int | None = None,
         accounts: int = 10,
         balance_eth: int = 1_000_000,
+        random_accounts: bool = True,
         extra_args: Sequence[str] = (),
     ) -> AnvilNode:
         """Start anvil on a free loopback port; it mines only on request unless `automine`.
 
         `slots_in_an_epoch` sets where the `finalized` tag stands: two epochs
         below the newest block (anvil's default epoch is 32 slots).
+        `random_accounts`: dev accounts from a mnemonic made for this run
+        (else anvil's fixed dev accounts, the same on every start: the sandbox
+        keeps its chain across runs and wants the same payers).
         """
         binary = anvil_binary()
         directory = Path(tempfile.mkdtemp(prefix="anvil-"))
@@ -235,10 +239,9 @@ class AnvilNode:
             str(accounts),
             "--balance",
             str(balance_eth),
-            "--mnemonic-random",
-            "--config-out",
-            str(directory / "anvil.json"),
         ]
+        if random_accounts:
+            args.append("--mnemonic-random")
         if not automine:
             args.append("--no-mining")
         if slots_in_an_epoch is not None:
@@ -268,6 +271,14 @@ class AnvilNode:
         node._finalizer = weakref.finalize(node, _stop, process, directory)
         return node
 
+    @classmethod
+    def attach(cls, url: str) -> AnvilNode:
+        """A handle on an anvil already running at `url` (stop() leaves it running)."""
+        web3 = Web3(HTTPProvider(url, request_kwargs={"timeout": 60}))
+        node = cls(process=None, directory=None, url=url, chain_id=0, web3=web3)
+        node.chain_id = int(node.rpc("eth_chainId"), 16)
+        return node
+
     @staticmethod
     def _wait_listening(process: subprocess.Popen, log_path: Path) -> int:
         deadline = time.monotonic() + START_TIMEOUT
@@ -287,7 +298,7 @@ class AnvilNode:
 
     @property
     def running(self) -> bool:
-        return self.process.poll() is None
+        return self.process is None or self.process.poll() is None
 
     # --- raw RPC and chain control ----------------------------------------------------
 
@@ -330,9 +341,10 @@ class AnvilNode:
         if not self.rpc("evm_revert", snapshot):
             raise RuntimeError(f"anvil has no snapshot {snapshot}")
 
-    def reorg(self, depth: int, transactions: Sequence[tuple[dict, int]] = ()) -> None:
+    def reorg(self, depth: int, transactions: Sequence[tuple[dict | str, int]] = ()) -> None:
         """Replace the newest `depth` blocks with as many new ones holding
-        `transactions` (each a transaction request and the offset of the new
+        `transactions` (each a transaction request, or a signed raw transaction
+        in hex to put the very same transaction back, and the offset of the new
         block, 0 = the lowest, that carries it)."""
         self.rpc("anvil_reorg", depth, [[tx, offset] for tx, offset in transactions])
 
@@ -368,9 +380,15 @@ class AnvilNode:
         tag = hex(block) if isinstance(block, int) else block
         return int(self.rpc("eth_getBalance", Web3.to_checksum_address(address), tag), 16)
 
+    def _contract_name(self, contract: str, name: str | None) -> str:
+        found = name or self._names.get(contract.lower())
+        if found is None:
+            raise KeyError(f"which test contract is at {contract}? Give its name")
+        return found
+
     def call_data(self, contract: str, function: str, *args: Any, name: str | None = None) -> str:
         """ABI-encoded call data of `function(*args)` on a deployed test contract."""
-        compiled = contracts_compile()[name or self._names[contract.lower()]]
+        compiled = contracts_compile()[self._contract_name(contract, name)]
         instance = self.web3.eth.contract(address=Web3.to_checksum_address(contract), abi=compiled.abi)
         return instance.encode_abi(function, args=list(args))
 
@@ -382,6 +400,7 @@ class AnvilNode:
         value: int = 0,
         gas: int | None = 1_000_000,
         sender: str | None = None,
+        name: str | None = None,
     ) -> str:
         """Call a test contract's function in a transaction (pending until mined); the hash.
 
@@ -390,7 +409,7 @@ class AnvilNode:
         """
         tx: dict[str, Any] = {
             "to": Web3.to_checksum_address(contract),
-            "data": self.call_data(contract, function, *args),
+            "data": self.call_data(contract, function, *args, name=name),
         }
         if value:
             tx["value"] = value
@@ -400,8 +419,8 @@ class AnvilNode:
             tx["from"] = sender
         return self.send(tx)
 
-    def view(self, contract: str, function: str, *args: Any) -> Any:
-        compiled = contracts_compile()[self._names[contract.lower()]]
+    def view(self, contract: str, function: str, *args: Any, name: str | None = None) -> Any:
+        compiled = contracts_compile()[self._contract_name(contract, name)]
         instance = self.web3.eth.contract(address=Web3.to_checksum_address(contract), abi=compiled.abi)
         return getattr(instance.functions, function)(*args).call()
 
@@ -423,13 +442,13 @@ class AnvilNode:
         return self.deploy("TestToken", name or f"Test {symbol}", symbol, decimals)
 
     def token_mint(self, token: str, to: str, amount: int) -> str:
-        return self.transact(token, "mint", Web3.to_checksum_address(to), amount)
+        return self.transact(token, "mint", Web3.to_checksum_address(to), amount, name="TestToken")
 
     def token_transfer(self, token: str, to: str, amount: int, *, sender: str | None = None) -> str:
-        return self.transact(token, "transfer", Web3.to_checksum_address(to), amount, sender=sender)
+        return self.transact(token, "transfer", Web3.to_checksum_address(to), amount, sender=sender, name="TestToken")
 
     def token_balance(self, token: str, address: str) -> int:
-        return int(self.view(token, "balanceOf", Web3.to_checksum_address(address)))
+        return int(self.view(token, "balanceOf", Web3.to_checksum_address(address), name="TestToken"))
 
     def multicall_install(self, address: str = MULTICALL3_ADDRESS) -> str:
         """Put the balance-reading subset of Multicall3 at its canonical address, as on real networks."""

@@ -307,7 +307,9 @@ class ScanRun:
         unconfirmed: Callable[[list[str]], set[str]] | None = None,
     ) -> list[str]:
         """Un-count what the orphaned blocks carried and move the cursor back to the
-        fork point, in one transaction. Returns the txids un-counted.
+        fork point, in one transaction. Returns the txids of every payment the
+        orphaned blocks carried (un-counted, unconfirmed again, or left to the
+        new branch), for the watcher's caches.
 
         `again`: txids the new branch's blocks (about to be recorded) carry:
         left alone, their block records them next. `unconfirmed(txids)`: which
@@ -377,7 +379,7 @@ class ScanRun:
             state.save(update_fields=["height", "block_hash"])
         self.report.reorgs += 1
         self.report.uncounted += len(gone)
-        return gone
+        return sorted({p.txid for p in hit})
 
     def confirmations_refresh(self, *, tip_height: int, final_height: int | None = None) -> int:
         """Bring payments in blocks that have not reached the policy up to the tip.
@@ -522,7 +524,7 @@ class BlockWatcher(Watcher):
         return set()
 
     def forked(self, run: ScanRun, txids: list[str]) -> None:
-        """After a fork un-counted payments of `txids` (e.g. forget them in caches)."""
+        """After a fork: `txids` are the payments the orphaned blocks carried (e.g. forget them in caches)."""
 
     def blocks_done(self, run: ScanRun, *, tip: Any, recent: list[BlockRef]) -> None:
         """After the blocks of a run: bring confirmations up to the tip."""

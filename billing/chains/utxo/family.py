@@ -86,9 +86,9 @@ class UtxoFamily(ChainFamily):
         return f"{CHAIN_OF[code]}-{utxo_network(code)}"
 
     def watchers(self) -> Sequence[Watcher]:
-        from billing.chains.utxo.watcher import UtxoWatcher
+        from billing.chains.utxo.watcher import WATCHERS
 
-        return tuple(UtxoWatcher(spec) for spec in CHAINS)
+        return tuple(WATCHERS.values())
 
 
 FAMILY = UtxoFamily()

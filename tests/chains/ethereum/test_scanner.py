@@ -337,7 +337,7 @@ def test_fork_found_after_a_reorg(evm, node, rpc):
     stored = [BlockRef(h, node.block_hash(h)) for h in range(tip - 3, tip + 1)]
     scanner = EvmScanner(rpc)
     assert fork_find(scanner, recent=stored) is None
-    node.reorg(2)
+    node.reorg(2, [({"from": node.payer, "to": evm.address(), "value": hex(1)}, 0)])  # a branch unlike the old one
     fork = fork_find(scanner, recent=stored)
     assert fork is not None
     assert fork.common == stored[1]
