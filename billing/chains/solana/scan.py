@@ -55,11 +55,15 @@ class AddressCursor:
 
     `until`: every transaction up to and including it is finalized and was
     handled (the next listing stops there). `before`: where a listing cut
-    short by the page budget goes on. `newest`: the newest signature seen.
+    short by the page budget goes on. `top`: while a cut listing is being
+    continued, the newest signature such that everything from it down to
+    `before` was handled (so `until` can jump there once the rest is done).
+    `newest`: the newest signature seen.
     """
 
     until: str | None = None
     before: str | None = None
+    top: str | None = None
     newest: str | None = None
     newest_slot: int | None = None
 
@@ -72,6 +76,7 @@ class AddressCursor:
         return cls(
             until=data.get("until"),
             before=data.get("before"),
+            top=data.get("top"),
             newest=data.get("newest"),
             newest_slot=data.get("newest_slot"),
         )
@@ -232,20 +237,35 @@ def signatures_list(
     return listings
 
 
+def _done_run(entries: Sequence[SignatureInfo], done: Callable[[SignatureInfo], bool]) -> tuple[str | None, bool]:
+    """Walking `entries` (newest first) from the oldest up while they are done:
+    the newest signature of that run (or None), and whether all were done."""
+    last = None
+    for entry in reversed(entries):
+        if not done(entry):
+            return last, False
+        last = entry.signature
+    return last, True
+
+
 def cursor_advance(cursor: AddressCursor, listing: Listing, *, done: Callable[[SignatureInfo], bool]) -> AddressCursor:
     """The cursor after `listing` was handled (see the module docstring)."""
     newest, newest_slot = cursor.newest, cursor.newest_slot
     if listing.entries and not listing.resumed:
         newest, newest_slot = listing.entries[0].signature, listing.entries[0].slot
-    if not listing.complete:
-        before = listing.entries[-1].signature if listing.entries else cursor.before
-        return AddressCursor(until=cursor.until, before=before, newest=newest, newest_slot=newest_slot)
-    until = cursor.until
-    for entry in reversed(listing.entries):  # oldest first
-        if not done(entry):
-            break
-        until = entry.signature
-    return AddressCursor(until=until, before=None, newest=newest, newest_slot=newest_slot)
+    seen = {"newest": newest, "newest_slot": newest_slot}
+    run, all_done = _done_run(listing.entries, done)
+    oldest = listing.entries[-1].signature if listing.entries else cursor.before
+    if not listing.resumed:
+        if listing.complete:
+            return AddressCursor(until=run or cursor.until, **seen)
+        return AddressCursor(until=cursor.until, before=oldest, top=run, **seen)
+    # A continuation of a cut listing: these entries lie between `until` and `before`.
+    if listing.complete:
+        until = (cursor.top or run or cursor.until) if all_done else (run or cursor.until)
+        return AddressCursor(until=until, **seen)
+    top = (cursor.top or run) if all_done else run
+    return AddressCursor(until=cursor.until, before=oldest, top=top, **seen)
 
 
 def _recipient_start(rpc: SolanaRpc, recipient: str) -> AddressCursor:
@@ -374,8 +394,12 @@ def solana_scan(
     fetched: list[tuple[SolanaTransaction, bool]] = []
     for sig, answer in zip(order, answers, strict=True):
         if isinstance(answer, SolanaRpcError):
-            # e.g. a transaction version newer than 0: it cannot be read, and stays unhandled.
-            log.error("SOL %s cannot be read: %s", sig, answer)
+            # e.g. a transaction version newer than 0: it cannot be read. Once
+            # final it is passed over (staff see the log line), so it cannot
+            # hold the cursor back for ever.
+            log.error("SOL transaction %s cannot be read, check it by hand: %s", sig, answer)
+            if wanted[sig][0] == FINALIZED:
+                done.add(sig)
             continue
         if answer is None:
             continue  # not (or no longer) at that commitment: the next pass sees where it went

@@ -18,13 +18,7 @@ from solders.keypair import Keypair
 
 from billing.chains.solana.rpc import SolanaRpc
 from devtools.solana_rpc import LAMPORTS_PER_SOL, SolanaLedger, SolanaRpcServer
-
-
-class Waits(list):
-    """Stands in for time.sleep: remembers each wait instead of sleeping."""
-
-    def __call__(self, seconds: float) -> None:
-        self.append(round(seconds, 6))
+from tests.chains.solana.support import Waits
 
 
 @pytest.fixture(scope="session")
