@@ -25,7 +25,10 @@ signatures it knows) and records what comes back.
    finalized and fully handled, never past one that is not: a transaction still
    at `confirmed` is listed again at the next pass until it is final (or gone),
    and `until` only ever names a finalized transaction, which no fork can
-   remove. `newest` remembers the newest signature seen per address.
+   remove. A listing cut by the page budget keeps, besides `before`, how far
+   down from its newest entry everything was handled (`top`), so once the rest
+   is listed `until` jumps there instead of listing it all again. `newest`
+   remembers the newest signature seen per address.
 
 The recipient's first pass starts at its newest finalized transaction:
 references find every payment made to an invoice, before and after that; the
