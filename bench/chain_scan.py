@@ -98,12 +98,12 @@ def run(node, args) -> None:
     from django.db import connection
     from django.utils import timezone
 
+    from accounts.models import Account
     from billing import services
     from billing.chains.bitcoin import bitcoin_cursor_set, watched_scripts
     from billing.chains.bitcoin_scan import block_parse
     from billing.chains.watchers import chain_scan
     from billing.models import Invoice, PaymentRequest
-    from rentals.models import Account
 
     print(f"Migrating a fresh {connection.vendor} database ...", flush=True)
     call_command("migrate", verbosity=0)

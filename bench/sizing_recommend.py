@@ -7,7 +7,8 @@ loads the catalog and the architectures when they are missing, then times the
 request in process (middleware, validation, queries, arithmetic, pricing,
 rendering; no network) and prints the median and p99 wall time for a few
 workloads, with the application's own CPU time beside it (the part that does
-not depend on what else the machine is running).
+not depend on what else the machine is running). Workloads use the default
+vllm profile unless they name the guide.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ WORKLOADS = {
     "7B int4, 32x4k (everything fits)": {"model": "ref-7b", "precision": "int4", "context": 4096, "concurrency": 32},
     "DeepSeek-V3 config.json, fp8": None,  # filled from the seeded shape below
     "70B bf16, region PDX-1": {"model": "ref-70b", "precision": "bf16", "context": 8192, "region": "PDX-1"},
+    "Llama 3.1 70B awq, 16x16k": {"model": "llama-3.1-70b", "precision": "awq", "context": 16384, "concurrency": 16},
+    "gpt-oss-120b mxfp4, 8x32k": {"model": "gpt-oss-120b", "precision": "mxfp4", "context": 32768, "concurrency": 8},
+    "70B fp8, 8k, guide profile": {"model": "ref-70b", "precision": "fp8", "context": 8192, "profile": "guide"},
 }
 
 

@@ -5,6 +5,8 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("catalog.urls")),
     path("", include("billing.urls")),
+    path("", include("accounts.urls")),
     path("", include("rentals.urls")),
+    path("", include("webhooks.urls")),
     path("sizing/", include("sizing.urls")),
 ]

@@ -66,8 +66,10 @@ INSTALLED_APPS = [
     "core",
     "catalog",
     "sizing",
-    "rentals",
+    "accounts",
     "billing",
+    "webhooks",
+    "rentals",
 ]
 
 MIDDLEWARE = [
@@ -140,7 +142,7 @@ CELERY_BEAT_SCHEDULE: dict = {}
 
 # --- Auth ---------------------------------------------------------------------
 
-AUTH_USER_MODEL = "rentals.Account"
+AUTH_USER_MODEL = "accounts.Account"
 PASSWORD_HASHERS = [
     "django.contrib.auth.hashers.Argon2PasswordHasher",
     "django.contrib.auth.hashers.PBKDF2PasswordHasher",
@@ -197,7 +199,7 @@ STORAGES = {
 # --- API ----------------------------------------------------------------------
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rentals.authentication.BearerTokenAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
@@ -269,6 +271,10 @@ IDEMPOTENCY_KEY_HOURS = env.int("IDEMPOTENCY_KEY_HOURS", default=24)
 # --- Sizing -------------------------------------------------------------------
 
 SIZING_OVERHEAD_GB = Decimal(env.str("SIZING_OVERHEAD_GB", default="2"))  # runtime overhead per GPU
+# vllm profile: the highest --gpu-memory-utilization a launch line may use; a workload fits when it needs no more.
+SIZING_MAX_GPU_MEMORY_UTILIZATION = Decimal(env.str("SIZING_MAX_GPU_MEMORY_UTILIZATION", default="0.95"))
+if not Decimal("0.5") <= SIZING_MAX_GPU_MEMORY_UTILIZATION <= Decimal("0.99"):
+    raise ImproperlyConfigured("SIZING_MAX_GPU_MEMORY_UTILIZATION is between 0.5 and 0.99.")
 
 # --- Billing ------------------------------------------------------------------
 # A currency is enabled exactly when its watch-only material is set. Never put
@@ -382,9 +388,28 @@ if WEBHOOK_ALLOW_PRIVATE_TARGETS and not DEBUG:
 # (Name lookups wait on the system resolver, which has timeouts of its own.)
 WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
 WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT = env.int("WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT", default=10)
+
+
+def _duration(name: str, default: str) -> timedelta:
+    """A duration setting: seconds ("86400"), or a number with a unit s, m, h or d ("24h")."""
+    text = env.str(name, default=default).strip().lower()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (text[:-1], units[text[-1]]) if text[-1:] in units else (text, 1)
+    try:
+        seconds = float(number) * unit
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} is a duration such as 86400, 90m, 24h or 2d; got {text!r}.") from None
+    if not 0 <= seconds <= 30 * 86400:
+        raise ImproperlyConfigured(f"{name} is between 0 and 30 days; got {text!r}.")
+    return timedelta(seconds=seconds)
+
+
+# After a signing secret is rotated, the old one keeps signing deliveries (beside
+# the new one) this long, so receivers can switch without losing a delivery.
+WEBHOOK_SECRET_ROTATION_OVERLAP = _duration("WEBHOOK_SECRET_ROTATION_OVERLAP", "24h")
 # Retries (and first attempts whose task was lost) are made by this sweep.
-CELERY_BEAT_SCHEDULE["rentals.webhook_deliveries_sweep"] = {
-    "task": "rentals.webhook_deliveries_sweep",
+CELERY_BEAT_SCHEDULE["webhooks.deliveries_sweep"] = {
+    "task": "webhooks.deliveries_sweep",
     "schedule": 10.0,
     "options": {"expires": 10.0},
 }

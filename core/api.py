@@ -1,6 +1,9 @@
 """One error shape for every API refusal:
 
 {"error": {"code": "...", "message": "...", "details": {...}}}
+
+and the bases every app's API views share (the error documentation, the
+view classes, the id path parameter).
 """
 
 from __future__ import annotations
@@ -11,8 +14,11 @@ from typing import Any
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, JsonResponse
-from rest_framework import exceptions, status
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework import exceptions, serializers, status
+from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
+from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from core.errors import DomainError
@@ -111,3 +117,55 @@ def json_bad_request(request, exception=None):
     from django.views.defaults import bad_request
 
     return bad_request(request, exception)
+
+
+# =============================================================================
+# Shared pieces of the apps' API views
+# =============================================================================
+
+
+class ErrorDetailOutput(serializers.Serializer):
+    code = serializers.CharField(help_text="A stable snake_case word.")
+    message = serializers.CharField()
+    details = serializers.DictField()
+
+
+class ErrorOutput(serializers.Serializer):
+    """Documents the error shape in the OpenAPI schema."""
+
+    error = ErrorDetailOutput()
+
+
+def error_doc(description: str) -> OpenApiResponse:
+    return OpenApiResponse(ErrorOutput, description=description)
+
+
+E401 = error_doc("No valid token (`not_authenticated`, `authentication_failed`).")
+
+
+def id_parameter(name: str) -> OpenApiParameter:
+    return OpenApiParameter(name, int, OpenApiParameter.PATH)
+
+
+# An APIView whose refusals with a `retry_after` (login throttling) carry a
+# `Retry-After` header. (Comments, not docstrings, on these bases:
+# drf-spectacular would show a docstring as the description of every endpoint.)
+class ApiView(APIView):
+    def handle_exception(self, exc):
+        response = super().handle_exception(exc)
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            response["Retry-After"] = str(retry_after)
+        return response
+
+    def validated(self, serializer_class) -> dict:
+        serializer = serializer_class(data=self.request.data)
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
+
+
+# No authentication at all: a stale Authorization header must not stand in the
+# way of logging in again.
+class PublicApiView(ApiView):
+    authentication_classes: list = []
+    permission_classes = [AllowAny]

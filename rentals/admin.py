@@ -1,202 +1,216 @@
-"""Staff views of accounts (and, later, orders and rentals).
-
-Sections: accounts; webhooks.
-"""
+"""Staff views of orders and rentals, their actions (each needs a reason and
+is audited) and the dashboard."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from datetime import UTC, datetime
+
 from django import forms
-from django.contrib import admin, messages
-from django.contrib.auth.admin import UserAdmin
-from django.contrib.auth.forms import BaseUserCreationForm, UserChangeForm
-from django.db import transaction
+from django.contrib import admin
+from django.db.models import Count, Sum
+from django.template.response import TemplateResponse
+from django.utils import timezone
 
-from core.admin import AuditedModelAdmin, ReadOnlyAdmin, ReadOnlyInline
-from core.audit import audit_record, model_snapshot, snapshot_diff
-from core.errors import DomainError
+from billing.selectors import revenue_by_currency
+from core.admin import ReadOnlyInline, ReasonForm, ReportAdmin, reason_action
 from rentals import services
-from rentals.models import Account, ApiToken, SshKey, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
-
-# =============================================================================
-# Accounts
-# =============================================================================
-
-
-class StaffAccountCreationForm(BaseUserCreationForm):
-    """Staff create staff accounts here (customers sign up through the API).
-    Username rules are the API's, except that reserved names are allowed."""
-
-    class Meta:
-        model = Account
-        fields = ("username",)
-
-    def clean_username(self) -> str:
-        try:
-            username = services.username_normalize(username=self.cleaned_data["username"], allow_reserved=True)
-        except DomainError as exc:
-            raise forms.ValidationError(exc.message, code=exc.code) from exc
-        if Account.objects.filter(username__iexact=username).exists():
-            raise forms.ValidationError("This username is taken.", code="username_taken")
-        return username
+from rentals.models import (
+    Order,
+    OrderLine,
+    ProvisioningJob,
+    Renewal,
+    Rental,
+    RentalDashboard,
+    RentalPeriod,
+    RentalStatus,
+    UsageReport,
+)
 
 
-class AccountChangeForm(UserChangeForm):
-    class Meta:
-        model = Account
-        fields = "__all__"
+class OrderLineInline(ReadOnlyInline):
+    model = OrderLine
+    fields = ("position", "description", "quantity", "unit_usd", "terms", "discount_pct", "discount_usd", "amount_usd")
 
 
-class ApiTokenInline(ReadOnlyInline):
-    model = ApiToken
-    fields = readonly_fields = ("name", "prefix", "created_at", "last_used_at", "revoked_at")
-    verbose_name_plural = "API tokens (only the prefix is stored in the clear)"
-
-
-class SshKeyInline(ReadOnlyInline):
-    model = SshKey
-    fields = readonly_fields = ("name", "key_type", "bits", "fingerprint", "comment", "created_at")
-
-
-@admin.register(Account)
-class AccountAdmin(AuditedModelAdmin, UserAdmin):
-    form = AccountChangeForm
-    add_form = StaffAccountCreationForm
-    add_fieldsets = (
-        (
-            None,
-            {
-                "classes": ("wide",),
-                "description": "Creates a staff account. Customers sign up through the API.",
-                "fields": ("username", "password1", "password2"),
-            },
-        ),
-    )
-    fieldsets = (
-        (None, {"fields": ("username", "password")}),
-        ("Status", {"fields": ("is_active", "is_staff", "is_superuser")}),
-        ("Permissions", {"fields": ("groups", "user_permissions")}),
-        ("Dates", {"fields": ("created_at", "last_login")}),
-    )
-    list_display = ("username", "is_staff", "is_active", "created_at", "last_login")
-    list_filter = ("is_staff", "is_active", "is_superuser")
-    search_fields = ("username",)
-    ordering = ("-created_at", "-id")
-    actions = ["deactivate_accounts"]
-    inlines = [ApiTokenInline, SshKeyInline]
-
-    def get_inlines(self, request, obj):
-        return self.inlines if obj is not None else []
-
-    def get_readonly_fields(self, request, obj=None):
-        if obj is None:
-            return ()
-        readonly = ["username", "created_at", "last_login"]
-        if not request.user.is_superuser:
-            # Granting rights is for superusers; other staff may only switch accounts on and off.
-            readonly += ["is_staff", "is_superuser", "groups", "user_permissions"]
-        return readonly
-
-    def has_delete_permission(self, request, obj=None):
-        # Accounts own financial records: deactivate, never delete.
-        return False
-
-    def save_model(self, request, obj, form, change):
-        if not change:
-            account = services.staff_account_create(
-                username=form.cleaned_data["username"],
-                password=form.cleaned_data["password1"],
-                actor=request.user,
-            )
-            obj.pk = account.pk
-            obj.refresh_from_db()
-            obj._state.adding = False
-            return
-        with transaction.atomic():
-            old = Account.objects.select_for_update().get(pk=obj.pk)
-            before = model_snapshot(old)
-            obj.save()
-            diff = snapshot_diff(before, model_snapshot(obj))
-            diff.pop("password", None)  # never copy a hash into the audit trail
-            if diff:
-                audit_record(actor=request.user, action="admin.change", obj=obj, changes=diff)
-
-    def user_change_password(self, request, id, form_url=""):
-        with transaction.atomic():
-            response = super().user_change_password(request, id, form_url)
-            if request.method == "POST" and response.status_code == 302:
-                account = Account.objects.filter(pk=id).first()
-                if account is not None:
-                    services.account_password_reset_by_staff(account=account, actor=request.user)
-        return response
-
-    @admin.action(permissions=["change"], description="Deactivate selected accounts and revoke their tokens")
-    def deactivate_accounts(self, request, queryset):
-        done = 0
-        for account in queryset.filter(is_active=True).exclude(pk=request.user.pk):
-            services.account_deactivate(account=account, actor=request.user, reason="admin action")
-            done += 1
-        if queryset.filter(pk=request.user.pk).exists():
-            messages.warning(request, "Your own account was left active.")
-        messages.success(request, f"Deactivated {done} account(s).")
-
-
-# =============================================================================
-# Webhooks (read-only: customers manage their endpoints through the API)
-# =============================================================================
-
-
-@admin.register(WebhookEndpoint)
-class WebhookEndpointAdmin(ReadOnlyAdmin):
-    # The signing secret is the customer's: never shown here.
-    fields = readonly_fields = ("account", "url", "events", "description", "is_active", "created_at")
-    list_display = ("url", "account", "is_active", "created_at")
-    list_filter = ("is_active",)
-    search_fields = ("url", "account__username")
-    list_select_related = ("account",)
-    ordering = ("-created_at", "-id")
-
-
-@admin.register(WebhookEvent)
-class WebhookEventAdmin(ReadOnlyAdmin):
-    fields = readonly_fields = ("id", "account", "type", "data", "created_at")
-    list_display = ("id", "type", "account", "created_at")
-    list_filter = ("type",)
-    search_fields = ("=id", "account__username")
-    list_select_related = ("account",)
-    date_hierarchy = "created_at"
-
-
-class WebhookAttemptInline(ReadOnlyInline):
-    model = WebhookAttempt
-    fields = readonly_fields = ("at", "status_code", "error", "duration_ms")
-
-
-@admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(ReadOnlyAdmin):
-    fields = readonly_fields = (
-        "event",
-        "endpoint",
+@admin.register(Order)
+class OrderAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "account",
         "status",
-        "attempts",
-        "next_attempt_at",
-        "delivered_at",
+        "gpu_count",
+        "gpu_slug",
+        "region_code",
+        "term",
+        "terms",
+        "total_usd",
+        "invoice",
+        "host",
         "created_at",
     )
-    list_display = ("id", "event_type", "endpoint", "account", "status", "attempts", "next_attempt_at", "created_at")
-    list_filter = ("status", "event__type")
-    search_fields = ("=event__id", "endpoint__url", "endpoint__account__username")
-    list_select_related = ("event", "endpoint__account")
+    list_filter = ("status", "region_code", "gpu_slug", "term", "pay_currency")
+    search_fields = ("id", "account__username", "invoice__number", "host__name")
+    list_select_related = ("account", "invoice", "host")
     date_hierarchy = "created_at"
-    inlines = [WebhookAttemptInline]
+    inlines = [OrderLineInline]
+    actions = [
+        reason_action(
+            name="cancel_order",
+            description="Cancel order (slots back to stock)",
+            call=lambda order, actor, reason: services.order_cancel(order_id=order.pk, actor=actor, reason=reason),
+        )
+    ]
 
-    @admin.display(description="event", ordering="event__type")
-    def event_type(self, obj):
-        return obj.event.type
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in Order._meta.fields]
 
-    @admin.display(description="account", ordering="endpoint__account__username")
-    def account(self, obj):
-        return obj.endpoint.account
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
-# Orders, rentals and the dashboard live in their own module.
-from rentals import admin_orders  # noqa: E402,F401
+class PeriodInline(ReadOnlyInline):
+    model = RentalPeriod
+    fields = ("kind", "starts_at", "ends_at", "invoice", "created_by", "reason")
+
+
+class RenewalInline(ReadOnlyInline):
+    model = Renewal
+    fields = ("kind", "invoice", "terms", "for_period_end", "created_at")
+
+
+class JobInline(ReadOnlyInline):
+    model = ProvisioningJob
+    fields = ("action", "created_at", "attempts", "delivered_at", "completed_at", "last_error")
+
+
+class UsageInline(ReadOnlyInline):
+    model = UsageReport
+    fields = ("month", "egress_tb", "overage_tb", "overage_usd", "billed_invoice", "reported_at")
+
+
+class ProvisionedForm(ReasonForm):
+    ipv4 = forms.GenericIPAddressField(protocol="IPv4")
+    ipv6_prefix = forms.CharField(max_length=64, help_text="The /64, e.g. 2001:db8:1:2::/64")
+
+
+class ExtendForm(ReasonForm):
+    days = forms.IntegerField(min_value=1, max_value=366)
+
+
+@admin.register(Rental)
+class RentalAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "account",
+        "status",
+        "gpu_count",
+        "gpu_slug",
+        "region_code",
+        "host",
+        "paid_until",
+        "auto_renew",
+        "ipv4",
+        "provisioning_seconds",
+    )
+    list_filter = ("status", "region_code", "gpu_slug", "auto_renew", "provisioner")
+    search_fields = ("id", "account__username", "host__name", "ipv4", "order__invoice__number")
+    list_select_related = ("account", "host")
+    date_hierarchy = "created_at"
+    inlines = [PeriodInline, RenewalInline, JobInline, UsageInline]
+    actions = [
+        reason_action(
+            name="mark_provisioned",
+            description="Mark provisioned (addresses)",
+            form_class=ProvisionedForm,
+            single=True,
+            call=lambda r, actor, reason, ipv4, ipv6_prefix: services.rental_activate(
+                rental_id=r.pk, ipv4=ipv4, ipv6_prefix=ipv6_prefix, actor=actor, reason=reason
+            ),
+        ),
+        reason_action(
+            name="extend",
+            description="Extend the paid period",
+            form_class=ExtendForm,
+            call=lambda r, actor, reason, days: services.rental_extend(
+                rental_id=r.pk, days=days, actor=actor, reason=reason
+            ),
+        ),
+        reason_action(
+            name="suspend",
+            description="Suspend (power off)",
+            call=lambda r, actor, reason: services.rental_suspend(rental_id=r.pk, actor=actor, reason=reason),
+        ),
+        reason_action(
+            name="unsuspend",
+            description="Unsuspend (power on)",
+            call=lambda r, actor, reason: services.rental_unsuspend(rental_id=r.pk, actor=actor, reason=reason),
+        ),
+        reason_action(
+            name="terminate",
+            description="Terminate (slots back to stock)",
+            call=lambda r, actor, reason: services.rental_terminate(rental_id=r.pk, actor=actor, reason=reason),
+        ),
+    ]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in Rental._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+def month_start(now: datetime) -> datetime:
+    return now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+@admin.register(RentalDashboard)
+class RentalDashboardAdmin(ReportAdmin):
+    def report_view(self, request):
+        now = timezone.now()
+        start = month_start(now)
+        end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+        active = (
+            Rental.objects.filter(status=RentalStatus.ACTIVE)
+            .values("region_code", "gpu_slug")
+            .annotate(rentals=Count("id"), gpus=Sum("gpu_count"))
+        )
+        grid: dict[str, dict[str, dict]] = defaultdict(dict)
+        regions: set[str] = set()
+        for row in active:
+            grid[row["gpu_slug"]][row["region_code"]] = row
+            regions.add(row["region_code"])
+        regions_sorted = sorted(regions)
+        table = [
+            {
+                "gpu": gpu,
+                "cells": [cells.get(r) for r in regions_sorted],
+                "rentals": sum(c["rentals"] for c in cells.values()),
+                "gpus": sum(c["gpus"] for c in cells.values()),
+            }
+            for gpu, cells in sorted(grid.items())
+        ]
+        by_status = dict(Rental.objects.values_list("status").annotate(n=Count("id")))
+        queue = Rental.objects.filter(status=RentalStatus.PROVISIONING).select_related("account", "host")
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Dashboard",
+            "opts": self.model._meta,
+            "regions": regions_sorted,
+            "table": table,
+            "by_status": [(s.label, by_status.get(s.value, 0)) for s in RentalStatus],
+            "queue": [
+                {"rental": r, "waiting_minutes": int((now - r.settled_at).total_seconds() // 60)}
+                for r in queue.order_by("settled_at")[:50]
+            ],
+            "month": start,
+            "revenue": revenue_by_currency(since=start, until=end),
+        }
+        context["revenue_usd"] = sum((row["usd"] for row in context["revenue"]), 0)
+        return TemplateResponse(request, "admin/rentals/dashboard.html", context)

@@ -1,38 +1,54 @@
-"""What customers' webhooks carry: the data of each event, built from the
-same output serializers as the API, so a webhook body and a GET agree. Data
-is built only when the account has an endpoint subscribed to the event."""
+"""The events rentals sends to customers' webhooks.
+
+The data of an event is what the API answers for the same object (a webhook
+body and a GET agree), so it is rendered by the API layer's output
+serializers. Services never import the API layer: the renderers are handed
+to this module when the app starts (rentals.apps -> rentals.payloads), and
+data is built only when the account has an endpoint subscribed to the event.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from billing.models import Invoice
-from rentals.models import Order, Rental
+from webhooks.services import event_emit
+
+Renderer = Callable[[Any], dict[str, Any]]
+_renderers: dict[str, Renderer] = {}
 
 
-def webhook_emit(*, account: Any, type: str, data: Callable[[], dict[str, Any]]) -> None:
-    from rentals.webhooks import event_emit
-
-    event_emit(account=account, type=type, data=data)
-
-
-def order_event_data(order: Order) -> dict[str, Any]:
-    from rentals.order_serializers import OrderOutput
-    from rentals.selectors import orders_for
-
-    return {"order": OrderOutput(orders_for(account=order.account_id).get(pk=order.pk)).data}
+def renderers_register(*, order: Renderer, rental: Renderer, invoice: Renderer) -> None:
+    """Set how an order, a rental and an invoice are rendered into event data."""
+    _renderers.update(order=order, rental=rental, invoice=invoice)
 
 
-def invoice_event_data(invoice: Invoice) -> dict[str, Any]:
-    from billing.selectors import invoice_get
-    from billing.serializers import InvoiceOutput
+def _render(kind: str, obj: Any) -> dict[str, Any]:
+    try:
+        renderer = _renderers[kind]
+    except KeyError:
+        raise RuntimeError(f"No {kind} renderer: rentals.apps registers them when the app starts.") from None
+    return renderer(obj)
 
-    return {"invoice": InvoiceOutput(invoice_get(invoice_id=invoice.pk, account=invoice.account_id)).data}
+
+def order_event_emit(*, order: Any, type: str) -> None:
+    """`type` for the order's account, with {"order": <the order as GET /orders/{id}>}."""
+    event_emit(account=order.account, type=type, data=lambda: {"order": _render("order", order)})
 
 
-def rental_event_data(rental: Rental, **extra: Any) -> dict[str, Any]:
-    from rentals.order_serializers import RentalOutput
-    from rentals.selectors import rentals_for
+def invoice_event_emit(*, invoice: Any, type: str) -> None:
+    """`type` for the invoice's account, with {"invoice": <the invoice as GET /invoices/{id}>}."""
+    event_emit(account=invoice.account, type=type, data=lambda: {"invoice": _render("invoice", invoice)})
 
-    return {"rental": RentalOutput(rentals_for(account=rental.account_id).get(pk=rental.pk)).data, **extra}
+
+def rental_event_emit(*, rental: Any, type: str, invoice: Any = None) -> None:
+    """`type` for the rental's account, with {"rental": ...} and, for a
+    renewal, the invoice that renews it."""
+
+    def data() -> dict[str, Any]:
+        out = {"rental": _render("rental", rental)}
+        if invoice is not None:
+            out["invoice"] = _render("invoice", invoice)
+        return out
+
+    event_emit(account=rental.account, type=type, data=data)

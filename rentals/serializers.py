@@ -1,164 +1,213 @@
-"""API serializers for accounts and rentals: one per input, one per output.
-Inputs only check shape; the rules live in rentals.services.
-
-Sections: errors; accounts; tokens; recovery; SSH keys.
-"""
+"""Inputs and outputs of the order, rental and operator endpoints."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema_field
+import re
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
 from rest_framework import serializers
 
-from rentals.services import SSH_KEY_MAX_LENGTH
+from billing.currencies import CURRENCIES
+from billing.serializers import InvoiceOutput
+from catalog.models import TERM_CHOICES
+from catalog.serializers import QuoteLineOutput
+from catalog.services import MAX_TERMS
+from core.fields import MoneyField, PercentField
+from rentals.services import OrderSpec
 
-_PASSWORD_MAX_LENGTH = 1024  # far above any real password; keeps hashing cheap to refuse
+# --- Inputs ------------------------------------------------------------------------
 
 
-def _password_field(**kw) -> serializers.CharField:
-    return serializers.CharField(
-        max_length=_PASSWORD_MAX_LENGTH, trim_whitespace=False, style={"input_type": "password"}, **kw
+class OrderCreateInput(serializers.Serializer):
+    region = serializers.CharField(max_length=16, help_text="A region code, e.g. DFW-1.")
+    gpu = serializers.CharField(max_length=32, help_text="A card slug, e.g. h100-sxm.")
+    gpu_count = serializers.IntegerField(min_value=1, max_value=64, help_text="1, 2, 4 or 8 on one host.")
+    term = serializers.ChoiceField(choices=[c for c, _ in TERM_CHOICES])
+    terms = serializers.IntegerField(min_value=1, max_value=MAX_TERMS, default=1, help_text="Terms paid at once.")
+    template = serializers.CharField(max_length=48, help_text="An OS template slug.")
+    addons = serializers.ListField(child=serializers.CharField(max_length=32), default=list, max_length=10)
+    ssh_keys = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=2**62),
+        max_length=20,
+        help_text="Ids of your SSH keys (at least one): root is handed over through them.",
     )
-
-
-def _username_field() -> serializers.CharField:
-    # Long enough that the length rule is reported as `invalid_username` by the service.
-    return serializers.CharField(max_length=150, help_text="3-32 characters of a-z 0-9 _ . - (lower-cased).")
-
-
-# =============================================================================
-# Errors (documentation of core.api's error shape)
-# =============================================================================
-
-
-class ErrorDetailOutput(serializers.Serializer):
-    code = serializers.CharField(help_text="A stable snake_case word.")
-    message = serializers.CharField()
-    details = serializers.DictField()
-
-
-class ErrorOutput(serializers.Serializer):
-    error = ErrorDetailOutput()
-
-
-# =============================================================================
-# Accounts
-# =============================================================================
-
-
-class AccountCreateInput(serializers.Serializer):
-    username = _username_field()
-    password = _password_field()
-
-
-class AccountCreatedOutput(serializers.Serializer):
-    username = serializers.CharField()
-    token = serializers.CharField(help_text="The API token. Shown once.")
-    recovery_codes = serializers.ListField(
-        child=serializers.CharField(), help_text="Ten one-time codes that reset the password. Shown once."
-    )
-
-
-class AccountOutput(serializers.Serializer):
-    username = serializers.CharField()
-    created_at = serializers.DateTimeField()
-    credit_usd = serializers.DecimalField(max_digits=14, decimal_places=2)
-    is_staff = serializers.BooleanField()
-    recovery_codes_remaining = serializers.IntegerField()
-
-
-class PasswordConfirmInput(serializers.Serializer):
-    password = _password_field(help_text="The current password.")
-
-
-class PasswordChangeInput(serializers.Serializer):
-    password = _password_field(help_text="The current password.")
-    new_password = _password_field()
-
-
-# =============================================================================
-# Tokens
-# =============================================================================
-
-
-class TokenObtainInput(serializers.Serializer):
-    username = _username_field()
-    password = _password_field()
-    name = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
-
-
-class TokenIssuedOutput(serializers.Serializer):
-    """Renders a rentals.services.IssuedToken."""
-
-    token = serializers.CharField(source="raw", help_text="The bearer secret. Shown once.")
-    id = serializers.IntegerField(source="token.id")
-    name = serializers.CharField(source="token.name")
-    prefix = serializers.CharField(source="token.prefix")
-    created_at = serializers.DateTimeField(source="token.created_at")
-
-
-class TokenOutput(serializers.Serializer):
-    id = serializers.IntegerField()
-    name = serializers.CharField()
-    prefix = serializers.CharField(help_text="The first characters of the token, to tell tokens apart.")
-    created_at = serializers.DateTimeField()
-    last_used_at = serializers.DateTimeField(allow_null=True, help_text="To the minute.")
-    current = serializers.SerializerMethodField(help_text="The token this request was made with.")
-
-    @extend_schema_field(serializers.BooleanField())
-    def get_current(self, token) -> bool:
-        current = self.context.get("current_token")
-        return current is not None and current.pk == token.pk
-
-
-# =============================================================================
-# Recovery
-# =============================================================================
-
-
-class RecoverInput(serializers.Serializer):
-    username = _username_field()
-    recovery_code = serializers.CharField(max_length=64)
-    new_password = _password_field()
-
-
-class RecoveredOutput(serializers.Serializer):
-    username = serializers.CharField()
-    token = serializers.CharField(help_text="A fresh API token; every earlier one was revoked.")
-    revoked_tokens = serializers.IntegerField()
-    recovery_codes_remaining = serializers.IntegerField()
-
-
-class RecoveryCodesOutput(serializers.Serializer):
-    recovery_codes = serializers.ListField(
-        child=serializers.CharField(), help_text="Ten new one-time codes; the earlier ones no longer work."
-    )
-
-
-# =============================================================================
-# SSH keys
-# =============================================================================
-
-
-class SshKeyCreateInput(serializers.Serializer):
-    name = serializers.CharField(
-        max_length=100,
+    workload = serializers.JSONField(
         required=False,
-        allow_blank=True,
-        default="",
-        help_text="Defaults to the key's comment.",
+        help_text="A sizing request (the body of /sizing/check without "
+        "gpu and gpu_count): the order is refused if it does "
+        "not fit.",
     )
-    public_key = serializers.CharField(
-        max_length=SSH_KEY_MAX_LENGTH + 64,
-        help_text="One OpenSSH public key line: ssh-ed25519, ecdsa-sha2-nistp256/384/521 or ssh-rsa (>= 2048 bits).",
+    pay_currency = serializers.ChoiceField(choices=list(CURRENCIES))
+
+    def validate_workload(self, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("A JSON object, as /sizing/check takes.")
+        from sizing.serializers import WorkloadInput
+
+        workload = WorkloadInput(data=value)
+        if not workload.is_valid():
+            raise serializers.ValidationError(workload.errors)
+        self._workload = workload.validated_data["workload"]
+        return value
+
+    def spec(self) -> OrderSpec:
+        v = self.validated_data
+        return OrderSpec(
+            region=v["region"],
+            gpu=v["gpu"],
+            gpu_count=v["gpu_count"],
+            term=v["term"],
+            terms=v["terms"],
+            template=v["template"],
+            pay_currency=v["pay_currency"],
+            ssh_keys=tuple(v["ssh_keys"]),
+            addons=tuple(v["addons"]),
+            workload=getattr(self, "_workload", None),
+            workload_input=v.get("workload"),
+        )
+
+
+class RentalUpdateInput(serializers.Serializer):
+    auto_renew = serializers.BooleanField()
+
+
+class RenewInput(serializers.Serializer):
+    terms = serializers.IntegerField(
+        min_value=1, max_value=MAX_TERMS, required=False, help_text="Defaults to the rental's renewal terms."
+    )
+    pay_currency = serializers.ChoiceField(
+        choices=list(CURRENCIES),
+        required=False,
+        help_text="Quote it now in this currency; or choose later on the invoice.",
     )
 
 
-class SshKeyOutput(serializers.Serializer):
+class OpsReadyInput(serializers.Serializer):
+    ipv4 = serializers.IPAddressField(protocol="IPv4")
+    ipv6_prefix = serializers.CharField(max_length=64, help_text="The /64, e.g. 2001:db8:1:2::/64")
+
+
+_MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+
+
+class OpsUsageInput(serializers.Serializer):
+    month = serializers.CharField(help_text="YYYY-MM")
+    egress_tb = serializers.DecimalField(max_digits=12, decimal_places=3, min_value=Decimal(0))
+
+    def validate_month(self, value: str) -> date:
+        m = _MONTH.match(value)
+        if not m or not 1 <= int(m.group(2)) <= 12 or not 2000 <= int(m.group(1)) <= 2999:
+            raise serializers.ValidationError("A month as YYYY-MM.")
+        return date(int(m.group(1)), int(m.group(2)), 1)
+
+
+# --- Outputs -----------------------------------------------------------------------
+
+
+class OrderLineOutput(QuoteLineOutput):
+    """A line as it was priced (the quote's line, copied onto the order)."""
+
+
+class SshKeySnapshotOutput(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
-    type = serializers.CharField(source="key_type")
-    bits = serializers.IntegerField()
-    fingerprint = serializers.CharField(help_text="SHA256:<base64>, as `ssh-keygen -l` prints it.")
-    comment = serializers.CharField()
-    public_key = serializers.CharField()
+    fingerprint = serializers.CharField()
+
+
+class OrderOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.CharField()
+    region = serializers.CharField(source="region_code")
+    gpu = serializers.CharField(source="gpu_slug")
+    gpu_name = serializers.CharField()
+    gpu_count = serializers.IntegerField()
+    term = serializers.CharField()
+    terms = serializers.IntegerField()
+    template = serializers.CharField(source="template_slug")
+    addons = serializers.ListField(child=serializers.CharField())
+    ssh_keys = SshKeySnapshotOutput(many=True)
+    workload = serializers.JSONField(allow_null=True)
+    sizing = serializers.JSONField(allow_null=True)
+    launch_command = serializers.CharField(help_text="The `vllm serve` line for the workload, or empty.")
+    lines = OrderLineOutput(many=True)
+    subtotal_usd = MoneyField()
+    multi_gpu_discount_pct = PercentField()
+    term_discount_pct = PercentField()
+    discount_usd = MoneyField()
+    total_usd = MoneyField()
+    per_gpu_hour_usd = MoneyField()
+    per_hour_usd = MoneyField()
+    pay_currency = serializers.CharField()
     created_at = serializers.DateTimeField()
+    paid_at = serializers.DateTimeField(allow_null=True)
+    closed_at = serializers.DateTimeField(allow_null=True)
+    close_reason = serializers.CharField()
+    rental_id = serializers.SerializerMethodField()
+    invoice = InvoiceOutput(allow_null=True)
+
+    def get_rental_id(self, order) -> int | None:
+        try:
+            return order.rental.pk
+        except Exception:  # RelatedObjectDoesNotExist: not a rental yet
+            return None
+
+
+class PeriodOutput(serializers.Serializer):
+    kind = serializers.CharField()
+    starts_at = serializers.DateTimeField()
+    ends_at = serializers.DateTimeField()
+    invoice_id = serializers.IntegerField(allow_null=True)
+
+
+class RentalOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.CharField()
+    order_id = serializers.IntegerField()
+    region = serializers.CharField(source="region_code")
+    gpu = serializers.CharField(source="gpu_slug")
+    gpu_count = serializers.IntegerField()
+    term = serializers.CharField()
+    renewal_terms = serializers.IntegerField()
+    template = serializers.CharField(source="template_slug")
+    launch_command = serializers.CharField(
+        source="order.launch_command", help_text="The `vllm serve` line the order's workload was sized for, or empty."
+    )
+    addons = serializers.ListField(child=serializers.CharField())
+    ssh_keys = SshKeySnapshotOutput(many=True)
+    pay_currency = serializers.CharField()
+    auto_renew = serializers.BooleanField()
+    cancelled_at = serializers.DateTimeField(allow_null=True)
+    ipv4 = serializers.CharField(allow_null=True)
+    ipv6_prefix = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    settled_at = serializers.DateTimeField()
+    active_at = serializers.DateTimeField(allow_null=True)
+    provisioning_seconds = serializers.IntegerField(allow_null=True)
+    paid_until = serializers.DateTimeField(allow_null=True)
+    suspended_at = serializers.DateTimeField(allow_null=True)
+    terminated_at = serializers.DateTimeField(allow_null=True)
+    periods = PeriodOutput(many=True)
+    renewal_invoices = serializers.SerializerMethodField()
+
+    def get_renewal_invoices(self, rental) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": r.invoice_id,
+                "number": r.invoice.number,
+                "status": r.invoice.status,
+                "kind": r.kind,
+                "amount_usd": f"{r.invoice.total_usd:.2f}",
+            }
+            for r in rental.renewals.all()
+        ]
+
+
+class UsageOutput(serializers.Serializer):
+    rental_id = serializers.IntegerField()
+    month = serializers.DateField(format="%Y-%m")
+    egress_tb = serializers.DecimalField(max_digits=12, decimal_places=3)
+    overage_tb = serializers.DecimalField(max_digits=12, decimal_places=3)
+    overage_usd = MoneyField()
+    billed_invoice_id = serializers.IntegerField(allow_null=True)

@@ -3,7 +3,7 @@ ones are idempotent (a run with nothing due changes nothing)."""
 
 from celery import shared_task
 
-from rentals import services, webhooks
+from rentals import services
 from rentals.services.idempotency import idempotency_keys_prune
 
 # --- Lifecycle ----------------------------------------------------------------
@@ -43,20 +43,3 @@ def provisioning_retry() -> int:
 @shared_task(name="rentals.idempotency_keys_prune")
 def idempotency_keys_prune_task() -> int:
     return idempotency_keys_prune()
-
-
-# --- Customer webhooks -------------------------------------------------------------
-
-
-@shared_task(name="rentals.webhook_delivery_attempt")
-def webhook_delivery_attempt(delivery_id: int) -> bool:
-    """The first attempt of a delivery, queued when its event commits. Does
-    nothing when the sweep got there first."""
-    return webhooks.delivery_attempt(delivery_id=delivery_id) is not None
-
-
-@shared_task(name="rentals.webhook_deliveries_sweep")
-def webhook_deliveries_sweep() -> int:
-    """Every attempt that has come due (retries, and first attempts whose
-    task was lost)."""
-    return webhooks.deliveries_sweep()

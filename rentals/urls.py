@@ -1,40 +1,19 @@
-"""Routes of the rentals app under /api/v1/ (included from config.api_urls)."""
+"""Routes of orders, rentals and the operators' callbacks under /api/v1/
+(included from config.api_urls)."""
 
-from django.urls import include, path, register_converter
+from django.urls import path
 
+from core import converters  # noqa: F401  (registers the `id` path converter)
 from rentals import views
 
-
-class IdConverter:
-    """A database id: at most 18 digits, so it always fits a bigint column
-    (a longer number would be a database error, not a 404)."""
-
-    regex = "[0-9]{1,18}"
-
-    def to_python(self, value: str) -> int:
-        return int(value)
-
-    def to_url(self, value: int) -> str:
-        return str(value)
-
-
-register_converter(IdConverter, "id")
-
 urlpatterns = [
-    # --- Signup, login, recovery, tokens
-    path("accounts", views.AccountCreateView.as_view(), name="account-create"),
-    path("auth/token", views.TokenObtainView.as_view(), name="auth-token"),
-    path("auth/tokens", views.TokenListView.as_view(), name="auth-tokens"),
-    path("auth/tokens/<id:token_id>", views.TokenRevokeView.as_view(), name="auth-token-revoke"),
-    path("auth/recover", views.RecoverView.as_view(), name="auth-recover"),
-    # --- The caller's account
-    path("account", views.AccountView.as_view(), name="account"),
-    path("account/password", views.PasswordChangeView.as_view(), name="account-password"),
-    path("account/recovery-codes", views.RecoveryCodesView.as_view(), name="account-recovery-codes"),
-    path("account/ssh-keys", views.SshKeyListView.as_view(), name="ssh-keys"),
-    path("account/ssh-keys/<id:ssh_key_id>", views.SshKeyDetailView.as_view(), name="ssh-key"),
-    # --- Orders, rentals, operators
-    path("", include("rentals.order_urls")),
-    # --- Customer webhooks
-    path("", include("rentals.webhook_urls")),
+    path("orders", views.OrderListView.as_view(), name="orders"),
+    path("orders/<id:order_id>", views.OrderDetailView.as_view(), name="order"),
+    path("orders/<id:order_id>/cancel", views.OrderCancelView.as_view(), name="order-cancel"),
+    path("rentals", views.RentalListView.as_view(), name="rentals"),
+    path("rentals/<id:rental_id>", views.RentalDetailView.as_view(), name="rental"),
+    path("rentals/<id:rental_id>/renew", views.RentalRenewView.as_view(), name="rental-renew"),
+    path("rentals/<id:rental_id>/cancel", views.RentalCancelView.as_view(), name="rental-cancel"),
+    path("ops/rentals/<id:rental_id>/ready", views.OpsRentalReadyView.as_view(), name="ops-rental-ready"),
+    path("ops/rentals/<id:rental_id>/usage", views.OpsRentalUsageView.as_view(), name="ops-rental-usage"),
 ]

@@ -1,354 +1,174 @@
-"""API views for accounts and rentals: thin callers of rentals.services and
-rentals.selectors.
-
-Sections: shared; signup and login; tokens; the account; SSH keys.
-"""
+"""Orders, rentals and the operators' callbacks: thin callers of
+rentals.services and rentals.selectors. Every object endpoint answers 404 to
+other accounts."""
 
 from __future__ import annotations
 
-from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
-from rest_framework.permissions import AllowAny
+from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.errors import NotFound
 from rentals import selectors, services
 from rentals.serializers import (
-    AccountCreatedOutput,
-    AccountCreateInput,
-    AccountOutput,
-    ErrorOutput,
-    PasswordChangeInput,
-    PasswordConfirmInput,
-    RecoveredOutput,
-    RecoverInput,
-    RecoveryCodesOutput,
-    SshKeyCreateInput,
-    SshKeyOutput,
-    TokenIssuedOutput,
-    TokenObtainInput,
-    TokenOutput,
+    OpsReadyInput,
+    OpsUsageInput,
+    OrderCreateInput,
+    OrderOutput,
+    RenewInput,
+    RentalOutput,
+    RentalUpdateInput,
+    UsageOutput,
 )
-from rentals.throttling import client_address
+from rentals.services.idempotency import idempotent_call
 
-# =============================================================================
-# Shared
-# =============================================================================
-
-TAG_ACCOUNTS = "accounts"
-
-
-def error_doc(description: str) -> OpenApiResponse:
-    return OpenApiResponse(ErrorOutput, description=description)
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="Retry safely: the same key with the same body returns the first response (24 hours).",
+)
 
 
-_E400 = error_doc("Invalid input (`invalid`, or the rule's own code).")
-E401 = error_doc("No valid token (`not_authenticated`, `authentication_failed`).")
-_E429 = error_doc("`throttled`: too many failed attempts; see the Retry-After header.")
+def _order_body(request, order_id: int) -> dict:
+    return OrderOutput(selectors.order_get(account=request.user, order_id=order_id)).data
 
 
-def _id_parameter(name: str) -> OpenApiParameter:
-    return OpenApiParameter(name, int, OpenApiParameter.PATH)
+class OrderListView(APIView):
+    @extend_schema(responses=OrderOutput(many=True), summary="Your orders, newest first")
+    def get(self, request):
+        return Response(OrderOutput(selectors.orders_for(account=request.user)[:200], many=True).data)
 
+    @extend_schema(
+        request=OrderCreateInput,
+        responses={201: OrderOutput},
+        parameters=[IDEMPOTENCY_HEADER],
+        summary="Order a server: validate, price, reserve, invoice",
+    )
+    def post(self, request):
+        data = OrderCreateInput(data=request.data)
 
-# An APIView whose throttling refusals carry a `Retry-After` header. (Comments,
-# not docstrings, on these bases: drf-spectacular would show a docstring as the
-# description of every endpoint.)
-class ApiView(APIView):
-    def handle_exception(self, exc):
-        response = super().handle_exception(exc)
-        retry_after = getattr(exc, "retry_after", None)
-        if retry_after is not None:
-            response["Retry-After"] = str(retry_after)
+        def run() -> tuple[int, dict]:
+            data.is_valid(raise_exception=True)
+            order = services.order_create(account=request.user, spec=data.spec())
+            return status.HTTP_201_CREATED, _order_body(request, order.pk)
+
+        key = request.headers.get("Idempotency-Key")
+        if key is None:
+            code, body = run()
+            return Response(body, status=code)
+        code, body, replayed = idempotent_call(
+            account=request.user, key=key, scope="orders.create", body=request.data, run=run
+        )
+        response = Response(body, status=code)
+        if replayed:
+            response["Idempotent-Replayed"] = "true"
         return response
 
-    def validated(self, serializer_class) -> dict:
-        serializer = serializer_class(data=self.request.data)
-        serializer.is_valid(raise_exception=True)
-        return serializer.validated_data
+
+class OrderDetailView(APIView):
+    @extend_schema(responses=OrderOutput, summary="One order and its invoice")
+    def get(self, request, order_id: int):
+        return Response(_order_body(request, order_id))
 
 
-# No authentication at all: a stale Authorization header must not stand in the
-# way of logging in again.
-class PublicApiView(ApiView):
-    authentication_classes: list = []
-    permission_classes = [AllowAny]
+class OrderCancelView(APIView):
+    @extend_schema(request=None, responses=OrderOutput, summary="Cancel an unpaid order: its slots go back to stock")
+    def post(self, request, order_id: int):
+        services.order_cancel(order_id=order_id, account=request.user)
+        return Response(_order_body(request, order_id))
 
 
-class _BodyOnDeleteSchema(AutoSchema):
-    """drf-spectacular leaves DELETE bodies out; this endpoint takes one."""
-
-    def _get_request_body(self, direction="request"):
-        if self.method != "DELETE":
-            return super()._get_request_body(direction)
-        self.method = "POST"
-        try:
-            return super()._get_request_body(direction)
-        finally:
-            self.method = "DELETE"
+def _rental_body(request, rental_id: int) -> dict:
+    return RentalOutput(selectors.rental_get(account=request.user, rental_id=rental_id)).data
 
 
-# =============================================================================
-# Signup and login
-# =============================================================================
-
-
-class AccountCreateView(PublicApiView):
-    @extend_schema(
-        operation_id="account_create",
-        tags=[TAG_ACCOUNTS],
-        auth=[],
-        summary="Sign up with a username and a password",
-        description="Returns an API token and ten one-time recovery codes. Both are shown only once.",
-        request=AccountCreateInput,
-        responses={
-            201: AccountCreatedOutput,
-            400: error_doc("`invalid_username`, `weak_password` or `invalid`."),
-            409: error_doc("`username_taken`."),
-        },
-    )
-    def post(self, request):
-        data = self.validated(AccountCreateInput)
-        created = services.account_create(username=data["username"], password=data["password"])
-        out = {
-            "username": created.account.username,
-            "token": created.token.raw,
-            "recovery_codes": created.recovery_codes,
-        }
-        return Response(AccountCreatedOutput(out).data, status=status.HTTP_201_CREATED)
-
-
-class TokenObtainView(PublicApiView):
-    @extend_schema(
-        operation_id="auth_token_create",
-        tags=[TAG_ACCOUNTS],
-        auth=[],
-        summary="Log in: a new API token",
-        request=TokenObtainInput,
-        responses={
-            200: TokenIssuedOutput,
-            400: _E400,
-            401: error_doc("`invalid_credentials`."),
-            429: _E429,
-        },
-    )
-    def post(self, request):
-        data = self.validated(TokenObtainInput)
-        issued = services.token_obtain(
-            username=data["username"],
-            password=data["password"],
-            name=data["name"],
-            client_address=client_address(request),
-        )
-        return Response(TokenIssuedOutput(issued).data)
-
-
-class RecoverView(PublicApiView):
-    @extend_schema(
-        operation_id="auth_recover",
-        tags=[TAG_ACCOUNTS],
-        auth=[],
-        summary="Set a new password with a recovery code",
-        description="Burns the code, revokes every token of the account and returns a fresh one.",
-        request=RecoverInput,
-        responses={
-            200: RecoveredOutput,
-            400: error_doc("`weak_password` or `invalid`."),
-            401: error_doc("`invalid_credentials`: unknown username or invalid code."),
-            429: _E429,
-        },
-    )
-    def post(self, request):
-        data = self.validated(RecoverInput)
-        recovered = services.account_recover(
-            username=data["username"],
-            recovery_code=data["recovery_code"],
-            new_password=data["new_password"],
-            client_address=client_address(request),
-        )
-        out = {
-            "username": recovered.account.username,
-            "token": recovered.token.raw,
-            "revoked_tokens": recovered.revoked_tokens,
-            "recovery_codes_remaining": selectors.recovery_codes_remaining(account=recovered.account),
-        }
-        return Response(RecoveredOutput(out).data)
-
-
-# =============================================================================
-# Tokens
-# =============================================================================
-
-
-class TokenListView(ApiView):
-    @extend_schema(
-        operation_id="auth_tokens_list",
-        tags=[TAG_ACCOUNTS],
-        summary="The account's active tokens",
-        responses={200: TokenOutput(many=True), 401: E401},
-    )
+class RentalListView(APIView):
+    @extend_schema(responses=RentalOutput(many=True), summary="Your rentals, newest first")
     def get(self, request):
-        tokens = selectors.token_list(account=request.user)
-        return Response(TokenOutput(tokens, many=True, context={"current_token": request.auth}).data)
+        return Response(RentalOutput(selectors.rentals_for(account=request.user)[:200], many=True).data)
 
 
-class TokenRevokeView(ApiView):
+class RentalDetailView(APIView):
+    @extend_schema(responses=RentalOutput, summary="One rental: status, addresses, paid periods")
+    def get(self, request, rental_id: int):
+        return Response(_rental_body(request, rental_id))
+
+    @extend_schema(request=RentalUpdateInput, responses=RentalOutput, summary="Turn automatic renewal on or off")
+    def patch(self, request, rental_id: int):
+        data = RentalUpdateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.rental_auto_renew_set(
+            rental_id=rental_id, account=request.user, auto_renew=data.validated_data["auto_renew"]
+        )
+        return Response(_rental_body(request, rental_id))
+
+
+class RentalRenewView(APIView):
     @extend_schema(
-        operation_id="auth_token_revoke",
-        tags=[TAG_ACCOUNTS],
-        summary="Revoke a token",
-        parameters=[_id_parameter("token_id")],
-        request=None,
-        responses={204: None, 401: E401, 404: error_doc("`token_not_found`.")},
+        request=RenewInput,
+        responses={201: RentalOutput},
+        summary="Renew now: an invoice for more terms at the price on the order",
     )
-    def delete(self, request, token_id: int):
-        services.token_revoke(account=request.user, token_id=token_id)
-        return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-# =============================================================================
-# The account
-# =============================================================================
-
-
-class AccountView(ApiView):
-    schema = _BodyOnDeleteSchema()
-
-    @extend_schema(
-        operation_id="account_retrieve",
-        tags=[TAG_ACCOUNTS],
-        summary="The caller's account",
-        responses={200: AccountOutput, 401: E401},
-    )
-    def get(self, request):
-        account = request.user
-        out = {
-            "username": account.username,
-            "created_at": account.created_at,
-            "credit_usd": selectors.account_credit_usd(account),
-            "is_staff": account.is_staff,
-            "recovery_codes_remaining": selectors.recovery_codes_remaining(account=account),
-        }
-        return Response(AccountOutput(out).data)
-
-    @extend_schema(
-        operation_id="account_delete",
-        tags=[TAG_ACCOUNTS],
-        summary="Close the account",
-        description=(
-            "Revokes every token and drops the SSH keys and recovery codes. An account nothing refers to is "
-            "deleted and its username freed; one with orders or payments is kept, deactivated."
-        ),
-        request=PasswordConfirmInput,
-        responses={204: None, 400: _E400, 401: E401, 403: error_doc("`wrong_password`."), 429: _E429},
-    )
-    def delete(self, request):
-        data = self.validated(PasswordConfirmInput)
-        services.account_delete(account=request.user, password=data["password"], client_address=client_address(request))
-        return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-class PasswordChangeView(ApiView):
-    @extend_schema(
-        operation_id="account_password_change",
-        tags=[TAG_ACCOUNTS],
-        summary="Change the password",
-        description="Every other token of the account is revoked; the one making this request keeps working.",
-        request=PasswordChangeInput,
-        responses={
-            204: None,
-            400: error_doc("`weak_password` or `invalid`."),
-            401: E401,
-            403: error_doc("`wrong_password`."),
-            429: _E429,
-        },
-    )
-    def post(self, request):
-        data = self.validated(PasswordChangeInput)
-        services.account_password_change(
+    def post(self, request, rental_id: int):
+        data = RenewInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.rental_renew_now(
+            rental_id=rental_id,
             account=request.user,
-            password=data["password"],
-            new_password=data["new_password"],
-            keep_token=request.auth,
-            client_address=client_address(request),
+            terms=data.validated_data.get("terms"),
+            currency=data.validated_data.get("pay_currency"),
         )
-        return Response(status=status.HTTP_204_NO_CONTENT)
+        return Response(_rental_body(request, rental_id), status=status.HTTP_201_CREATED)
 
 
-class RecoveryCodesView(ApiView):
+class RentalCancelView(APIView):
     @extend_schema(
-        operation_id="account_recovery_codes_regenerate",
-        tags=[TAG_ACCOUNTS],
-        summary="New recovery codes",
-        description="Ten new one-time codes, shown once; every earlier code stops working.",
-        request=PasswordConfirmInput,
-        responses={200: RecoveryCodesOutput, 400: _E400, 401: E401, 403: error_doc("`wrong_password`."), 429: _E429},
-    )
-    def post(self, request):
-        data = self.validated(PasswordConfirmInput)
-        codes = services.recovery_codes_regenerate(
-            account=request.user, password=data["password"], client_address=client_address(request)
-        )
-        return Response(RecoveryCodesOutput({"recovery_codes": codes}).data)
-
-
-# =============================================================================
-# SSH keys
-# =============================================================================
-
-
-class SshKeyListView(ApiView):
-    @extend_schema(
-        operation_id="account_ssh_keys_list",
-        tags=[TAG_ACCOUNTS],
-        summary="The account's SSH public keys",
-        responses={200: SshKeyOutput(many=True), 401: E401},
-    )
-    def get(self, request):
-        return Response(SshKeyOutput(selectors.ssh_key_list(account=request.user), many=True).data)
-
-    @extend_schema(
-        operation_id="account_ssh_keys_create",
-        tags=[TAG_ACCOUNTS],
-        summary="Add an SSH public key",
-        request=SshKeyCreateInput,
-        responses={
-            201: SshKeyOutput,
-            400: error_doc("`invalid_ssh_key` or `invalid`."),
-            401: E401,
-            409: error_doc("`duplicate_ssh_key`."),
-        },
-    )
-    def post(self, request):
-        data = self.validated(SshKeyCreateInput)
-        key = services.ssh_key_add(account=request.user, name=data["name"], public_key=data["public_key"])
-        return Response(SshKeyOutput(key).data, status=status.HTTP_201_CREATED)
-
-
-class SshKeyDetailView(ApiView):
-    @extend_schema(
-        operation_id="account_ssh_keys_retrieve",
-        tags=[TAG_ACCOUNTS],
-        summary="One SSH public key",
-        parameters=[_id_parameter("ssh_key_id")],
-        responses={200: SshKeyOutput, 401: E401, 404: error_doc("`ssh_key_not_found`.")},
-    )
-    def get(self, request, ssh_key_id: int):
-        key = selectors.ssh_key_get(account=request.user, ssh_key_id=ssh_key_id)
-        if key is None:
-            raise NotFound("No such SSH key.", code="ssh_key_not_found")
-        return Response(SshKeyOutput(key).data)
-
-    @extend_schema(
-        operation_id="account_ssh_keys_delete",
-        tags=[TAG_ACCOUNTS],
-        summary="Remove an SSH public key",
-        parameters=[_id_parameter("ssh_key_id")],
         request=None,
-        responses={204: None, 401: E401, 404: error_doc("`ssh_key_not_found`.")},
+        responses=RentalOutput,
+        summary="Cancel: no renewal; the rental runs to the end of its paid period",
     )
-    def delete(self, request, ssh_key_id: int):
-        services.ssh_key_delete(account=request.user, ssh_key_id=ssh_key_id)
-        return Response(status=status.HTTP_204_NO_CONTENT)
+    def post(self, request, rental_id: int):
+        services.rental_cancel(rental_id=rental_id, account=request.user)
+        return Response(_rental_body(request, rental_id))
+
+
+class OpsRentalReadyView(APIView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(
+        request=OpsReadyInput,
+        responses=RentalOutput,
+        tags=["ops"],
+        summary="Operators: the server is handed over (staff token)",
+    )
+    def post(self, request, rental_id: int):
+        data = OpsReadyInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        rental = services.rental_activate(
+            rental_id=rental_id, actor=request.user, reason="provisioning system reported ready", **data.validated_data
+        )
+        return Response(RentalOutput(selectors.rentals_for(account=rental.account).get(pk=rental.pk)).data)
+
+
+class OpsRentalUsageView(APIView):
+    permission_classes = [IsAdminUser]
+
+    @extend_schema(
+        request=OpsUsageInput,
+        responses=UsageOutput,
+        tags=["ops"],
+        summary="Operators: report a month's egress (staff token)",
+    )
+    def post(self, request, rental_id: int):
+        data = OpsUsageInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        report = services.usage_report(
+            rental_id=rental_id,
+            month=data.validated_data["month"],
+            egress_tb=data.validated_data["egress_tb"],
+            actor=request.user,
+        )
+        return Response(UsageOutput(report).data)

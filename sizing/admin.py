@@ -32,4 +32,5 @@ class ArchitectureAdmin(AuditedModelAdmin):
             "Attention",
             {"fields": ("attention_kind", "mla_latent_dim", "mla_rope_dim", "sliding_window", "sliding_window_layers")},
         ),
+        ("Checkpoint", {"fields": ("config",)}),
     )

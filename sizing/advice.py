@@ -82,7 +82,28 @@ def advice_for(
         out.append(Advice("hosted_api_cheaper", message, details))
 
     no_fp8 = sorted({g.name for g in gpus if not g.fp8})
-    if workload.uses_fp8 and no_fp8:
+    if workload.profile == "vllm":
+        if workload.precision == "fp8" and no_fp8:
+            moe = workload.arch.is_moe
+            out.append(
+                Advice(
+                    "ampere_no_fp8" if moe else "fp8_weight_only",
+                    (
+                        "FP8 mixture-of-experts kernels need Ada, Hopper or newer: Ampere cards ("
+                        + ", ".join(no_fp8)
+                        + ") are left out; with bf16, int8, awq or gptq weights they are candidates again."
+                    )
+                    if moe
+                    else (
+                        "Ampere cards ("
+                        + ", ".join(no_fp8)
+                        + ") have no FP8 tensor cores: vLLM runs FP8 weights on them weight-only (W8A16, "
+                        "Marlin). They hold the model in the same memory but decode no faster than 8-bit weights."
+                    ),
+                    {"gpus": sorted(g.slug for g in gpus if not g.fp8)},
+                )
+            )
+    elif workload.uses_fp8 and no_fp8:
         out.append(
             Advice(
                 "ampere_no_fp8",

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 GB = 10**9  # sizing speaks decimal gigabytes, as the seed's tables do
@@ -26,6 +27,12 @@ PRECISION_BYTES: dict[str, Fraction] = {
     "fp8": Fraction(1),
     "int8": Fraction(1),
     "int4": Fraction(1, 2),
+    # The 4-bit formats by name: the guide counts them as 4-bit (half a byte a
+    # parameter); the vllm profile counts their scales and 16-bit parts too.
+    "awq": Fraction(1, 2),
+    "gptq": Fraction(1, 2),
+    "mxfp4": Fraction(1, 2),
+    "nvfp4": Fraction(1, 2),
 }
 # (numerator, denominator) of the above: the hot paths stay in integers.
 _PRECISION_RATIO: dict[str, tuple[int, int]] = {k: (v.numerator, v.denominator) for k, v in PRECISION_BYTES.items()}
@@ -66,6 +73,10 @@ class Arch:
     sliding_window_layers: int = 0
     experts: int = 0
     experts_per_token: int = 0
+    layout: Any = None  # sizing.weights.Layout from the config.json (None: estimated from the counts)
+    hf_repo: str = ""  # the checkpoint's Hugging Face repo, for the launch line
+    checkpoint: dict[str, Any] | None = None  # the format a config's quantization_config declares
+    native_context: int | None = None  # max_position_embeddings before rope scaling
 
     @property
     def is_moe(self) -> bool:
@@ -108,6 +119,8 @@ class Workload:
     context: int = 8192
     concurrency: int = 1
     overhead_gb: Decimal = DEFAULT_OVERHEAD_GB
+    profile: str = "guide"  # "guide": the guide's arithmetic; "vllm": what the engine loads and admits
+    max_gpu_memory_utilization: Decimal = Decimal("0.95")  # vllm profile: the highest it may be set to
 
     @property
     def overhead_bytes(self) -> int:
@@ -168,6 +181,8 @@ class Check:
     requirement: Requirement
     reasons: tuple[Reason, ...]
     decode_ceiling_tokens_per_s: int
+    capacity_bytes: int | None = None  # vllm profile: what vLLM may use of one card
+    engine: Any = None  # vllm profile: sizing.engine.EngineDetail
 
     @property
     def fits(self) -> bool:
@@ -175,7 +190,7 @@ class Check:
 
     @property
     def capacity_per_gpu(self) -> int:
-        return self.card.capacity_bytes
+        return self.card.capacity_bytes if self.capacity_bytes is None else self.capacity_bytes
 
     @property
     def headroom_per_gpu(self) -> int:
@@ -300,10 +315,15 @@ def requirement_compute(*, workload: Workload, gpu_count: int) -> Requirement:
 def decode_ceiling(*, arch: Arch, precision: str, bandwidth_gbps: int, gpu_count: int = 1) -> int:
     """Tokens/s upper bound of one sequence: aggregate memory bandwidth / bytes of
     weights read per token (the active parameters of a MoE), half up."""
+    return _decode_ceiling(arch.params_read_per_token, precision, bandwidth_gbps, gpu_count)
+
+
+@lru_cache(maxsize=4096)
+def _decode_ceiling(params: int, precision: str, bandwidth_gbps: int, gpu_count: int) -> int:
     num, den = _PRECISION_RATIO[precision]
-    # bandwidth / (params x num / den), half up, in integers.
-    top, bottom = bandwidth_gbps * GB * gpu_count * den, arch.params_read_per_token * num
-    return round_half_up(Fraction(top, bottom))
+    # bandwidth / (params x num / den), half up, in integers: (2 top + bottom) // (2 bottom).
+    top, bottom = bandwidth_gbps * GB * gpu_count * den, params * num
+    return (2 * top + bottom) // (2 * bottom)
 
 
 def fit_check(*, workload: Workload, card: Card, gpu_count: int, requirement: Requirement | None = None) -> Check:

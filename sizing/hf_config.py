@@ -21,6 +21,19 @@ from typing import Any
 from core.errors import DomainError
 
 from .arithmetic import ATTENTION_MLA, Arch, attention_kind_infer
+from .weights import (
+    ROLE_ATTENTION,
+    ROLE_EXPERT,
+    ROLE_KV,
+    ROLE_MLP,
+    ROLE_ROUTER,
+    ROLE_SHARED,
+    SPLIT_KV,
+    SPLIT_REPLICATE,
+    SPLIT_ROW,
+    Layout,
+    Linear,
+)
 
 MALFORMED = "malformed_config"
 
@@ -146,7 +159,8 @@ def architecture_from_hf_config(
         if hidden % heads:
             raise _fail("`hidden_size` does not divide by the heads and `head_dim` is not given.", field="head_dim")
         head_dim = hidden // heads
-    max_context = _int(cfg, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+    native_context = _int(cfg, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+    max_context = _rope_scaled_context(cfg, native_context)
     vocab = _int(cfg, "vocab_size")
     for key, value in (("hidden_size", hidden), ("num_attention_heads", heads), ("head_dim", head_dim)):
         if value > _MAX_DIM:
@@ -226,6 +240,54 @@ def architecture_from_hf_config(
     total = (
         embed * (1 if tied else 2) + hidden + dense_layers * dense_layer + moe_layers * (moe_fixed + experts * expert)
     )
+    linears: list[Linear] = []
+    if is_mla:
+        if q_lora:
+            linears += [
+                Linear(ROLE_ATTENTION, hidden, q_lora, layers, SPLIT_REPLICATE),
+                Linear(ROLE_ATTENTION, q_lora, heads * q_head, layers),
+            ]
+        else:
+            linears.append(Linear(ROLE_ATTENTION, hidden, heads * q_head, layers))
+        linears += [
+            Linear(ROLE_ATTENTION, hidden, kv_lora + rope_dim, layers, SPLIT_REPLICATE),
+            Linear(ROLE_ATTENTION, kv_lora, heads * (nope + v_dim), layers),
+            Linear(ROLE_ATTENTION, heads * v_dim, hidden, layers, SPLIT_ROW),
+        ]
+    else:
+        linears += [
+            Linear(ROLE_ATTENTION, hidden, heads * head_dim, layers),
+            Linear(ROLE_KV, hidden, 2 * kv_heads * head_dim, layers, SPLIT_KV),
+            Linear(ROLE_ATTENTION, heads * head_dim, hidden, layers, SPLIT_ROW),
+        ]
+    if dense_layers:
+        linears += [
+            Linear(ROLE_MLP, hidden, 2 * intermediate, dense_layers),
+            Linear(ROLE_MLP, intermediate, hidden, dense_layers, SPLIT_ROW),
+        ]
+    if moe_layers:
+        linears += [
+            Linear(ROLE_EXPERT, hidden, 2 * moe_intermediate, moe_layers * experts),
+            Linear(ROLE_EXPERT, moe_intermediate, hidden, moe_layers * experts, SPLIT_ROW),
+            Linear(ROLE_ROUTER, hidden, experts, moe_layers, SPLIT_REPLICATE),
+        ]
+        if shared_intermediate:
+            linears += [
+                Linear(ROLE_SHARED, hidden, 2 * shared_intermediate, moe_layers),
+                Linear(ROLE_SHARED, shared_intermediate, hidden, moe_layers, SPLIT_ROW),
+            ]
+    linear_params = sum(lin.in_features * lin.out_features * lin.count for lin in linears)
+    layout = Layout(
+        linears=tuple(linears),
+        vocab_size=vocab,
+        hidden_size=hidden,
+        tied_embeddings=tied,
+        other_params=max(0, total - linear_params - embed * (1 if tied else 2)),
+        kv_heads=1 if is_mla else kv_heads,
+        experts=experts if moe_layers else 0,
+        experts_per_token=top_k if moe_layers else 0,
+    )
+
     active = None
     if experts:
         output_table = embed  # read by the last projection for every token (tied or not)
@@ -247,6 +309,8 @@ def architecture_from_hf_config(
     kind = ATTENTION_MLA if is_mla else attention_kind_infer(attention_heads=heads, kv_heads=kv_heads)
     if is_mla and "head_dim" not in cfg:
         head_dim = v_dim  # the per-head width MLA expands its latent to
+    if explicit_total is not None and _params_from_b(explicit_total, "params_b") != layout.total_params:
+        layout = None  # the stated count is not this config's checkpoint: estimate the layout instead
     label = name or str(cfg.get("_name_or_path") or family or "custom model")
     return Arch(
         slug=slug,
@@ -266,4 +330,81 @@ def architecture_from_hf_config(
         sliding_window_layers=sliding_layers,
         experts=experts,
         experts_per_token=top_k,
+        layout=layout,
+        hf_repo=_repo_name(cfg.get("_name_or_path")),
+        checkpoint=checkpoint_format(cfg.get("quantization_config")),
+        native_context=native_context,
+    )
+
+
+# Rope scaling types whose `factor` stretches the context (vLLM multiplies the
+# model's length by it); llama3 and longrope already state the stretched length.
+_STRETCHING_ROPE = {"yarn", "dynamic", "linear"}
+
+
+def _rope_scaled_context(cfg: dict[str, Any], native: int) -> int:
+    """The longest context the config allows: its position embeddings, or what
+    its rope scaling states (YaRN: original length x factor), as vLLM derives it."""
+    scaling = cfg.get("rope_scaling")
+    if not isinstance(scaling, dict):
+        return native
+    kind = scaling.get("rope_type", scaling.get("type"))
+    factor = scaling.get("factor")
+    if kind not in _STRETCHING_ROPE or isinstance(factor, bool) or not isinstance(factor, (int, float)):
+        return native
+    if not 1 <= factor <= 1024:
+        raise _fail("`rope_scaling.factor` is out of range.", field="rope_scaling")
+    base = native
+    if kind == "yarn":
+        base = _int(scaling, "original_max_position_embeddings", default=native)
+    return max(native, int(base * factor))
+
+
+def _repo_name(value: Any) -> str:
+    """A Hugging Face repo id (owner/name) from `_name_or_path`, or empty."""
+    if isinstance(value, str) and value.count("/") == 1 and len(value) <= 120 and not value.startswith((".", "/")):
+        return value
+    return ""
+
+
+def checkpoint_format(quantization: Any) -> dict[str, Any] | None:
+    """The weight format a config's `quantization_config` declares, as
+    {"format": name, "group_size": n}; None for a 16-bit checkpoint. Formats
+    vLLM cannot load from these keys are refused."""
+    if quantization is None:
+        return None
+    if not isinstance(quantization, dict):
+        raise _fail("`quantization_config` must be an object.", field="quantization_config")
+    method = str(quantization.get("quant_method") or "").lower()
+    group = quantization.get("group_size")
+    group = group if isinstance(group, int) and not isinstance(group, bool) and 0 < group <= 1 << 16 else None
+    if method in ("awq", "gptq", "mxfp4", "fp8"):
+        return {"format": method, "group_size": group if method in ("awq", "gptq") else None}
+    if method == "modelopt":
+        algo = str(quantization.get("quant_algo") or "").upper()
+        if algo in ("FP8", "NVFP4"):
+            return {"format": algo.lower(), "group_size": None}
+    if method == "compressed-tensors":
+        groups = quantization.get("config_groups")
+        weights = None
+        if isinstance(groups, dict):
+            for group_cfg in groups.values():
+                if isinstance(group_cfg, dict) and isinstance(group_cfg.get("weights"), dict):
+                    weights = group_cfg["weights"]
+                    break
+        if weights is not None:
+            bits, kind = weights.get("num_bits"), str(weights.get("type") or "")
+            if bits == 8:
+                return {"format": "fp8" if kind == "float" else "int8", "group_size": None}
+            if bits == 4 and kind == "int":
+                size = weights.get("group_size")
+                return {"format": "gptq", "group_size": size if isinstance(size, int) and size > 0 else 128}
+            if bits == 4 and kind == "float":
+                return {"format": "nvfp4", "group_size": None}
+    raise DomainError(
+        "unsupported_checkpoint",
+        f"This config's quantization ({method or 'unnamed'}) is not one the sizing knows: "
+        "bf16, fp16, fp8, int8, awq, gptq, mxfp4 or nvfp4 checkpoints.",
+        status=400,
+        details={"field": "quantization_config", "quant_method": method},
     )

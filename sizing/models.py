@@ -45,6 +45,12 @@ class Architecture(models.Model):
     is_reference = models.BooleanField(default=False, help_text="One of the seed's nominal reference shapes.")
     is_active = models.BooleanField(default=True, help_text="Listed and accepted by the sizing API.")
     source = models.CharField(max_length=300, blank=True, help_text="Where the figures come from.")
+    config = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The model's config.json: gives the checkpoint's layer layout (weight bytes per format) and its "
+        "Hugging Face repo. Without it the vllm profile spreads the parameter count over linear layers.",
+    )
     sort_order = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
@@ -83,6 +89,17 @@ class Architecture(models.Model):
         return self.name
 
     def to_arch(self) -> Arch:
+        layout = hf_repo = None
+        native = None
+        if self.config:
+            from .hf_config import architecture_from_hf_config
+
+            parsed = architecture_from_hf_config(self.config, slug=self.slug, name=self.name)
+            # The row's published counts stand; the config gives the layout, and
+            # only while it describes a checkpoint of that size.
+            if abs(parsed.total_params - self.total_params) <= self.total_params // 50:
+                layout = parsed.layout
+            hf_repo, native = parsed.hf_repo, parsed.native_context
         return Arch(
             slug=self.slug,
             name=self.name,
@@ -101,4 +118,7 @@ class Architecture(models.Model):
             sliding_window_layers=self.sliding_window_layers,
             experts=self.experts,
             experts_per_token=self.experts_per_token,
+            layout=layout,
+            hf_repo=hf_repo or "",
+            native_context=native,
         )

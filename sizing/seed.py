@@ -12,6 +12,13 @@ from .arithmetic import attention_kind_infer
 from .models import Architecture
 
 DATA_FILE = Path(__file__).resolve().parent / "data" / "architectures.json"
+CONFIGS = Path(__file__).resolve().parent / "data" / "configs"
+
+
+def published_config(slug: str) -> dict | None:
+    """The model's config.json as published (sizing/data/configs), if there is one."""
+    path = CONFIGS / f"{slug}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def _billions(value: str | None) -> int | None:
@@ -32,6 +39,7 @@ def architecture_rows(path: Path = DATA_FILE) -> list[dict]:
             "sort_order": order,
         }
         fields.update(row)
+        fields["config"] = published_config(fields["slug"])
         fields.setdefault(
             "attention_kind",
             attention_kind_infer(attention_heads=fields["attention_heads"], kv_heads=fields["kv_heads"]),

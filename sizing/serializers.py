@@ -26,10 +26,12 @@ from .arithmetic import (
     kv_cache_bytes_per_token,
     requirement_compute,
 )
+from .engine import PROFILE_GUIDE, PROFILE_VLLM, PROFILES, requirement_one_gpu
 from .hf_config import architecture_from_hf_config
 from .models import Architecture, AttentionKind
 from .selectors import architecture_get
 from .services import breakdown_per_gpu, breakdown_total
+from .weights import FORMAT_ALIASES, FORMATS
 
 MAX_CONTEXT = 10_000_000
 MAX_CONCURRENCY = 100_000
@@ -44,6 +46,10 @@ def params_in_billions(params: int | None) -> float | None:
 
 def overhead_default() -> Decimal:
     return Decimal(str(settings.SIZING_OVERHEAD_GB))
+
+
+def max_utilization() -> Decimal:
+    return Decimal(str(settings.SIZING_MAX_GPU_MEMORY_UTILIZATION))
 
 
 # --- Inputs -------------------------------------------------------------------
@@ -68,8 +74,20 @@ class WorkloadInput(serializers.Serializer):
         min_value=Decimal("0.0001"),
         help_text="MoE: parameters read per token, in billions.",
     )
-    precision = serializers.ChoiceField(choices=list(PRECISION_BYTES), help_text="Weight precision.")
+    precision = serializers.ChoiceField(
+        choices=list(PRECISION_BYTES),
+        required=False,
+        help_text="Weight format: bf16, fp16, fp8 (W8A8), int8 (W8A8), awq, gptq (4-bit, group 128), mxfp4 "
+        "(experts in MXFP4, as gpt-oss ships), nvfp4; int4 is awq. Optional when `architecture` carries a "
+        "quantization_config: the checkpoint's format is used.",
+    )
     kv_precision = serializers.ChoiceField(choices=list(KV_PRECISION_BYTES), default="bf16")
+    profile = serializers.ChoiceField(
+        choices=list(PROFILES),
+        default=PROFILE_VLLM,
+        help_text="vllm (default): what vLLM really loads and admits, with its launch line; guide: the inference "
+        "guide's arithmetic (weights + KV cache + 2 GB).",
+    )
     context = serializers.IntegerField(
         min_value=1, max_value=MAX_CONTEXT, default=8192, help_text="Tokens per sequence."
     )
@@ -104,11 +122,36 @@ class WorkloadInput(serializers.Serializer):
                         status=400,
                         details={"fields": {"active_params_b": ["exceeds params_b"]}},
                     )
+                # The stated counts are not the config's checkpoint: its layout no longer applies.
                 arch = Arch(
-                    **{**arch.__dict__, "total_params": total, "active_params": None if active == total else active}
+                    **{
+                        **arch.__dict__,
+                        "total_params": total,
+                        "active_params": None if active == total else active,
+                        "layout": None,
+                    }
                 )
         else:
             arch = architecture_from_hf_config(attrs["architecture"], params_b=params_b, active_params_b=active_b)
+        precision = attrs.get("precision")
+        declared = (arch.checkpoint or {}).get("format")
+        if precision is None:
+            if declared is None:
+                raise DomainError(
+                    "invalid",
+                    "Give `precision` (the weight format).",
+                    status=400,
+                    details={"fields": {"precision": ["This field is required."]}},
+                )
+            precision = declared
+        elif declared is not None and FORMAT_ALIASES.get(precision, precision) != declared:
+            raise DomainError(
+                "format_mismatch",
+                f"The config's quantization_config says the checkpoint is {FORMATS[declared].label}; "
+                f"{precision} was asked. Leave `precision` out to size the checkpoint as it is.",
+                status=400,
+                details={"precision": precision, "checkpoint_format": declared},
+            )
         if attrs["context"] > arch.max_context:
             raise DomainError(
                 "context_too_long",
@@ -116,13 +159,16 @@ class WorkloadInput(serializers.Serializer):
                 status=400,
                 details={"context": attrs["context"], "max_context": arch.max_context, "model": arch.slug},
             )
+        attrs["precision"] = precision
         attrs["workload"] = Workload(
             arch=arch,
-            precision=attrs["precision"],
+            precision=precision,
             kv_precision=attrs["kv_precision"],
             context=attrs["context"],
             concurrency=attrs["concurrency"],
             overhead_gb=attrs.get("overhead_gb", overhead_default()),
+            profile=attrs["profile"],
+            max_gpu_memory_utilization=max_utilization(),
         )
         return attrs
 
@@ -258,8 +304,69 @@ class PerGpuOutput(serializers.Serializer):
     kv_heads = serializers.IntegerField(help_text="KV heads each GPU holds (1 for an MLA latent).")
 
 
+class WeightsSplitOutput(serializers.Serializer):
+    linear_gb = serializers.FloatField(help_text="Linear layers in their stored precision (quantized or 16-bit).")
+    scales_gb = serializers.FloatField(help_text="Scales, zero points and group indices of quantized layers.")
+    embeddings_gb = serializers.FloatField(help_text="Input embeddings and LM head, 16-bit (tied: once).")
+    other_gb = serializers.FloatField(help_text="Norms, biases, attention sinks, MoE routers.")
+    total_gb = serializers.FloatField()
+
+
+class WeightsOutput(serializers.Serializer):
+    format = serializers.CharField()
+    layout = serializers.ChoiceField(
+        choices=["config", "estimated"],
+        help_text="config: from the model's config.json; estimated: the parameter count spread over linear layers.",
+    )
+    total = WeightsSplitOutput(help_text="The whole checkpoint.")
+    per_gpu = WeightsSplitOutput(help_text="What one GPU of the group holds.")
+
+
+class EngineOutput(serializers.Serializer):
+    memory_gb = serializers.FloatField(help_text="The card's memory as CUDA/ROCm report it.")
+    gpu_memory_utilization_min = serializers.FloatField(help_text="The lowest setting at which it fits.")
+    gpu_memory_utilization_max = serializers.FloatField(help_text="SIZING_MAX_GPU_MEMORY_UTILIZATION.")
+    non_torch_gb = serializers.FloatField(help_text="CUDA context and NCCL buffers.")
+    activation_gb = serializers.FloatField(help_text="Peak of the profile run (max_num_batched_tokens, sampler).")
+    cuda_graphs_gb = serializers.FloatField()
+    kv_cache_needed_gb = serializers.FloatField(help_text="The requested sequences, in whole blocks.")
+    kv_cache_per_sequence_gb = serializers.FloatField()
+    kv_cache_available_gb = serializers.FloatField(help_text="At gpu_memory_utilization_max.")
+    kv_cache_tokens = serializers.IntegerField(help_text="Tokens that KV cache holds (what vLLM logs as its size).")
+    block_size = serializers.IntegerField()
+    max_num_batched_tokens = serializers.IntegerField()
+    max_concurrency = serializers.IntegerField(
+        allow_null=True, help_text="The most sequences of this context that fit (check only)."
+    )
+    max_context = serializers.IntegerField(
+        allow_null=True, help_text="The longest context at this concurrency that fits (check only)."
+    )
+
+
+class ThroughputOutput(serializers.Serializer):
+    concurrency = serializers.IntegerField()
+    aggregate_tokens_per_s = serializers.IntegerField(
+        help_text="Decode bound of the group: concurrency x bandwidth / (active weight bytes + concurrency x "
+        "KV bytes per sequence)."
+    )
+    per_sequence_tokens_per_s = serializers.IntegerField()
+    single_stream_tokens_per_s = serializers.IntegerField(help_text="The same bound at concurrency 1.")
+    active_weights_gb = serializers.FloatField(help_text="Bytes one GPU reads per token (routed experts only).")
+    pcie_without_p2p = serializers.BooleanField()
+    tp_efficiency = serializers.FloatField(help_text="Discount for tensor parallelism without peer-to-peer.")
+
+
+class LaunchOutput(serializers.Serializer):
+    command = serializers.CharField(help_text="The `vllm serve` line (vllm-0.9-ubuntu-24.04 template).")
+    model = serializers.CharField()
+    args = serializers.DictField()
+    checkpoint_known = serializers.BooleanField(help_text="False: point the command at a checkpoint in this format.")
+    notes = serializers.ListField(child=serializers.CharField())
+
+
 class CheckOutput(serializers.Serializer):
     model = ModelSummaryOutput()
+    profile = serializers.CharField()
     precision = serializers.CharField()
     kv_precision = serializers.CharField()
     context = serializers.IntegerField()
@@ -275,8 +382,15 @@ class CheckOutput(serializers.Serializer):
     price_usd = serializers.CharField(allow_null=True, help_text="The term's price after discounts.")
     monthly_usd = serializers.CharField(allow_null=True)
     cost_per_million_tokens_usd = serializers.CharField(
-        allow_null=True, help_text="The term's price over the tokens the ceiling yields in it."
+        allow_null=True,
+        help_text="The term's price over the tokens it yields: at the aggregate bound of the requested "
+        "concurrency (vllm), at the single-stream ceiling (guide).",
     )
+    weights = WeightsOutput(allow_null=True, help_text="vllm profile: checkpoint-true weight bytes.")
+    engine = EngineOutput(allow_null=True, help_text="vllm profile: the memory budget per GPU.")
+    throughput = ThroughputOutput(allow_null=True, help_text="vllm profile.")
+    launch = LaunchOutput(allow_null=True, help_text="vllm profile, when it fits.")
+    notes = serializers.ListField(child=serializers.CharField())
 
 
 class CandidateOutput(serializers.Serializer):
@@ -294,6 +408,10 @@ class CandidateOutput(serializers.Serializer):
     headroom_gb = serializers.FloatField(help_text="Per GPU: the least room of any GPU in the group.")
     decode_ceiling_tokens_per_s = serializers.IntegerField()
     cost_per_million_tokens_usd = serializers.CharField(allow_null=True)
+    gpu_memory_utilization_min = serializers.FloatField(allow_null=True, help_text="vllm profile.")
+    aggregate_tokens_per_s = serializers.IntegerField(allow_null=True, help_text="vllm profile.")
+    launch_command = serializers.CharField(allow_null=True, help_text="vllm profile.")
+    notes = serializers.ListField(child=serializers.CharField())
     available = serializers.IntegerField(required=False, help_text="Free cards in the region (region filter only).")
 
 
@@ -313,6 +431,7 @@ class AdviceOutput(serializers.Serializer):
 
 class RecommendOutput(serializers.Serializer):
     model = ModelSummaryOutput()
+    profile = serializers.CharField()
     precision = serializers.CharField()
     kv_precision = serializers.CharField()
     context = serializers.IntegerField()
@@ -335,6 +454,7 @@ def money(amount: Decimal | None) -> str | None:
 def _workload_fields(workload: Workload) -> dict[str, Any]:
     return {
         "model": model_summary(workload),
+        "profile": workload.profile,
         "precision": workload.precision,
         "kv_precision": workload.kv_precision,
         "context": workload.context,
@@ -357,6 +477,76 @@ def check_payload(result) -> dict[str, Any]:
         "price_usd": money(result.quote.total_usd) if result.quote else None,
         "monthly_usd": money(result.monthly_quote.total_usd) if result.monthly_quote else None,
         "cost_per_million_tokens_usd": money(result.cost_per_million_tokens_usd),
+        **engine_payload(check),
+    }
+
+
+def _split(wb) -> dict[str, float]:
+    return {
+        "linear_gb": gb_number(wb.linear),
+        "scales_gb": gb_number(wb.scales),
+        "embeddings_gb": gb_number(wb.embeddings),
+        "other_gb": gb_number(wb.other),
+        "total_gb": gb_number(wb.total),
+    }
+
+
+def engine_payload(check) -> dict[str, Any]:
+    """The vllm profile's parts of a check (nulls for the guide profile)."""
+    detail = check.engine
+    if detail is None:
+        return {"weights": None, "engine": None, "throughput": None, "launch": None, "notes": []}
+    from .engine import BLOCK_SIZE, arch_layout, kv_tokens_capacity, workload_format_name
+
+    budget, speed, launch = detail.budget, detail.throughput, detail.launch
+    workload = check.workload
+    return {
+        "weights": {
+            "format": workload_format_name(workload),
+            "layout": "estimated" if arch_layout(workload.arch).estimated else "config",
+            "total": _split(detail.weights_total),
+            "per_gpu": _split(detail.weights_per_gpu),
+        },
+        "engine": {
+            "memory_gb": gb_number(budget.memory_bytes),
+            "gpu_memory_utilization_min": float(detail.utilization_min),
+            "gpu_memory_utilization_max": float(detail.utilization_max),
+            "non_torch_gb": gb_number(budget.non_torch),
+            "activation_gb": gb_number(budget.activation),
+            "cuda_graphs_gb": gb_number(budget.cuda_graphs),
+            "kv_cache_needed_gb": gb_number(budget.kv_needed),
+            "kv_cache_per_sequence_gb": gb_number(budget.kv_per_sequence),
+            "kv_cache_available_gb": gb_number(detail.kv_available),
+            "kv_cache_tokens": kv_tokens_capacity(
+                arch=workload.arch,
+                kv_precision=workload.kv_precision,
+                gpu_count=check.gpu_count,
+                kv_bytes=detail.kv_available,
+            ),
+            "block_size": BLOCK_SIZE,
+            "max_num_batched_tokens": budget.batched_tokens,
+            "max_concurrency": detail.max_concurrency,
+            "max_context": detail.max_context,
+        },
+        "throughput": {
+            "concurrency": speed.concurrency,
+            "aggregate_tokens_per_s": speed.aggregate_tokens_per_s,
+            "per_sequence_tokens_per_s": speed.per_sequence_tokens_per_s,
+            "single_stream_tokens_per_s": speed.single_stream_tokens_per_s,
+            "active_weights_gb": gb_number(speed.active_weight_bytes_per_gpu),
+            "pcie_without_p2p": speed.pcie_without_p2p,
+            "tp_efficiency": float(speed.tp_efficiency),
+        },
+        "launch": None
+        if launch is None
+        else {
+            "command": launch.command,
+            "model": launch.model,
+            "args": dict(launch.args),
+            "checkpoint_known": launch.checkpoint_known,
+            "notes": list(launch.notes),
+        },
+        "notes": list(detail.notes),
     }
 
 
@@ -377,17 +567,32 @@ def candidate_payload(result, stock_row=None) -> dict[str, Any]:
         "headroom_gb": gb_number(check.headroom_per_gpu),
         "decode_ceiling_tokens_per_s": check.decode_ceiling_tokens_per_s,
         "cost_per_million_tokens_usd": money(result.cost_per_million_tokens_usd),
+        "gpu_memory_utilization_min": None,
+        "aggregate_tokens_per_s": None,
+        "launch_command": None,
+        "notes": [],
     }
+    detail = check.engine
+    if detail is not None:
+        out["gpu_memory_utilization_min"] = float(detail.utilization_min)
+        out["aggregate_tokens_per_s"] = detail.throughput.aggregate_tokens_per_s
+        out["launch_command"] = detail.launch.command if detail.launch is not None else None
+        out["notes"] = list(detail.notes)
     if stock_row is not None:
         out["available"] = stock_row.available
     return out
 
 
 def recommend_payload(rec) -> dict[str, Any]:
-    one = requirement_compute(workload=rec.workload, gpu_count=1)
+    workload = rec.workload
+    one = (
+        requirement_compute(workload=workload, gpu_count=1)
+        if workload.profile == PROFILE_GUIDE
+        else requirement_one_gpu(workload=workload)
+    )
     stock = rec.stock or {}
     return {
-        **_workload_fields(rec.workload),
+        **_workload_fields(workload),
         "region": rec.region,
         "term": rec.term,
         "requirement": {

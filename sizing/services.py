@@ -19,6 +19,7 @@ from core.money import cents
 
 from .advice import Advice, advice_for
 from .arithmetic import Card, Check, Reason, Requirement, Workload, fit_check, requirement_compute, to_gb
+from .engine import PROFILE_VLLM, engine_check
 
 # The request type of a sizing: what is served, at which precision, context and concurrency.
 
@@ -93,8 +94,16 @@ def _result(
     term_tiers: dict[str, list] | None = None,
     requirement: Requirement | None = None,
     price_unfit: bool = True,
+    weights: dict | None = None,
+    solve: bool = False,
 ) -> SizingResult:
-    check = fit_check(workload=workload, card=card_from_gpu(gpu), gpu_count=gpu_count, requirement=requirement)
+    card = card_from_gpu(gpu)
+    if workload.profile == PROFILE_VLLM:
+        check = engine_check(
+            workload=workload, card=card, gpu_count=gpu_count, weights=weights, solve=solve, brief=not price_unfit
+        )
+    else:
+        check = fit_check(workload=workload, card=card, gpu_count=gpu_count, requirement=requirement)
     catalog_reasons: tuple[Reason, ...] = ()
     priced = monthly = None
     tiers = term_tiers or {}
@@ -127,9 +136,7 @@ def _result(
         catalog_reasons = (Reason(refusal.code, refusal.message, dict(refusal.details)),)
     cost = None
     if priced is not None:
-        cost = cost_per_million_tokens(
-            price_usd=priced.total_usd, hours=priced.hours, tokens_per_s=check.decode_ceiling_tokens_per_s
-        )
+        cost = cost_per_million_tokens(price_usd=priced.total_usd, hours=priced.hours, tokens_per_s=tokens_per_s(check))
     return SizingResult(
         check=check,
         gpu=gpu,
@@ -141,10 +148,21 @@ def _result(
     )
 
 
-def sizing_check(*, request: Workload, gpu: GpuModel, gpu_count: int, term: str = TERM_MONTHLY) -> SizingResult:
+def tokens_per_s(check: Check) -> int:
+    """The rate a term's tokens are counted at: the aggregate decode bound at the
+    requested concurrency (vllm profile), the single-stream ceiling (guide)."""
+    if check.engine is not None:
+        return check.engine.throughput.aggregate_tokens_per_s
+    return check.decode_ceiling_tokens_per_s
+
+
+def sizing_check(
+    *, request: Workload, gpu: GpuModel, gpu_count: int, term: str = TERM_MONTHLY, solve: bool = False
+) -> SizingResult:
     """Whether `gpu_count` x `gpu` holds the workload, with the reasons when not.
-    A report, not a refusal: see `sizing_require_fit` for that."""
-    return _result(workload=request, gpu=gpu, gpu_count=gpu_count, term=term)
+    A report, not a refusal: see `sizing_require_fit` for that. `solve` adds, in
+    the vllm profile, the most sequences and the longest context that fit."""
+    return _result(workload=request, gpu=gpu, gpu_count=gpu_count, term=term, solve=solve)
 
 
 def sizing_require_fit(*, request: Workload, gpu: GpuModel, gpu_count: int, term: str = TERM_MONTHLY) -> SizingResult:
@@ -233,6 +251,7 @@ def sizing_recommend(
     fitting: list[SizingResult] = []
     considered = 0
     requirements: dict[int, Requirement] = {}  # by GPU count: the same for every card
+    weights: dict = {}  # vllm profile: weight bytes by GPU count, the same for every card
     for gpu in gpus:
         for count in gpu.allowed_counts:
             if gpu_count is not None and count != gpu_count:
@@ -242,7 +261,7 @@ def sizing_recommend(
             if supply is not None and (gpu.slug not in supply or supply[gpu.slug].max_per_host < count):
                 continue
             considered += 1
-            if count not in requirements:
+            if request.profile != PROFILE_VLLM and count not in requirements:
                 requirements[count] = requirement_compute(workload=request, gpu_count=count)
             result = _result(
                 workload=request,
@@ -251,8 +270,9 @@ def sizing_recommend(
                 term=term,
                 multi_gpu_tiers=multi_gpu_tiers,
                 term_tiers=term_tiers,
-                requirement=requirements[count],
+                requirement=requirements.get(count),
                 price_unfit=False,
+                weights=weights,
             )
             if result.fits:
                 fitting.append(result)
@@ -266,6 +286,8 @@ def sizing_recommend(
         tokens_per_month=tokens_per_month,
         traffic=traffic,
     )
+    if fitting and request.profile == PROFILE_VLLM:
+        advice.append(cost_by_concurrency(result=fitting[0]))
     return Recommendation(
         workload=request,
         candidates=fitting,
@@ -274,4 +296,40 @@ def sizing_recommend(
         region=region,
         term=term,
         stock=supply,
+    )
+
+
+def cost_by_concurrency(*, result: SizingResult) -> Advice:
+    """How the cheapest configuration's cost per million tokens falls as more
+    sequences share each step, up to the most that fit at the asked context."""
+    from dataclasses import replace
+
+    from .engine import max_concurrency, throughput_compute
+
+    check = result.check
+    workload, card, count = check.workload, check.card, result.gpu_count
+    most = max_concurrency(
+        workload=workload, card=card, gpu_count=count, weights=check.engine.budget.weights, limit=4096
+    )
+    levels = sorted({c for c in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096) if c <= most} | {most})
+    rows = []
+    for level in levels:
+        speed = throughput_compute(workload=replace(workload, concurrency=level), card=card, gpu_count=count)
+        cost = cost_per_million_tokens(
+            price_usd=result.quote.total_usd, hours=result.quote.hours, tokens_per_s=speed.aggregate_tokens_per_s
+        )
+        rows.append(
+            {
+                "concurrency": level,
+                "aggregate_tokens_per_s": speed.aggregate_tokens_per_s,
+                "cost_per_million_tokens_usd": None if cost is None else f"{cost:.2f}",
+            }
+        )
+    first, last = rows[0], rows[-1]
+    return Advice(
+        "cost_by_concurrency",
+        f"On {count} x {result.gpu.name} a million tokens cost ${first['cost_per_million_tokens_usd']} at one "
+        f"sequence and ${last['cost_per_million_tokens_usd']} at {last['concurrency']} in flight "
+        f"(the most {workload.context:,}-token sequences that fit): batching shares each read of the weights.",
+        {"gpu": result.gpu.slug, "gpu_count": count, "context": workload.context, "rows": rows},
     )

@@ -26,7 +26,7 @@ class CheckView(PublicView):
         data.is_valid(raise_exception=True)
         v = data.validated_data
         result = services.sizing_check(
-            request=v["workload"], gpu=gpu_get(slug=v["gpu"]), gpu_count=v["gpu_count"], term=v["term"]
+            request=v["workload"], gpu=gpu_get(slug=v["gpu"]), gpu_count=v["gpu_count"], term=v["term"], solve=True
         )
         return Response(serializers.CheckOutput(serializers.check_payload(result)).data)
 

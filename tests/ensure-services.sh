@@ -54,3 +54,5 @@ log "Redis ready"
 # --- Tools the tests compare against ---------------------------------------------
 # OpenSSH's ssh-keygen: SSH key fingerprints are checked against what it prints.
 command -v ssh-keygen >/dev/null 2>&1 || apt_install openssh-client
+# openssl: webhook signatures are checked against the docs' openssl command line.
+command -v openssl >/dev/null 2>&1 || apt_install openssl

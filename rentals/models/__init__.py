@@ -1,14 +1,5 @@
-"""Accounts, orders, rentals and customer webhooks."""
+"""Orders, rentals and their paid periods, provisioning jobs, Idempotency-Key records."""
 
-from rentals.models.accounts import (
-    SSH_RSA_MIN_BITS,
-    Account,
-    AccountManager,
-    ApiToken,
-    RecoveryCode,
-    SshKey,
-    SshKeyType,
-)
 from rentals.models.orders import (
     IdempotencyKey,
     Order,
@@ -25,22 +16,8 @@ from rentals.models.orders import (
     RentalStatus,
     UsageReport,
 )
-from rentals.models.webhooks import (
-    WEBHOOK_EVENTS,
-    DeliveryStatus,
-    WebhookAttempt,
-    WebhookDelivery,
-    WebhookEndpoint,
-    WebhookEvent,
-)
 
 __all__ = [
-    "SSH_RSA_MIN_BITS",
-    "WEBHOOK_EVENTS",
-    "Account",
-    "AccountManager",
-    "ApiToken",
-    "DeliveryStatus",
     "IdempotencyKey",
     "Order",
     "OrderLine",
@@ -48,18 +25,11 @@ __all__ = [
     "PeriodKind",
     "ProvisioningAction",
     "ProvisioningJob",
-    "RecoveryCode",
     "Renewal",
     "RenewalKind",
     "Rental",
     "RentalDashboard",
     "RentalPeriod",
     "RentalStatus",
-    "SshKey",
-    "SshKeyType",
     "UsageReport",
-    "WebhookAttempt",
-    "WebhookDelivery",
-    "WebhookEndpoint",
-    "WebhookEvent",
 ]

@@ -42,6 +42,11 @@ class Order(models.Model):
     ssh_keys = models.JSONField(default=list, help_text="[{name, type, fingerprint, public_key}] at order time.")
     workload = models.JSONField(null=True, blank=True, help_text="The sizing request the order was checked against.")
     sizing = models.JSONField(null=True, blank=True, help_text="The sizing check's result at order time.")
+    launch_command = models.TextField(
+        blank=True,
+        default="",
+        help_text="The `vllm serve` line the workload was sized for (vllm-0.9-ubuntu-24.04 runs it).",
+    )
     pay_currency = models.CharField(max_length=8)
     subtotal_usd = models.DecimalField(max_digits=12, decimal_places=2)
     multi_gpu_discount_pct = models.DecimalField(max_digits=5, decimal_places=2)

@@ -1,10 +1,8 @@
-"""Rentals writes, one module per concern: accounts (signup, tokens, recovery,
-SSH keys), orders (order to reservation to invoice), lifecycle (provisioning,
-renewals, suspension, termination, usage) and provisioning (jobs for the
-operators' systems)."""
+"""Rentals writes, one module per concern: orders (order to reservation to
+invoice), lifecycle (provisioning, renewals, suspension, termination, usage),
+provisioning (jobs for the operators' systems) and idempotency (the
+Idempotency-Key header)."""
 
-from rentals.services.accounts import *  # noqa: F403
-from rentals.services.accounts import SSH_KEY_MAX_LENGTH, _dummy_password_hash  # noqa: F401
 from rentals.services.lifecycle import (  # noqa: F401
     orders_reconcile,
     renewal_apply,

@@ -26,9 +26,10 @@ from billing.selectors import credit_balance_usd, invoice_has_payments
 from catalog import services as catalog
 from catalog.models import TERM_HOURS, Addon
 from core.audit import audit_record
-from core.errors import Conflict, DomainError, NotFound
+from core.db import locked_or_404
+from core.errors import Conflict, DomainError
 from core.money import cents
-from rentals.events import invoice_event_data, rental_event_data, webhook_emit
+from rentals.events import rental_event_emit
 from rentals.models import (
     Order,
     OrderStatus,
@@ -68,17 +69,13 @@ def _term_length(term: str, terms: int) -> timedelta:
 
 
 def _rental_lock(*, rental_id: int, account: Any = None) -> Rental:
-    qs = Rental.objects.select_for_update()
-    if account is not None:
-        qs = qs.filter(account=account)
-    rental = qs.filter(pk=rental_id).first()
-    if rental is None:
-        raise NotFound("No such rental.")
-    return rental
+    """The rental, locked; a customer's (`account`) own rentals only."""
+    rentals = Rental.objects.all() if account is None else Rental.objects.filter(account=account)
+    return locked_or_404(rentals, pk=rental_id, message="No such rental.")
 
 
-def _emit_rental(rental: Rental, event: str, **extra: Any) -> None:
-    webhook_emit(account=rental.account, type=event, data=lambda: rental_event_data(rental, **extra))
+def _emit_rental(rental: Rental, event: str) -> None:
+    rental_event_emit(rental=rental, type=event)
 
 
 # --- From a paid order to a rental ---------------------------------------------------
@@ -273,11 +270,7 @@ def _renewal_invoice(
         billing.invoice_pay_with_credit(invoice_id=invoice.pk, account=rental.account, now=now)
         invoice.refresh_from_db()
     if kind != RenewalKind.USAGE:
-        webhook_emit(
-            account=rental.account,
-            type="rental.renewal_due",
-            data=lambda: rental_event_data(rental, invoice=invoice_event_data(invoice)["invoice"]),
-        )
+        rental_event_emit(rental=rental, type="rental.renewal_due", invoice=invoice)
     return renewal
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.models import SshKey
 from billing import services as billing
 from billing.models import Invoice, InvoiceStatus
 from billing.selectors import invoice_has_payments
@@ -25,15 +26,17 @@ from catalog import services as catalog
 from catalog.models import Addon, GpuModel, Region, Template
 from catalog.selectors import gpu_get, gpu_regions, region_get
 from core.audit import audit_record
-from core.errors import Conflict, DomainError, NotFound
-from rentals.models import Order, OrderLine, OrderStatus, SshKey
+from core.db import locked_or_404
+from core.errors import Conflict, DomainError
+from rentals.events import order_event_emit
+from rentals.models import Order, OrderLine, OrderStatus
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class OrderSpec:
-    """A validated order request (see rentals.order_serializers.OrderCreateInput)."""
+    """A validated order request (see rentals.serializers.OrderCreateInput)."""
 
     region: str
     gpu: str
@@ -162,6 +165,7 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
             ],
             workload=spec.workload_input,
             sizing=sizing,
+            launch_command=((sizing or {}).get("launch") or {}).get("command", ""),
             pay_currency=spec.pay_currency.upper(),
             subtotal_usd=quote.subtotal_usd,
             multi_gpu_discount_pct=quote.multi_gpu_discount_pct,
@@ -212,7 +216,7 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
         order.host = reservation.host
         order.invoice = invoice
         order.save(update_fields=["host", "invoice"])
-        _emit(order.account, "order.created", order)
+        order_event_emit(order=order, type="order.created")
     log.info(
         "order %s: %sx %s in %s reserved on %s, invoice %s",
         order.pk,
@@ -225,20 +229,10 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
     return order
 
 
-def _emit(account: Any, event: str, order: Order) -> None:
-    from rentals.events import order_event_data, webhook_emit
-
-    webhook_emit(account=account, type=event, data=lambda: order_event_data(order))
-
-
 def _order_lock(*, order_id: int, account: Any = None) -> Order:
-    qs = Order.objects.select_for_update()
-    if account is not None:
-        qs = qs.filter(account=account)
-    order = qs.filter(pk=order_id).first()
-    if order is None:
-        raise NotFound("No such order.")
-    return order
+    """The order, locked; a customer's (`account`) own orders only."""
+    orders = Order.objects.all() if account is None else Order.objects.filter(account=account)
+    return locked_or_404(orders, pk=order_id, message="No such order.")
 
 
 @transaction.atomic

@@ -20,10 +20,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.signing import signature_header
+from core.tasks import task_queue_on_commit
 from rentals.models import ProvisioningAction, ProvisioningJob, Rental
 
 log = logging.getLogger(__name__)
 
+# The task that delivers a job (rentals.tasks), queued by name.
+TASK_PROVISIONING_DELIVER = "rentals.provisioning_deliver"
 # Delay before retry n (n = attempts so far); the last value repeats.
 RETRY_DELAYS = (timedelta(seconds=10), timedelta(minutes=1), timedelta(minutes=10), timedelta(hours=1))
 
@@ -59,10 +62,7 @@ def provisioning_job_create(*, rental: Rental, action: str, now: datetime | None
     job.payload = _payload(str(job.id), rental, action)
     job.save()
     if provisioner_name() == "webhook":
-        from rentals.tasks import provisioning_deliver
-
-        job_id = str(job.pk)
-        transaction.on_commit(lambda: provisioning_deliver.delay(job_id))
+        task_queue_on_commit(TASK_PROVISIONING_DELIVER, str(job.pk))
     log.info("rental %s: %s job %s (%s)", rental.pk, action, job.pk, provisioner_name())
     return job
 

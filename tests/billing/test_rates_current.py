@@ -8,11 +8,11 @@ from decimal import Decimal
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from accounts.models import Account
 from billing.models import RateSample
 from billing.rates import Rate, rate_current, rate_manual_end, rate_manual_set, rate_samples_prune
 from core.errors import DomainError
 from core.models import AuditEntry
-from rentals.models import Account
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 

@@ -7,9 +7,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
+from accounts.services import ssh_key_add
 from billing.tasks import chain_scan as chain_scan_task
 from rentals.models import ProvisioningJob
-from rentals.services import rental_activate, ssh_key_add
+from rentals.services import rental_activate
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 

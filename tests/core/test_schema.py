@@ -64,8 +64,8 @@ def keep_connection():
 
 @pytest.fixture
 def token(chains, catalog, customer, keep_connection):
-    from rentals.services import ssh_key_add, token_create
-    from tests.rentals.test_orders import new_key_line
+    from accounts.services import ssh_key_add, token_create
+    from tests.rentals.helpers import new_key_line
 
     ssh_key_add(account=customer, public_key=new_key_line(), name="k")
     return token_create(account=customer, name="fuzz").raw

@@ -1,79 +1,71 @@
-"""Accounts test helpers: sign up through the API, authenticated clients, and
-SSH keys generated in the test run."""
+"""Fixtures of the rentals tests: staff, an order placed at T0, the rental it
+becomes; and the webhook receiver fixtures (tests.webhooks.receiver) for the
+tests of what the lifecycle sends out."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
-from rest_framework.test import APIClient
+import time_machine
 
-# Fixtures of the webhook tests (a real HTTP receiver on loopback, a fake
-# resolver, the private-targets switch), for every rentals test module.
-from tests.rentals.test_webhooks_support import allow_private, dns, receiver  # noqa: F401
-
-PASSWORD = "violet-harbour-lantern-93"
-NEW_PASSWORD = "amber-quarry-whistle-58"
-
-
-def openssh_line(private_key, comment: str = "") -> str:
-    line = (
-        private_key.public_key()
-        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-        .decode()
-    )
-    return f"{line} {comment}" if comment else line
-
-
-@pytest.fixture(autouse=True)
-def _fast_argon2(settings):
-    from rentals import services
-
-    services._dummy_password_hash.cache_clear()
-    yield
-    services._dummy_password_hash.cache_clear()
+from accounts.services import ssh_key_add
+from rentals import services
+from rentals.models import Rental
+from tests.rentals.helpers import T0, committed, new_key_line, pay
+from tests.webhooks.receiver import allow_private, dns, receiver  # noqa: F401
 
 
 @pytest.fixture
-def signup(api):
-    """Sign up through the API; returns the 201 body."""
-
-    def _signup(username: str = "alice", password: str = PASSWORD) -> dict:
-        resp = api.post("/api/v1/accounts", {"username": username, "password": password}, format="json")
-        assert resp.status_code == 201, resp.json()
-        return resp.json()
-
-    return _signup
+def staff(django_user_model):
+    return django_user_model.objects.create_superuser("opsperson", "a-long-staff-password")
 
 
 @pytest.fixture
-def client_with():
-    """A fresh API client that sends `Authorization: Bearer <token>`."""
+def staff_api(staff):
+    from rest_framework.test import APIClient
 
-    def _client(token: str | None = None, **extra) -> APIClient:
-        client = APIClient(**extra)
-        if token:
-            client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-        return client
-
-    return _client
+    client = APIClient()
+    client.force_authenticate(staff)
+    return client
 
 
 @pytest.fixture
-def alice(signup, client_with):
-    """Alice signed up; her signup body and a client holding her token."""
-    body = signup("alice")
-    return body, client_with(body["token"])
+def ordered(chains, customer, customer_api, catalog):
+    """A paid-for-nothing-yet order: 1x L4 in DFW-1, monthly, paid in LTC."""
+    key = ssh_key_add(account=customer, public_key=new_key_line(), name="k")
+    with time_machine.travel(T0, tick=False):
+        resp = customer_api.post(
+            "/api/v1/orders",
+            {
+                "region": "DFW-1",
+                "gpu": "l4",
+                "gpu_count": 1,
+                "term": "monthly",
+                "terms": 1,
+                "template": "ollama-ubuntu-24.04",
+                "addons": [],
+                "ssh_keys": [key.pk],
+                "pay_currency": "LTC",
+            },
+            format="json",
+        )
+    assert resp.status_code == 201, resp.json()
+    return resp.json()
 
 
-@pytest.fixture(scope="session")
-def ssh_private_keys() -> dict:
-    """One private key of every accepted type, plus a 1024-bit RSA key."""
-    return {
-        "ssh-ed25519": ed25519.Ed25519PrivateKey.generate(),
-        "ecdsa-sha2-nistp256": ec.generate_private_key(ec.SECP256R1()),
-        "ecdsa-sha2-nistp384": ec.generate_private_key(ec.SECP384R1()),
-        "ecdsa-sha2-nistp521": ec.generate_private_key(ec.SECP521R1()),
-        "ssh-rsa": rsa.generate_private_key(public_exponent=65537, key_size=2048),
-        "rsa-1024": rsa.generate_private_key(public_exponent=65537, key_size=1024),
-    }
+@pytest.fixture
+def active_rental(ordered, staff):
+    with time_machine.travel(T0 + timedelta(minutes=5), tick=False):
+        pay(ordered["invoice"]["number"], 277_777_778)
+    rental = Rental.objects.get(order_id=ordered["id"])
+    with committed():
+        services.rental_activate(
+            rental_id=rental.pk,
+            ipv4="203.0.113.11",
+            ipv6_prefix="2001:db8:11::/64",
+            actor=staff,
+            now=T0 + timedelta(minutes=10),
+        )
+    rental.refresh_from_db()
+    return rental

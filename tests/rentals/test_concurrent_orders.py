@@ -7,11 +7,11 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
+from accounts.services import ssh_key_add
 from billing.models import Invoice
 from catalog.models import Slot, SlotStatus
 from rentals.models import Order
-from rentals.services import ssh_key_add
-from tests.rentals.test_orders import new_key_line
+from tests.rentals.helpers import new_key_line
 
 
 @pytest.mark.django_db(transaction=True)

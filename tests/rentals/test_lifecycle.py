@@ -4,104 +4,26 @@ right moment -> paid from credit -> extended; unpaid -> grace -> suspended ->
 terminated -> slots free again. Every periodic job is run twice: the second run
 changes nothing."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 import time_machine
-from django.core.management import call_command
-from django.test import TestCase
 
+from accounts.services import ssh_key_add
 from billing import services as billing
 from billing.models import Invoice
 from billing.selectors import credit_balance_usd
 from catalog.models import Slot, SlotStatus
 from rentals import services
 from rentals.models import Order, Rental, RentalPeriod, UsageReport
-from tests.rentals.test_orders import new_key_line
+from tests.rentals.helpers import MONTH, T0, committed, new_key_line, pay, run_jobs_twice
 
 pytestmark = pytest.mark.django_db
-
-T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-MONTH = timedelta(hours=720)
-
-
-def committed():
-    """Run on_commit callbacks (billing's signals) as a real commit would."""
-    return TestCase.captureOnCommitCallbacks(execute=True)
 
 
 def free_l4_dfw() -> int:
     return Slot.objects.filter(host__gpu__slug="l4", host__region__code="DFW-1", status=SlotStatus.FREE).count()
-
-
-def run_jobs_twice(now) -> list[int]:
-    """Each periodic job twice; returns what the second round changed (all zero)."""
-    jobs = (
-        services.orders_reconcile,
-        services.rentals_renewals_issue,
-        services.rentals_suspend_due,
-        services.rentals_terminate_due,
-        billing.invoices_advance_due,
-    )
-    for _ in range(2):
-        with committed():
-            second = [job(now=now) for job in jobs]
-    return second
-
-
-@pytest.fixture
-def staff(django_user_model):
-    return django_user_model.objects.create_superuser("opsperson", "a-long-staff-password")
-
-
-@pytest.fixture
-def staff_api(staff):
-    from rest_framework.test import APIClient
-
-    client = APIClient()
-    client.force_authenticate(staff)
-    return client
-
-
-@pytest.fixture
-def ordered(chains, customer, customer_api, catalog):
-    """A paid-for-nothing-yet order: 1x L4 in DFW-1, monthly, paid in LTC."""
-    key = services.ssh_key_add(account=customer, public_key=new_key_line(), name="k")
-    with time_machine.travel(T0, tick=False):
-        resp = customer_api.post(
-            "/api/v1/orders",
-            {
-                "region": "DFW-1",
-                "gpu": "l4",
-                "gpu_count": 1,
-                "term": "monthly",
-                "terms": 1,
-                "template": "ollama-ubuntu-24.04",
-                "addons": [],
-                "ssh_keys": [key.pk],
-                "pay_currency": "LTC",
-            },
-            format="json",
-        )
-    assert resp.status_code == 201, resp.json()
-    return resp.json()
-
-
-def pay(invoice_number: str, amount: int, confirmations: int = 6, txid: str = "tx-order"):
-    with committed():
-        call_command(
-            "record_payment",
-            invoice_number,
-            "--txid",
-            txid,
-            "--amount",
-            str(amount),
-            "--confirmations",
-            str(confirmations),
-            "--reason",
-            "verified on the node by hand",
-        )
 
 
 def test_the_whole_life(ordered, customer, customer_api, staff_api, staff):
@@ -188,23 +110,6 @@ def test_the_whole_life(ordered, customer, customer_api, staff_api, staff):
     assert free_l4_dfw() == stock_at_start
     assert not Slot.objects.filter(holder=f"rental:{rental['id']}").exists()
     assert [j.action for j in rental_obj.jobs.order_by("created_at")] == ["provision", "power_off", "deprovision"]
-
-
-@pytest.fixture
-def active_rental(ordered, staff):
-    with time_machine.travel(T0 + timedelta(minutes=5), tick=False):
-        pay(ordered["invoice"]["number"], 277_777_778)
-    rental = Rental.objects.get(order_id=ordered["id"])
-    with committed():
-        services.rental_activate(
-            rental_id=rental.pk,
-            ipv4="203.0.113.11",
-            ipv6_prefix="2001:db8:11::/64",
-            actor=staff,
-            now=T0 + timedelta(minutes=10),
-        )
-    rental.refresh_from_db()
-    return rental
 
 
 def test_paying_while_suspended_resumes_with_a_fresh_period(active_rental, customer, customer_api):
@@ -337,7 +242,7 @@ def test_other_accounts_get_404_on_rental_endpoints(active_rental, other_custome
 
 
 def test_late_payment_without_stock_becomes_credit(chains, customer, customer_api, catalog):
-    key = services.ssh_key_add(account=customer, public_key=new_key_line(), name="k")
+    key = ssh_key_add(account=customer, public_key=new_key_line(), name="k")
     with time_machine.travel(T0, tick=False):
         order = customer_api.post(
             "/api/v1/orders",

@@ -6,23 +6,18 @@ from decimal import Decimal
 
 import pytest
 import time_machine
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519
 
+from accounts.models import SshKey
+from accounts.services import ssh_key_add
 from billing import services as billing
 from billing.models import Invoice, InvoiceCounter
 from catalog.models import Slot, SlotStatus
-from rentals.models import Order, SshKey
-from rentals.services import ssh_key_add
+from rentals.models import Order
+from tests.rentals.helpers import new_key_line
 
 pytestmark = pytest.mark.django_db
 
 START = "2026-11-30 12:00:00+00:00"
-
-
-def new_key_line() -> str:
-    key = ed25519.Ed25519PrivateKey.generate().public_key()
-    return key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
 
 
 @pytest.fixture
@@ -165,20 +160,37 @@ def test_workload_that_does_not_fit_is_refused_with_the_breakdown_and_the_cheape
     assert resp.status_code == 400
     err = resp.json()["error"]
     assert err["code"] == "does_not_fit"
-    assert err["details"]["per_gpu"]["capacity_gb"] == 80
-    assert err["details"]["per_gpu"]["required_gb"] > 80
+    # What vLLM may use of an H100: 95 % of the 79.18 GiB it reports.
+    assert err["details"]["per_gpu"]["capacity_gb"] == 80.77
+    assert err["details"]["per_gpu"]["required_gb"] > 141
     cheapest = err["details"]["cheapest_fit"]
-    # 145 GB in BF16: four 48 GB A40s ($883.20 a month) hold it for less than any single card.
+    # 141 GB in BF16: four 48 GB A40s ($883.20 a month) hold it for less than any single card.
     assert (cheapest["gpu"], cheapest["gpu_count"], cheapest["monthly_usd"]) == ("a40", 4, "883.20")
+    assert cheapest["launch_command"].startswith("vllm serve meta-llama/Llama-3.1-70B-Instruct ")
     assert not Order.objects.exists()
+    # The guide's arithmetic is still there when asked for.
+    guide = {**workload, "profile": "guide"}
+    resp = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1, workload=guide), format="json")
+    assert resp.status_code == 400 and resp.json()["error"]["details"]["per_gpu"]["capacity_gb"] == 80
 
 
-def test_fp8_workload_on_ampere_is_refused(chains, customer_api, ssh_key, catalog):
-    workload = {"model": "llama-3.1-8b", "precision": "fp8"}
+def test_a_format_the_card_cannot_run_is_refused(chains, customer_api, ssh_key, catalog):
+    # FP8 mixture-of-experts kernels need Ada or newer: not on an A100.
+    workload = {"model": "mixtral-8x7b", "precision": "fp8", "context": 4096}
     resp = customer_api.post(
-        "/api/v1/orders", order_body(ssh_key, gpu="a100-sxm", gpu_count=1, workload=workload), format="json"
+        "/api/v1/orders", order_body(ssh_key, gpu="a100-sxm", gpu_count=2, workload=workload), format="json"
     )
     assert resp.status_code == 400 and resp.json()["error"]["code"] == "fp8_unsupported"
+    assert "bf16" in resp.json()["error"]["details"]["reasons"][0]["details"]["formats"]
+    # AWQ has no kernels on the MI300X.
+    awq = {"model": "llama-3.1-8b", "precision": "awq"}
+    resp = customer_api.post(
+        "/api/v1/orders",
+        order_body(ssh_key, gpu="mi300x", gpu_count=1, template="rocm-6.4-pytorch", workload=awq),
+        format="json",
+    )
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "format_unsupported"
+    assert not Order.objects.exists()
 
 
 def test_workload_that_fits_is_kept_on_the_order(chains, customer_api, ssh_key, catalog):
@@ -187,7 +199,23 @@ def test_workload_that_fits_is_kept_on_the_order(chains, customer_api, ssh_key, 
     assert resp.status_code == 201, resp.json()
     body = resp.json()
     assert body["workload"] == workload
-    assert body["sizing"]["fits"] is True and body["sizing"]["per_gpu"]["capacity_gb"] == 80
+    assert body["sizing"]["fits"] is True and body["sizing"]["profile"] == "vllm"
+    # The order keeps the vllm serve line it was sized for.
+    launch = body["launch_command"]
+    assert launch == body["sizing"]["launch"]["command"]
+    assert launch.startswith("vllm serve RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8 --tensor-parallel-size 1 ")
+    assert "--max-model-len 8192" in launch and "--max-num-seqs 1" in launch
+    assert Order.objects.get(pk=body["id"]).launch_command == launch
+    # Once paid, the rental shows it (the lifecycle tests pay for real; here the invoice is marked settled).
+    from django.utils import timezone
+
+    from billing.models import Invoice, InvoiceStatus
+    from rentals.services.lifecycle import rental_from_order
+
+    Invoice.objects.filter(pk=body["invoice"]["id"]).update(status=InvoiceStatus.SETTLED, settled_at=timezone.now())
+    rental = rental_from_order(order_id=body["id"])
+    (shown,) = [r for r in customer_api.get("/api/v1/rentals").json() if r["id"] == rental.pk]
+    assert shown["launch_command"] == launch and shown["template"] == "vllm-0.9-ubuntu-24.04"
 
 
 def test_idempotency_key(chains, customer_api, ssh_key, catalog, frozen):

@@ -8,7 +8,7 @@ from sizing.arithmetic import Arch, Card
 from sizing.models import Architecture
 from sizing.seed import architecture_rows
 
-HF_CONFIGS = Path(__file__).resolve().parent / "hf_configs"
+HF_CONFIGS = Path(__file__).resolve().parent.parent.parent / "sizing" / "data" / "configs"
 
 # The seed's GPU table (FACTS.md): slug -> (name, memory GB, bandwidth GB/s, FP8, architecture).
 CARDS = {

@@ -7,6 +7,7 @@ from sizing.models import Architecture
 from sizing.seed import architectures_seed
 
 from .conftest import hf_config, whole_gb
+from .shapes import assert_shape, shape
 
 pytestmark = pytest.mark.django_db
 
@@ -16,15 +17,19 @@ def _seeded(catalog, seeded_architectures):
     pass
 
 
+# This module holds the guide's figures: every request names the guide profile
+# (tests/sizing/test_engine_api.py covers the default vllm profile).
 def check(api, **body):
     body.setdefault("context", 8192)
     body.setdefault("concurrency", 1)
+    body.setdefault("profile", "guide")
     return api.post("/api/v1/sizing/check", body, format="json")
 
 
 def recommend(api, **body):
     body.setdefault("context", 8192)
     body.setdefault("concurrency", 1)
+    body.setdefault("profile", "guide")
     return api.post("/api/v1/sizing/recommend", body, format="json")
 
 
@@ -387,36 +392,12 @@ def test_recommend_from_a_config(api):
     assert ("h100-sxm", 8) not in [(c["gpu"], c["gpu_count"]) for c in body["candidates"]]
 
 
-def _shape(serializer) -> dict:
-    from rest_framework import serializers as drf
-
-    out = {}
-    for name, f in serializer.fields.items():
-        if isinstance(f, drf.ListSerializer):
-            out[name] = [_shape(f.child)]
-        elif isinstance(f, drf.Serializer):
-            out[name] = _shape(f)
-        else:
-            out[name] = None
-    return out
-
-
-def _assert_shape(value, documented, path="body"):
-    if isinstance(documented, dict):
-        assert set(value) == set(documented), path
-        for key, inner in documented.items():
-            _assert_shape(value[key], inner, f"{path}.{key}")
-    elif isinstance(documented, list):
-        for i, item in enumerate(value):
-            _assert_shape(item, documented[0], f"{path}[{i}]")
-
-
 def test_recommend_payload_has_the_documented_shape(api):
     from sizing.serializers import RecommendOutput
 
-    documented = _shape(RecommendOutput())
+    documented = shape(RecommendOutput())
     body = recommend(api, model="ref-70b", precision="fp8", region="DFW-1", tokens_per_month=5).json()
     assert body["candidates"] and body["advice"]
-    _assert_shape(body, documented)  # with a region every candidate says how many are free
+    assert_shape(body, documented)  # with a region every candidate says how many are free
     del documented["candidates"][0]["available"]
-    _assert_shape(recommend(api, model="ref-70b", precision="fp8").json(), documented)
+    assert_shape(recommend(api, model="ref-70b", precision="fp8").json(), documented)

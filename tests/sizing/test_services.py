@@ -22,6 +22,7 @@ def _seeded(catalog, seeded_architectures):
 
 
 def workload(**body):
+    body.setdefault("profile", "guide")  # the guide's figures; test_engine_services.py covers vllm
     data = WorkloadInput(data=body)
     data.is_valid(raise_exception=True)
     return data.validated_data["workload"]

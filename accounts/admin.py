@@ -1,0 +1,135 @@
+"""Staff views of accounts: staff create staff accounts, switch accounts off
+(revoking their tokens) and reset passwords; every change is audited.
+Accounts are never deleted here: they own financial records."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.forms import BaseUserCreationForm, UserChangeForm
+from django.db import transaction
+
+from accounts import services
+from accounts.models import Account, ApiToken, SshKey
+from core.admin import AuditedModelAdmin, ReadOnlyInline
+from core.audit import audit_record, model_snapshot, snapshot_diff
+from core.errors import DomainError
+
+
+class StaffAccountCreationForm(BaseUserCreationForm):
+    """Staff create staff accounts here (customers sign up through the API).
+    Username rules are the API's, except that reserved names are allowed."""
+
+    class Meta:
+        model = Account
+        fields = ("username",)
+
+    def clean_username(self) -> str:
+        try:
+            username = services.username_normalize(username=self.cleaned_data["username"], allow_reserved=True)
+        except DomainError as exc:
+            raise forms.ValidationError(exc.message, code=exc.code) from exc
+        if Account.objects.filter(username__iexact=username).exists():
+            raise forms.ValidationError("This username is taken.", code="username_taken")
+        return username
+
+
+class AccountChangeForm(UserChangeForm):
+    class Meta:
+        model = Account
+        fields = "__all__"
+
+
+class ApiTokenInline(ReadOnlyInline):
+    model = ApiToken
+    fields = readonly_fields = ("name", "prefix", "created_at", "last_used_at", "revoked_at")
+    verbose_name_plural = "API tokens (only the prefix is stored in the clear)"
+
+
+class SshKeyInline(ReadOnlyInline):
+    model = SshKey
+    fields = readonly_fields = ("name", "key_type", "bits", "fingerprint", "comment", "created_at")
+
+
+@admin.register(Account)
+class AccountAdmin(AuditedModelAdmin, UserAdmin):
+    form = AccountChangeForm
+    add_form = StaffAccountCreationForm
+    add_fieldsets = (
+        (
+            None,
+            {
+                "classes": ("wide",),
+                "description": "Creates a staff account. Customers sign up through the API.",
+                "fields": ("username", "password1", "password2"),
+            },
+        ),
+    )
+    fieldsets = (
+        (None, {"fields": ("username", "password")}),
+        ("Status", {"fields": ("is_active", "is_staff", "is_superuser")}),
+        ("Permissions", {"fields": ("groups", "user_permissions")}),
+        ("Dates", {"fields": ("created_at", "last_login")}),
+    )
+    list_display = ("username", "is_staff", "is_active", "created_at", "last_login")
+    list_filter = ("is_staff", "is_active", "is_superuser")
+    search_fields = ("username",)
+    ordering = ("-created_at", "-id")
+    actions = ["deactivate_accounts"]
+    inlines = [ApiTokenInline, SshKeyInline]
+
+    def get_inlines(self, request, obj):
+        return self.inlines if obj is not None else []
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return ()
+        readonly = ["username", "created_at", "last_login"]
+        if not request.user.is_superuser:
+            # Granting rights is for superusers; other staff may only switch accounts on and off.
+            readonly += ["is_staff", "is_superuser", "groups", "user_permissions"]
+        return readonly
+
+    def has_delete_permission(self, request, obj=None):
+        # Accounts own financial records: deactivate, never delete.
+        return False
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            account = services.staff_account_create(
+                username=form.cleaned_data["username"],
+                password=form.cleaned_data["password1"],
+                actor=request.user,
+            )
+            obj.pk = account.pk
+            obj.refresh_from_db()
+            obj._state.adding = False
+            return
+        with transaction.atomic():
+            old = Account.objects.select_for_update().get(pk=obj.pk)
+            before = model_snapshot(old)
+            obj.save()
+            diff = snapshot_diff(before, model_snapshot(obj))
+            diff.pop("password", None)  # never copy a hash into the audit trail
+            if diff:
+                audit_record(actor=request.user, action="admin.change", obj=obj, changes=diff)
+
+    def user_change_password(self, request, id, form_url=""):
+        with transaction.atomic():
+            response = super().user_change_password(request, id, form_url)
+            if request.method == "POST" and response.status_code == 302:
+                account = Account.objects.filter(pk=id).first()
+                if account is not None:
+                    services.account_password_reset_by_staff(account=account, actor=request.user)
+        return response
+
+    @admin.action(permissions=["change"], description="Deactivate selected accounts and revoke their tokens")
+    def deactivate_accounts(self, request, queryset):
+        done = 0
+        for account in queryset.filter(is_active=True).exclude(pk=request.user.pk):
+            services.account_deactivate(account=account, actor=request.user, reason="admin action")
+            done += 1
+        if queryset.filter(pk=request.user.pk).exists():
+            messages.warning(request, "Your own account was left active.")
+        messages.success(request, f"Deactivated {done} account(s).")

@@ -1,0 +1,647 @@
+"""Writes for accounts. Views, serializers and admin call these functions;
+each top-level write runs in one transaction with its audit row.
+
+Sections: usernames and passwords; API tokens; recovery codes; accounts;
+SSH keys.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import lru_cache
+
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from django.contrib.auth.hashers import check_password, make_password
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, models, transaction
+from django.db.models import ProtectedError, Q, RestrictedError
+from django.utils import timezone
+
+from accounts.models import SSH_RSA_MIN_BITS, Account, ApiToken, RecoveryCode, SshKey, SshKeyType
+from accounts.signals import account_closing
+from accounts.throttling import auth_failure_record, auth_failures_clear, auth_throttle_check
+from core.audit import audit_record
+from core.db import locked_or_404
+from core.errors import Conflict, DomainError
+
+# =============================================================================
+# Usernames and passwords
+# =============================================================================
+
+USERNAME_MIN_LENGTH = 3
+USERNAME_MAX_LENGTH = 32
+_USERNAME_CHARS = re.compile(r"^[a-z0-9_.-]+$")
+_USERNAME_SEPARATORS = re.compile(r"[_.-]")
+
+# Names a customer could use to pass for the company, its staff or the system.
+# Compared with separators removed, so "ad.min" and "root_" are refused too.
+RESERVED_USERNAMES = frozenset(
+    [
+        "abuse",
+        "account",
+        "accounts",
+        "admin",
+        "administrator",
+        "administrators",
+        "anonymous",
+        "api",
+        "apis",
+        "app",
+        "auth",
+        "billing",
+        "bin",
+        "cert",
+        "daemon",
+        "default",
+        "dev",
+        "docs",
+        "everyone",
+        "ftp",
+        "gpurenthub",
+        "grh",
+        "guest",
+        "help",
+        "helpdesk",
+        "hostmaster",
+        "info",
+        "invoice",
+        "invoices",
+        "legal",
+        "localhost",
+        "login",
+        "logout",
+        "mail",
+        "mailerdaemon",
+        "me",
+        "moderator",
+        "noc",
+        "nobody",
+        "noreply",
+        "null",
+        "official",
+        "operator",
+        "operators",
+        "ops",
+        "owner",
+        "password",
+        "payment",
+        "payments",
+        "postmaster",
+        "privacy",
+        "register",
+        "root",
+        "sales",
+        "security",
+        "self",
+        "service",
+        "settings",
+        "signin",
+        "signup",
+        "ssh",
+        "staff",
+        "status",
+        "sudo",
+        "superuser",
+        "support",
+        "sys",
+        "sysadmin",
+        "system",
+        "team",
+        "test",
+        "undefined",
+        "user",
+        "users",
+        "webmaster",
+        "www",
+    ]
+)
+
+
+def username_normalize(*, username: str, allow_reserved: bool = False) -> str:
+    """The stored form of a username (lower case), or DomainError
+    `invalid_username` with `details.reason` one of length, characters,
+    reserved. Staff creating staff accounts may use reserved names."""
+    name = username.strip().lower()
+    if not USERNAME_MIN_LENGTH <= len(name) <= USERNAME_MAX_LENGTH:
+        raise DomainError(
+            "invalid_username",
+            f"A username has {USERNAME_MIN_LENGTH} to {USERNAME_MAX_LENGTH} characters.",
+            details={"reason": "length", "min": USERNAME_MIN_LENGTH, "max": USERNAME_MAX_LENGTH},
+        )
+    if not _USERNAME_CHARS.match(name):
+        raise DomainError(
+            "invalid_username",
+            "A username may contain only a-z, 0-9, underscore, dot and hyphen.",
+            details={"reason": "characters", "allowed": "a-z 0-9 _ . -"},
+        )
+    if not allow_reserved and (name in RESERVED_USERNAMES or _USERNAME_SEPARATORS.sub("", name) in RESERVED_USERNAMES):
+        raise DomainError("invalid_username", "This username is reserved.", details={"reason": "reserved"})
+    return name
+
+
+def _login_username(username: str) -> str:
+    """Usernames typed at login: compared in lower case, never validated (a
+    malformed name simply matches no account)."""
+    return username.strip().lower()
+
+
+def _password_validate(*, password: str, account: Account) -> None:
+    """Django's password validators (AUTH_PASSWORD_VALIDATORS), as `weak_password`."""
+    try:
+        validate_password(password, user=account)
+    except ValidationError as exc:
+        raise DomainError("weak_password", " ".join(exc.messages), details={"messages": list(exc.messages)}) from exc
+
+
+@lru_cache(maxsize=1)
+def _dummy_password_hash() -> str:
+    return make_password(secrets.token_urlsafe(32))
+
+
+def _password_matches(*, account: Account | None, password: str) -> bool:
+    """Check a password. Without an account (unknown or inactive username) a
+    dummy hash is verified instead, so the answer costs the same time."""
+    if account is None or not account.is_active:
+        check_password(password, _dummy_password_hash())
+        return False
+    return account.check_password(password)
+
+
+def _invalid_credentials(message: str = "Unknown username or wrong password.") -> DomainError:
+    return DomainError("invalid_credentials", message, status=401)
+
+
+def _password_confirm(*, account: Account, password: str, client_address: str) -> None:
+    """A signed-in account proves its password again before a sensitive change.
+    Wrong guesses count against the same throttle as logins."""
+    auth_throttle_check(username=account.username, address=client_address)
+    if not account.check_password(password):
+        auth_failure_record(username=account.username, address=client_address)
+        raise DomainError("wrong_password", "The password is wrong.", status=403)
+
+
+# =============================================================================
+# API tokens
+# =============================================================================
+
+TOKEN_PREFIX = "grh_"
+TOKEN_SECRET_BYTES = 32  # 256 bits
+TOKEN_LENGTH = len(TOKEN_PREFIX) + 43  # token_urlsafe(32) is 43 characters
+TOKEN_VISIBLE_CHARS = 12  # "grh_" and the first 8 characters of the secret
+TOKEN_LAST_USED_RESOLUTION = timedelta(minutes=1)
+_TOKEN_CHARS = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    """A token as issued: `raw` is the bearer secret, shown this once."""
+
+    token: ApiToken
+    raw: str
+
+
+def _sha256_hex(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def _token_issue(*, account: Account, name: str) -> IssuedToken:
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_SECRET_BYTES)
+    token = ApiToken.objects.create(
+        account=account, name=name[:64], prefix=raw[:TOKEN_VISIBLE_CHARS], digest=_sha256_hex(raw)
+    )
+    audit_record(actor=account, action="token.create", obj=token, changes={"name": token.name, "prefix": token.prefix})
+    return IssuedToken(token=token, raw=raw)
+
+
+def _tokens_revoke(*, account: Account, keep: ApiToken | None = None) -> int:
+    active = ApiToken.objects.filter(account=account, revoked_at__isnull=True)
+    if keep is not None:
+        active = active.exclude(pk=keep.pk)
+    return active.update(revoked_at=timezone.now())
+
+
+def token_create(*, account: Account, name: str = "") -> IssuedToken:
+    """A new token for an account already known to be its holder's."""
+    with transaction.atomic():
+        return _token_issue(account=account, name=name)
+
+
+def token_obtain(*, username: str, password: str, name: str = "", client_address: str) -> IssuedToken:
+    """Log in with username and password: a new token, or `invalid_credentials`
+    (401) / `throttled` (429)."""
+    username = _login_username(username)
+    auth_throttle_check(username=username, address=client_address)
+    account = Account.objects.filter(username=username).first()
+    if not _password_matches(account=account, password=password):
+        auth_failure_record(username=username, address=client_address)
+        raise _invalid_credentials()
+    auth_failures_clear(username=username)
+    with transaction.atomic():
+        account.last_login = timezone.now()
+        account.save(update_fields=["last_login"])
+        return _token_issue(account=account, name=name or "login")
+
+
+def token_authenticate(*, raw: str) -> tuple[Account, ApiToken] | None:
+    """The (account, token) a bearer secret belongs to, or None when it is
+    unknown, revoked or its account is inactive. Records the token's last use,
+    writing at most once per TOKEN_LAST_USED_RESOLUTION."""
+    if len(raw) != TOKEN_LENGTH or not raw.startswith(TOKEN_PREFIX) or not _TOKEN_CHARS.match(raw):
+        return None
+    token = ApiToken.objects.select_related("account").filter(digest=_sha256_hex(raw), revoked_at__isnull=True).first()
+    if token is None or not token.account.is_active:
+        return None
+    now = timezone.now()
+    stale = now - TOKEN_LAST_USED_RESOLUTION
+    if token.last_used_at is None or token.last_used_at <= stale:
+        # Conditional, so concurrent requests write once between them.
+        ApiToken.objects.filter(pk=token.pk).filter(Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale)).update(
+            last_used_at=now
+        )
+        token.last_used_at = now
+    return token.account, token
+
+
+def token_revoke(*, account: Account, token_id: int) -> None:
+    """Revoke one of the account's active tokens (404 when there is none)."""
+    with transaction.atomic():
+        token = locked_or_404(
+            ApiToken.objects.filter(account=account, revoked_at__isnull=True),
+            pk=token_id,
+            message="No such token.",
+            code="token_not_found",
+        )
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        audit_record(actor=account, action="token.revoke", obj=token)
+
+
+# =============================================================================
+# Recovery codes
+# =============================================================================
+
+RECOVERY_CODE_COUNT = 10
+RECOVERY_CODE_GROUPS = 4
+RECOVERY_CODE_GROUP_LENGTH = 4
+# Crockford's base32: no i, l, o, u. 16 characters carry 80 bits.
+_RECOVERY_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+_RECOVERY_TYPOS = str.maketrans({"i": "1", "l": "1", "o": "0"})
+
+
+def _recovery_code_generate() -> str:
+    groups = (
+        "".join(secrets.choice(_RECOVERY_ALPHABET) for _ in range(RECOVERY_CODE_GROUP_LENGTH))
+        for _ in range(RECOVERY_CODE_GROUPS)
+    )
+    return "-".join(groups)
+
+
+def _recovery_code_digest(code: str) -> str:
+    """Digest of the normalised code: case, spaces, hyphens and the letters
+    Crockford's base32 reads as digits do not matter."""
+    normal = re.sub(r"[\s-]", "", code.lower()).translate(_RECOVERY_TYPOS)
+    return _sha256_hex(normal)
+
+
+def _recovery_codes_replace(*, account: Account) -> list[str]:
+    RecoveryCode.objects.filter(account=account).delete()
+    codes: list[str] = []
+    while len(codes) < RECOVERY_CODE_COUNT:
+        code = _recovery_code_generate()
+        if code not in codes:
+            codes.append(code)
+    RecoveryCode.objects.bulk_create(RecoveryCode(account=account, digest=_recovery_code_digest(c)) for c in codes)
+    return codes
+
+
+def recovery_codes_regenerate(*, account: Account, password: str, client_address: str) -> list[str]:
+    """Ten new recovery codes; every earlier one stops working."""
+    _password_confirm(account=account, password=password, client_address=client_address)
+    with transaction.atomic():
+        codes = _recovery_codes_replace(account=account)
+        audit_record(actor=account, action="account.recovery_codes_regenerate", obj=account)
+    return codes
+
+
+@dataclass(frozen=True)
+class Recovered:
+    account: Account
+    token: IssuedToken
+    revoked_tokens: int
+
+
+def account_recover(*, username: str, recovery_code: str, new_password: str, client_address: str) -> Recovered:
+    """Set a new password with a one-time recovery code. Burns the code,
+    revokes every token and issues a fresh one."""
+    username = _login_username(username)
+    auth_throttle_check(username=username, address=client_address)
+    # Checked first: a refused password must not cost the caller a code.
+    _password_validate(password=new_password, account=Account(username=username))
+    with transaction.atomic():
+        account = Account.objects.select_for_update().filter(username=username, is_active=True).first()
+        code = None
+        if account is not None:
+            code = (
+                RecoveryCode.objects.select_for_update()
+                .filter(account=account, digest=_recovery_code_digest(recovery_code), used_at__isnull=True)
+                .first()
+            )
+        if code is None:
+            auth_failure_record(username=username, address=client_address)
+            raise _invalid_credentials("Unknown username or invalid recovery code.")
+        code.used_at = timezone.now()
+        code.save(update_fields=["used_at"])
+        account.set_password(new_password)
+        account.save(update_fields=["password"])
+        revoked = _tokens_revoke(account=account)
+        audit_record(actor=account, action="account.recover", obj=account, changes={"revoked_tokens": revoked})
+        issued = _token_issue(account=account, name="recovery")
+    auth_failures_clear(username=username)
+    return Recovered(account=account, token=issued, revoked_tokens=revoked)
+
+
+# =============================================================================
+# Accounts
+# =============================================================================
+
+
+@dataclass(frozen=True)
+class AccountCreated:
+    account: Account
+    token: IssuedToken
+    recovery_codes: list[str]
+
+
+def _account_insert(*, username: str, password: str, is_staff: bool = False) -> Account:
+    if Account.objects.filter(username__iexact=username).exists():
+        raise Conflict("username_taken", "This username is taken.")
+    account = Account(username=username, is_staff=is_staff)
+    account.set_password(password)
+    try:
+        with transaction.atomic():
+            account.save(force_insert=True)
+    except IntegrityError as exc:  # a concurrent signup took it first
+        raise Conflict("username_taken", "This username is taken.") from exc
+    return account
+
+
+def account_create(*, username: str, password: str) -> AccountCreated:
+    """Sign up: an account, its first token and its ten recovery codes."""
+    username = username_normalize(username=username)
+    _password_validate(password=password, account=Account(username=username))
+    with transaction.atomic():
+        account = _account_insert(username=username, password=password)
+        audit_record(actor=account, action="account.create", obj=account)
+        issued = _token_issue(account=account, name="signup")
+        codes = _recovery_codes_replace(account=account)
+    return AccountCreated(account=account, token=issued, recovery_codes=codes)
+
+
+def staff_account_create(*, username: str, password: str, actor: Account) -> Account:
+    """A staff account made by a staff member (admin). Reserved names allowed."""
+    username = username_normalize(username=username, allow_reserved=True)
+    _password_validate(password=password, account=Account(username=username))
+    with transaction.atomic():
+        account = _account_insert(username=username, password=password, is_staff=True)
+        audit_record(actor=actor, action="account.create_staff", obj=account)
+    return account
+
+
+def account_password_change(
+    *, account: Account, password: str, new_password: str, keep_token: ApiToken | None, client_address: str
+) -> int:
+    """Change the password; every token but `keep_token` (the caller's) is
+    revoked. Returns how many were."""
+    _password_confirm(account=account, password=password, client_address=client_address)
+    _password_validate(password=new_password, account=account)
+    with transaction.atomic():
+        account.set_password(new_password)
+        account.save(update_fields=["password"])
+        revoked = _tokens_revoke(account=account, keep=keep_token)
+        audit_record(actor=account, action="account.password_change", obj=account, changes={"revoked_tokens": revoked})
+    return revoked
+
+
+def account_password_reset_by_staff(*, account: Account, actor: Account) -> int:
+    """After staff set an account's password in admin: its tokens die too."""
+    with transaction.atomic():
+        revoked = _tokens_revoke(account=account)
+        audit_record(actor=actor, action="account.password_reset", obj=account, changes={"revoked_tokens": revoked})
+    return revoked
+
+
+def account_deactivate(*, account: Account, actor: Account, reason: str = "") -> int:
+    """Staff switch an account off: it can no longer log in and its tokens are
+    revoked. Its records stay. Returns the number of tokens revoked."""
+    with transaction.atomic():
+        Account.objects.filter(pk=account.pk).update(is_active=False)
+        account.is_active = False
+        revoked = _tokens_revoke(account=account)
+        audit_record(
+            actor=actor,
+            action="account.deactivate",
+            obj=account,
+            changes={"is_active": [True, False], "revoked_tokens": revoked},
+            reason=reason,
+        )
+    return revoked
+
+
+def _account_is_referenced(*, account: Account) -> bool:
+    """Whether any row outside this app points at the account (orders,
+    invoices, ledger entries, admin history, ...). The account's own tokens,
+    recovery codes and SSH keys go with it; references that survive the
+    account's deletion by design (SET_NULL, as in the audit trail) do not
+    count. Other apps have settled their rows before this is asked
+    (`account_closing`): what is left must outlive the account."""
+    for rel in Account._meta.related_objects:
+        model = rel.related_model
+        if model._meta.app_label == Account._meta.app_label or model._meta.auto_created:
+            continue
+        if not rel.many_to_many and rel.on_delete is models.SET_NULL:
+            continue
+        if model._base_manager.filter(**{rel.field.name: account}).exists():
+            return True
+    return False
+
+
+ACCOUNT_DELETED = "deleted"
+ACCOUNT_DEACTIVATED = "deactivated"
+
+
+def account_delete(*, account: Account, password: str, client_address: str) -> str:
+    """Close an account at its holder's request.
+
+    Its tokens, recovery codes and SSH keys go and it can no longer log in.
+    Every other app settles its own rows first (`account_closing`: webhook
+    endpoints go, for one). If nothing references the account then, the row
+    is deleted and the username is free again (ACCOUNT_DELETED). Otherwise the
+    row stays, deactivated with an unusable password, so the orders, invoices
+    and payments that name it keep their owner, and the username stays taken
+    (ACCOUNT_DEACTIVATED)."""
+    _password_confirm(account=account, password=password, client_address=client_address)
+    with transaction.atomic():
+        account = Account.objects.select_for_update().get(pk=account.pk)
+        account_closing.send(sender=Account, account=account)
+        if not _account_is_referenced(account=account):
+            try:
+                with transaction.atomic():
+                    audit_record(
+                        actor=account, action="account.delete", obj=account, changes={"outcome": ACCOUNT_DELETED}
+                    )
+                    account.delete()
+                return ACCOUNT_DELETED
+            except (ProtectedError, RestrictedError, IntegrityError):
+                pass  # referenced after all: keep the row
+        revoked = _tokens_revoke(account=account)
+        RecoveryCode.objects.filter(account=account).delete()
+        SshKey.objects.filter(account=account).delete()
+        account.is_active = False
+        account.set_unusable_password()
+        account.save(update_fields=["is_active", "password"])
+        audit_record(
+            actor=account,
+            action="account.delete",
+            obj=account,
+            changes={"outcome": ACCOUNT_DEACTIVATED, "revoked_tokens": revoked},
+        )
+    return ACCOUNT_DEACTIVATED
+
+
+# =============================================================================
+# SSH keys
+# =============================================================================
+
+SSH_KEY_MAX_LENGTH = 16_384
+SSH_KEY_COMMENT_MAX_LENGTH = 255
+SSH_RSA_MAX_BITS = 16_384  # OpenSSH's own ceiling
+_SSH_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class ParsedSshKey:
+    key_type: str
+    bits: int
+    fingerprint: str
+    public_key: str  # canonical "<type> <base64>[ <comment>]"
+    comment: str
+
+
+def _invalid_ssh_key(message: str, **details) -> DomainError:
+    return DomainError("invalid_ssh_key", message, details=details)
+
+
+def ssh_key_fingerprint(*, blob: bytes) -> str:
+    """OpenSSH's SHA256 fingerprint of a public key blob."""
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+
+
+def ssh_key_parse(*, public_key: str) -> ParsedSshKey:
+    """Parse and check one OpenSSH public key line ("<type> <base64> [comment]")."""
+    text = public_key.strip()
+    if not text:
+        raise _invalid_ssh_key("The public key is empty.")
+    if len(text) > SSH_KEY_MAX_LENGTH:
+        raise _invalid_ssh_key("The public key is too long.", max_length=SSH_KEY_MAX_LENGTH)
+    if "\n" in text or "\r" in text:
+        raise _invalid_ssh_key("Send one key, on one line.")
+    if _SSH_CONTROL_CHARS.search(text):
+        raise _invalid_ssh_key("The public key contains control characters.")
+    parts = text.split(None, 2)
+    accepted = list(SshKeyType.values)
+    if parts[0] not in accepted:
+        raise _invalid_ssh_key(
+            "Unsupported key type; expected '<type> <base64> [comment]' with one of the accepted types.",
+            accepted_types=accepted,
+        )
+    if len(parts) < 2:
+        raise _invalid_ssh_key("The key data is missing; expected '<type> <base64> [comment]'.")
+    key_type, encoded = parts[0], parts[1]
+    comment = parts[2].strip() if len(parts) == 3 else ""
+    if len(comment) > SSH_KEY_COMMENT_MAX_LENGTH:
+        raise _invalid_ssh_key("The key comment is too long.", max_length=SSH_KEY_COMMENT_MAX_LENGTH)
+    try:
+        base64.b64decode(encoded, validate=True)
+        key = serialization.load_ssh_public_key(f"{key_type} {encoded}".encode())
+    except (binascii.Error, ValueError, UnsupportedAlgorithm) as exc:
+        raise _invalid_ssh_key("The key data is not a valid key of the stated type.") from exc
+
+    if isinstance(key, ed25519.Ed25519PublicKey):
+        bits = 256
+    elif isinstance(key, ec.EllipticCurvePublicKey):
+        bits = key.curve.key_size
+    elif isinstance(key, rsa.RSAPublicKey):
+        bits = key.key_size
+        if bits < SSH_RSA_MIN_BITS:
+            raise _invalid_ssh_key(
+                f"RSA keys need at least {SSH_RSA_MIN_BITS} bits; this one has {bits}.",
+                bits=bits,
+                min_bits=SSH_RSA_MIN_BITS,
+            )
+        if bits > SSH_RSA_MAX_BITS:
+            raise _invalid_ssh_key(
+                f"RSA keys may have at most {SSH_RSA_MAX_BITS} bits.", bits=bits, max_bits=SSH_RSA_MAX_BITS
+            )
+    else:  # pragma: no cover - the type check above admits nothing else
+        raise _invalid_ssh_key("Unsupported key type.", accepted_types=accepted)
+
+    # Re-encoded, so one key has one blob (and one fingerprint) however it was written.
+    canonical = key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    canonical_type, canonical_b64 = canonical.split(" ", 1)
+    if canonical_type != key_type:
+        raise _invalid_ssh_key("The key data does not match the stated type.")
+    return ParsedSshKey(
+        key_type=key_type,
+        bits=bits,
+        fingerprint=ssh_key_fingerprint(blob=base64.b64decode(canonical_b64)),
+        public_key=f"{canonical} {comment}" if comment else canonical,
+        comment=comment,
+    )
+
+
+def ssh_key_add(*, account: Account, public_key: str, name: str = "") -> SshKey:
+    """Store a public key for the account (409 `duplicate_ssh_key` when it has it)."""
+    parsed = ssh_key_parse(public_key=public_key)
+    name = (name.strip() or parsed.comment or f"{parsed.key_type} key")[:100]
+    with transaction.atomic():
+        existing = SshKey.objects.filter(account=account, fingerprint=parsed.fingerprint).first()
+        if existing is not None:
+            raise Conflict("duplicate_ssh_key", "This key is already on the account.", details={"id": existing.pk})
+        try:
+            with transaction.atomic():
+                key = SshKey.objects.create(
+                    account=account,
+                    name=name,
+                    key_type=parsed.key_type,
+                    bits=parsed.bits,
+                    fingerprint=parsed.fingerprint,
+                    public_key=parsed.public_key,
+                    comment=parsed.comment,
+                )
+        except IntegrityError as exc:  # added concurrently
+            raise Conflict("duplicate_ssh_key", "This key is already on the account.") from exc
+        audit_record(
+            actor=account,
+            action="ssh_key.add",
+            obj=key,
+            changes={"fingerprint": key.fingerprint, "type": key.key_type},
+        )
+    return key
+
+
+def ssh_key_delete(*, account: Account, ssh_key_id: int) -> None:
+    with transaction.atomic():
+        key = locked_or_404(
+            SshKey.objects.filter(account=account), pk=ssh_key_id, message="No such SSH key.", code="ssh_key_not_found"
+        )
+        audit_record(actor=account, action="ssh_key.delete", obj=key, changes={"fingerprint": key.fingerprint})
+        key.delete()

@@ -1,0 +1,81 @@
+"""Receivers of other apps' signals (billing and accounts never import rentals).
+
+Billing's run after billing's transaction has committed. A receiver that
+fails is logged and left to `orders_reconcile` (a periodic job), so a payment
+is never lost between a commit and the work that follows it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.dispatch import receiver
+
+from accounts.signals import account_closing
+from billing import signals as billing_signals
+from billing.models import Invoice
+from rentals.events import invoice_event_emit
+from rentals.models import IdempotencyKey
+from rentals.services import order_expire, renewal_apply, rental_from_order
+
+log = logging.getLogger(__name__)
+
+
+def _kind(subject: str) -> str:
+    if subject.startswith("order:"):
+        return "order"
+    if subject.startswith("rental:"):
+        return "renewal"
+    return ""
+
+
+def _invoice_webhook(invoice_id: int, event: str) -> None:
+    invoice = Invoice.objects.filter(pk=invoice_id).select_related("account").first()
+    if invoice is not None:
+        with transaction.atomic():
+            invoice_event_emit(invoice=invoice, type=event)
+
+
+def _attempt(what: str, fn, *args, **kwargs) -> None:
+    """Each step on its own: a failing webhook never holds back fulfilment."""
+    try:
+        fn(*args, **kwargs)
+    except Exception:
+        log.exception("%s failed; orders_reconcile (or the webhook sweep) will retry", what)
+
+
+@receiver(billing_signals.invoice_settled, dispatch_uid="rentals.invoice_settled")
+def on_invoice_settled(sender, invoice_id: int, subject: str, **kwargs) -> None:
+    _attempt(f"invoice.settled webhook of {invoice_id}", _invoice_webhook, invoice_id, "invoice.settled")
+    kind = _kind(subject)
+    if kind == "order":
+        _attempt(f"fulfilling {subject}", rental_from_order, order_id=int(subject.split(":")[1]))
+    elif kind == "renewal":
+        _attempt(f"applying renewal invoice {invoice_id}", renewal_apply, invoice_id=invoice_id)
+
+
+@receiver(billing_signals.invoice_expired, dispatch_uid="rentals.invoice_expired")
+def on_invoice_expired(sender, invoice_id: int, subject: str, **kwargs) -> None:
+    _attempt(f"invoice.expired webhook of {invoice_id}", _invoice_webhook, invoice_id, "invoice.expired")
+    if _kind(subject) == "order":
+        _attempt(f"releasing {subject}", order_expire, order_id=int(subject.split(":")[1]))
+
+
+@receiver(billing_signals.invoice_invalid, dispatch_uid="rentals.invoice_invalid")
+def on_invoice_invalid(sender, invoice_id: int, subject: str, **kwargs) -> None:
+    if _kind(subject) == "order":
+        _attempt(f"releasing {subject}", order_expire, order_id=int(subject.split(":")[1]))
+
+
+@receiver(billing_signals.invoice_processing, dispatch_uid="rentals.invoice_processing")
+def on_invoice_processing(sender, invoice_id: int, subject: str, **kwargs) -> None:
+    _attempt(f"invoice.processing webhook of {invoice_id}", _invoice_webhook, invoice_id, "invoice.processing")
+
+
+@receiver(account_closing, dispatch_uid="rentals.account_closing")
+def on_account_closing(sender, account, **kwargs) -> None:
+    """Remembered responses to Idempotency-Key requests go with the account.
+    Orders and rentals stay: they name the account, which is then kept
+    (deactivated) rather than deleted."""
+    IdempotencyKey.objects.filter(account=account).delete()

@@ -1,0 +1,157 @@
+import pytest
+from django.test import Client
+
+from accounts.models import Account, ApiToken
+from core.models import AuditEntry
+from tests.accounts.helpers import PASSWORD
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def boss():
+    return Account.objects.create_superuser("boss", PASSWORD)
+
+
+@pytest.fixture
+def admin_client(boss) -> Client:
+    client = Client()
+    client.force_login(boss)
+    return client
+
+
+def test_changelist_and_search(admin_client, signup):
+    signup("alice")
+    signup("bob")
+    resp = admin_client.get("/admin/accounts/account/", {"q": "ali"})
+    assert resp.status_code == 200
+    shown = [a.username for a in resp.context["cl"].result_list]
+    assert shown == ["alice"]
+
+
+def test_no_email_anywhere_in_the_admin(admin_client, signup):
+    signup("alice")
+    alice = Account.objects.get(username="alice")
+    for url in ("/admin/accounts/account/add/", f"/admin/accounts/account/{alice.pk}/change/"):
+        resp = admin_client.get(url)
+        assert resp.status_code == 200
+        assert not [name for name in resp.context["adminform"].form.fields if "mail" in name]
+    changelist = admin_client.get("/admin/accounts/account/")
+    assert "email" not in [str(c) for c in changelist.context["cl"].list_display]
+    assert b"mail" not in changelist.content.lower()
+
+
+def test_staff_create_a_staff_account(admin_client, boss):
+    resp = admin_client.post(
+        "/admin/accounts/account/add/",
+        {"username": "Support", "password1": PASSWORD, "password2": PASSWORD},
+    )
+    assert resp.status_code == 302, resp.context["adminform"].form.errors if resp.context else resp
+    created = Account.objects.get(username="support")  # reserved for customers, fine for staff
+    assert created.is_staff is True
+    assert created.is_superuser is False
+    assert created.check_password(PASSWORD)
+    entry = AuditEntry.objects.get(action="account.create_staff")
+    assert entry.actor == boss
+    assert "argon2" not in str(entry.changes)
+
+
+def test_admin_refuses_bad_and_taken_usernames(admin_client, signup):
+    signup("alice")
+    for username in ("ALICE", "bad name", "x"):
+        resp = admin_client.post(
+            "/admin/accounts/account/add/", {"username": username, "password1": PASSWORD, "password2": PASSWORD}
+        )
+        assert resp.status_code == 200
+        assert "username" in resp.context["adminform"].form.errors
+    assert Account.objects.count() == 2  # alice and boss
+
+
+def test_deactivate_action_revokes_tokens(admin_client, boss, signup, client_with):
+    token = signup("alice")["token"]
+    alice = Account.objects.get(username="alice")
+    resp = admin_client.post(
+        "/admin/accounts/account/",
+        {"action": "deactivate_accounts", "_selected_action": [alice.pk, boss.pk]},
+    )
+    assert resp.status_code == 302
+    alice.refresh_from_db()
+    boss.refresh_from_db()
+    assert alice.is_active is False
+    assert boss.is_active is True  # never yourself
+    assert not ApiToken.objects.filter(account=alice, revoked_at__isnull=True).exists()
+    assert client_with(token).get("/api/v1/account").status_code == 401
+    assert AuditEntry.objects.filter(action="account.deactivate", actor=boss).count() == 1
+
+
+def test_accounts_cannot_be_deleted_in_admin(admin_client, signup):
+    signup("alice")
+    alice = Account.objects.get(username="alice")
+    assert admin_client.get(f"/admin/accounts/account/{alice.pk}/delete/").status_code == 403
+    assert Account.objects.filter(pk=alice.pk).exists()
+
+
+def test_tokens_and_keys_are_shown_read_only(admin_client, signup):
+    signup("alice")
+    alice = Account.objects.get(username="alice")
+    resp = admin_client.get(f"/admin/accounts/account/{alice.pk}/change/")
+    inlines = {f.opts.model.__name__: f for f in resp.context["inline_admin_formsets"]}
+    assert set(inlines) == {"ApiToken", "SshKey"}
+    assert all(not f.has_add_permission and not f.has_change_permission for f in inlines.values())
+    assert alice.api_tokens.get().prefix.encode() in resp.content
+
+
+def test_staff_password_reset_revokes_tokens(admin_client, signup, client_with):
+    token = signup("alice")["token"]
+    alice = Account.objects.get(username="alice")
+    new = "brand-new-harbour-pass-7"
+    resp = admin_client.post(
+        f"/admin/accounts/account/{alice.pk}/password/",
+        {"password1": new, "password2": new, "usable_password": "true"},
+    )
+    assert resp.status_code == 302
+    alice.refresh_from_db()
+    assert alice.check_password(new)
+    assert client_with(token).get("/api/v1/account").status_code == 401
+    assert AuditEntry.objects.filter(action="account.password_reset").exists()
+
+
+def test_non_superuser_staff_cannot_grant_rights(signup):
+    from django.contrib.auth.models import Permission
+
+    clerk = Account.objects.create_user("clerk", PASSWORD, is_staff=True)
+    clerk.user_permissions.add(*Permission.objects.filter(codename__in=["view_account", "change_account"]))
+    signup("alice")
+    alice = Account.objects.get(username="alice")
+    client = Client()
+    client.force_login(clerk)
+    resp = client.get(f"/admin/accounts/account/{alice.pk}/change/")
+    assert resp.status_code == 200
+    editable = set(resp.context["adminform"].form.fields)
+    assert "is_active" in editable
+    assert not editable & {"is_staff", "is_superuser", "groups", "user_permissions"}
+
+
+def test_change_form_saves_and_audits_without_the_password_hash(admin_client, boss, signup):
+    signup("alice")
+    alice = Account.objects.get(username="alice")
+    token = alice.api_tokens.get()
+    inline = {"MIN_NUM_FORMS": "0", "MAX_NUM_FORMS": "1000"}
+    data = {
+        # is_active left out: the checkbox is cleared.
+        "api_tokens-TOTAL_FORMS": "1",
+        "api_tokens-INITIAL_FORMS": "1",
+        "api_tokens-0-id": str(token.pk),
+        "api_tokens-0-account": str(alice.pk),
+        "ssh_keys-TOTAL_FORMS": "0",
+        "ssh_keys-INITIAL_FORMS": "0",
+        **{f"api_tokens-{k}": v for k, v in inline.items()},
+        **{f"ssh_keys-{k}": v for k, v in inline.items()},
+    }
+    resp = admin_client.post(f"/admin/accounts/account/{alice.pk}/change/", data)
+    assert resp.status_code == 302, resp.context["adminform"].form.errors if resp.context else resp
+    alice.refresh_from_db()
+    assert alice.is_active is False
+    entry = AuditEntry.objects.get(action="admin.change", object_id=str(alice.pk))
+    assert entry.actor == boss
+    assert entry.changes == {"is_active": [True, False]}
