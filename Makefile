@@ -12,7 +12,12 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpurenthub
 TEST_REDIS_URL ?= redis://127.0.0.1:6379
 PYTEST_ARGS ?=
 
-.PHONY: run test install lock check lint clean services chain-nodes
+# Translation catalogs: the committed .po files compile to .mo files (build output,
+# not committed) with Babel, so no GNU gettext is needed to build.
+PO_FILES := $(wildcard */locale/*/LC_MESSAGES/*.po)
+MO_FILES := $(PO_FILES:.po=.mo)
+
+.PHONY: run test install lock check lint clean services chain-nodes browser messages screenshots
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,7 +25,12 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
 	@touch $(STAMP)
 
-install: $(STAMP)
+%.mo: %.po $(STAMP)
+	$(VENV)/bin/pybabel compile --statistics -i $< -o $@
+
+messages: $(MO_FILES)
+
+install: $(STAMP) $(MO_FILES)
 
 run: install
 	DEBUG=$${DEBUG:-1} $(PY) manage.py serve_local
@@ -32,9 +42,19 @@ services:
 chain-nodes:
 	@bash tests/ensure-chain-nodes.sh
 
-test: install services chain-nodes
+# Debian's Chromium and its WebDriver for the browser tests (tests/browser.py).
+browser:
+	@bash tests/ensure-browser.sh
+
+test: install services chain-nodes browser
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 	  $(PY) -m pytest $(PYTEST_ARGS)
+
+# The checkout page's pictures in docs/checkout/ (new, seen, paid, expired; phone and
+# desktop width), taken by the headless browser against a test database.
+screenshots: install services browser
+	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
+	  $(PY) -m pytest -q tests/billing/checkout_screenshots.py
 
 # Static checks: lint and formatting (ruff). .ci/run runs them before the tests.
 lint: install
@@ -54,4 +74,4 @@ lock:
 	rm -rf .venv-lock build *.egg-info
 
 clean:
-	rm -rf $(VENV) staticfiles .pytest_cache
+	rm -rf $(VENV) staticfiles .pytest_cache $(MO_FILES)

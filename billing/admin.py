@@ -8,6 +8,7 @@ from decimal import Decimal
 
 from django import forms
 from django.contrib import admin
+from django.utils.html import format_html
 
 from billing import services
 from billing.currencies import CURRENCIES
@@ -24,6 +25,7 @@ from billing.models import (
 )
 from billing.rates import rate_manual_end, rate_manual_set
 from billing.selectors import chain_health
+from billing.serializers import checkout_url
 from core.admin import ReadOnlyAdmin, ReadOnlyInline, ReasonForm, ServiceAddAdmin, reason_action
 
 
@@ -140,8 +142,15 @@ class InvoiceAdmin(admin.ModelAdmin):
         req = invoice.active_request
         return req.currency if req else "-"
 
+    @admin.display(description="checkout page")
+    def checkout_page(self, invoice):
+        """The payer's page (docs/checkout.md): staff can hand the link on."""
+        url = checkout_url(invoice)
+        return format_html('<a href="{}" target="_blank" rel="noopener noreferrer">{}</a>', url, url)
+
     def get_readonly_fields(self, request, obj=None):
-        return [f.name for f in Invoice._meta.fields]
+        fields = [f.name for f in Invoice._meta.fields if f.name != "checkout_token"]
+        return [*fields[:2], "checkout_page", *fields[2:]]
 
     def has_add_permission(self, request):
         return False

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, QuerySet, Sum
 from django.utils import timezone
 
 from billing.currencies import CURRENCIES
@@ -169,3 +170,133 @@ def revenue_by_currency(*, since: datetime, until: datetime) -> list[dict[str, A
             {"currency": "credit", "amount": None, "amount_display": "", "usd": credit["usd"], "invoices": credit["n"]}
         )
     return out
+
+
+# --- Checkout page ------------------------------------------------------------
+
+# What the checkout page shows, from the invoice's status and the clock:
+# new (waiting for money), seen (paid, confirming), paid (settled), expired
+# (the rate lock ended: a fresh quote, or credit for what arrived), invalid.
+CHECKOUT_STATES = ("new", "seen", "paid", "expired", "invalid")
+CHECKOUT_TOKEN_MAX_LENGTH = 64
+_CREDIT_FROM_PAYMENTS = ("overpayment", "late_payment", "payment_credit", "unfulfilled")
+
+
+def invoice_by_checkout_token(*, token: str) -> Invoice:
+    """The invoice a checkout token opens. Any other string is simply not found:
+    the answer says nothing about which invoices exist."""
+    if not token or len(token) > CHECKOUT_TOKEN_MAX_LENGTH:
+        raise NotFound("No such payment page.")
+    invoice = Invoice.objects.filter(checkout_token=token).prefetch_related(*invoice_prefetches()).first()
+    if invoice is None:
+        raise NotFound("No such payment page.")
+    return invoice
+
+
+@dataclass(frozen=True)
+class CheckoutStatus:
+    """Everything the checkout page shows that changes while it is open."""
+
+    invoice: Invoice
+    state: str  # one of CHECKOUT_STATES
+    request: PaymentRequest | None  # the active payment request
+    amount_due: int  # of the active request, base units (0 without one)
+    paid: int  # counted so far to the active request, base units
+    due: int  # still to pay in the active request's currency, base units
+    pay_uri: str  # the payment URI for `due` ("" without a request or nothing due)
+    confirmations: int | None  # of the least-confirmed payment still confirming
+    confirmations_required: int | None
+    seconds_left: int  # on the rate lock (0 once it ended)
+    credited_usd: Decimal  # what became account credit from payments to this invoice
+    can_switch_currency: bool
+    can_requote: bool
+
+    @property
+    def currency(self) -> str | None:
+        return self.request.currency if self.request else None
+
+    def coins(self, base_units: int) -> str:
+        return CURRENCIES[self.request.currency].coins_str(base_units) if self.request else ""
+
+
+def _pay_uri_for(request: PaymentRequest, amount: int, *, number: str) -> str:
+    """The request's URI, or the same destination asking for `amount` (what is
+    still due after a partial payment)."""
+    if amount == int(request.amount_due):
+        return request.payment_uri
+    from billing.chains.config import Destination, payment_uri
+
+    destination = Destination(
+        currency=request.currency,
+        address=request.address,
+        index=int(request.derivation_index),
+        match_key=request.match_key,
+        reference=request.reference,
+    )
+    return payment_uri(
+        destination=destination,
+        amount=amount,
+        label=settings.PAYMENT_LABEL,
+        message=f"Invoice {number}",
+    )
+
+
+def checkout_status(*, invoice: Invoice, now: datetime | None = None) -> CheckoutStatus:
+    """The checkout page's view of an invoice (loaded with `invoice_prefetches`)."""
+    from billing.chains.config import enabled_currencies
+
+    now = now or timezone.now()
+    request = invoice.active_request
+    requests = {r.pk: r for r in invoice.requests.all()}
+    counted = [p for p in invoice.payments.all() if p.counted]
+    open_ = [p for p in counted if p.disposition == "open"]
+    # As the state machine counts: each payment pays amount / amount_due of its own request.
+    seen = sum((Fraction(int(p.amount), int(requests[p.request_id].amount_due)) for p in open_), Fraction(0))
+
+    status = invoice.status
+    if status == InvoiceStatus.SETTLED:
+        state = "paid"
+    elif status == InvoiceStatus.PROCESSING:
+        state = "seen"
+    elif status == InvoiceStatus.INVALID:
+        state = "invalid"
+    elif status == InvoiceStatus.EXPIRED or now >= invoice.expires_at:
+        # A new invoice past its rate lock is expired for the payer even before
+        # the periodic job says so.
+        state = "expired"
+    else:
+        state = "new"
+
+    amount_due = int(request.amount_due) if request else 0
+    paid = sum(int(p.amount) for p in counted if request and p.request_id == request.pk)
+    remaining = max(Fraction(0), 1 - seen)
+    due = -(-(remaining.numerator * amount_due) // remaining.denominator) if state in ("new", "expired") else 0
+    pay_uri = ""
+    if request is not None:
+        pay_uri = _pay_uri_for(request, due, number=invoice.number) if due > 0 else request.payment_uri
+
+    confirming = [p for p in counted if p.status == PaymentStatus.PENDING]
+    confirmations = min((p.confirmations for p in confirming), default=None)
+    required = None
+    if confirming:
+        least = min(confirming, key=lambda p: p.confirmations)
+        required = int(settings.CONFIRMATIONS[least.currency])
+
+    credited = invoice.credit_entries.filter(kind__in=_CREDIT_FROM_PAYMENTS).aggregate(s=Sum("amount_usd"))["s"]
+    return CheckoutStatus(
+        invoice=invoice,
+        state=state,
+        request=request,
+        amount_due=amount_due,
+        paid=paid,
+        due=due,
+        pay_uri=pay_uri,
+        confirmations=confirmations,
+        confirmations_required=required,
+        seconds_left=max(0, int((invoice.expires_at - now).total_seconds())) if state == "new" else 0,
+        credited_usd=credited or ZERO,
+        can_switch_currency=state == "new"
+        and not counted
+        and bool(set(enabled_currencies()) - {request and request.currency}),
+        can_requote=state == "expired" and not counted,
+    )

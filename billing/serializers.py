@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -8,6 +9,11 @@ from billing.currencies import CURRENCIES
 from billing.models import Invoice, Payment, PaymentRequest, PaymentStatus
 from billing.services import confirmations_required
 from core.fields import BaseUnitsField, MoneyField
+
+
+def checkout_url(invoice: Invoice) -> str:
+    """The absolute address of an invoice's checkout page."""
+    return settings.SITE_URL.rstrip("/") + reverse("checkout", kwargs={"token": invoice.checkout_token})
 
 
 class RateOutput(serializers.Serializer):
@@ -83,6 +89,9 @@ class InvoiceOutput(serializers.Serializer):
     reference = serializers.SerializerMethodField(help_text="Solana Pay reference (SOL only).")
     payment_uri = serializers.SerializerMethodField()
     qr_url = serializers.SerializerMethodField()
+    checkout_url = serializers.SerializerMethodField(
+        help_text="The invoice's payment page (SITE_URL + /pay/<token>): whoever has it can pay without logging in."
+    )
     paid_amount = serializers.SerializerMethodField(help_text="Counted so far to the active request, base units.")
     confirmed_amount = serializers.SerializerMethodField(
         help_text="Confirmed so far to the active request, base units."
@@ -129,6 +138,9 @@ class InvoiceOutput(serializers.Serializer):
 
     def get_qr_url(self, inv) -> str | None:
         return reverse("invoice-qr", kwargs={"invoice_id": inv.pk}) if self._req(inv) else None
+
+    def get_checkout_url(self, inv) -> str:
+        return checkout_url(inv)
 
     def _sum(self, inv, confirmed_only: bool) -> str | None:
         r = self._req(inv)
@@ -187,3 +199,81 @@ class CreditEntryOutput(serializers.Serializer):
     invoice = serializers.CharField(source="invoice.number", allow_null=True, default=None)
     reason = serializers.CharField()
     created_at = serializers.DateTimeField()
+
+
+class CheckoutStatusOutput(serializers.Serializer):
+    """What the checkout page polls (/pay/<token>/status): language-free facts the
+    page's script writes into the page, whose text the server rendered."""
+
+    state = serializers.CharField(help_text="new, seen, paid, expired or invalid")
+    status = serializers.CharField(source="invoice.status")
+    exception = serializers.CharField(source="invoice.exception")
+    request = serializers.SerializerMethodField(help_text="Id of the active payment request: it changes on a switch.")
+    currency = serializers.CharField(allow_null=True)
+    network = serializers.SerializerMethodField()
+    address = serializers.SerializerMethodField()
+    amount_due = BaseUnitsField()
+    amount_due_display = serializers.SerializerMethodField()
+    paid = BaseUnitsField()
+    paid_display = serializers.SerializerMethodField()
+    due = BaseUnitsField()
+    due_display = serializers.SerializerMethodField()
+    pay_uri = serializers.CharField()
+    qr_url = serializers.SerializerMethodField()
+    confirmations = serializers.IntegerField(allow_null=True)
+    confirmations_required = serializers.IntegerField(allow_null=True)
+    expires_at = serializers.DateTimeField(source="invoice.expires_at")
+    monitoring_until = serializers.DateTimeField(source="invoice.monitoring_until")
+    seconds_left = serializers.IntegerField()
+    credited_usd = MoneyField()
+    credited = serializers.SerializerMethodField()
+    partial = serializers.SerializerMethodField()
+    paid_over = serializers.SerializerMethodField()
+    via_credit = serializers.SerializerMethodField()
+    can_switch_currency = serializers.BooleanField()
+    can_requote = serializers.BooleanField()
+    partial_expired = serializers.SerializerMethodField(help_text="Expired with money received: it becomes credit.")
+    final = serializers.SerializerMethodField(help_text="Nothing on the page changes any more: stop polling.")
+
+    def get_request(self, st) -> int | None:
+        return st.request.pk if st.request else None
+
+    def get_network(self, st) -> str | None:
+        return st.request.network if st.request else None
+
+    def get_address(self, st) -> str | None:
+        return st.request.address if st.request else None
+
+    def get_amount_due_display(self, st) -> str:
+        return st.coins(st.amount_due)
+
+    def get_paid_display(self, st) -> str:
+        return st.coins(st.paid)
+
+    def get_due_display(self, st) -> str:
+        return st.coins(st.due)
+
+    def get_qr_url(self, st) -> str | None:
+        if st.request is None:
+            return None
+        # The address in the query tells browsers a new picture when what it encodes changes.
+        path = reverse("checkout-qr", kwargs={"token": st.invoice.checkout_token})
+        return f"{path}?v={st.request.pk}-{st.due}"
+
+    def get_credited(self, st) -> bool:
+        return st.credited_usd > 0
+
+    def get_partial(self, st) -> bool:
+        return st.state == "new" and st.paid > 0
+
+    def get_paid_over(self, st) -> bool:
+        return st.invoice.exception == "paid_over"
+
+    def get_via_credit(self, st) -> bool:
+        return st.invoice.settled_via == "credit"
+
+    def get_partial_expired(self, st) -> bool:
+        return st.state == "expired" and not st.can_requote
+
+    def get_final(self, st) -> bool:
+        return st.state in ("paid", "invalid")

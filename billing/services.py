@@ -274,16 +274,28 @@ def invoice_requote(
     *, invoice_id: int, account: Any, currency: str | None = None, now: datetime | None = None
 ) -> Invoice:
     """Re-open an expired, unpaid invoice at a fresh rate, if what it pays for
-    still holds (its owner's re-quote hook decides, e.g. re-reserving slots)."""
+    still holds (its owner's re-quote hook decides, e.g. re-reserving slots).
+
+    A new invoice whose rate lock has ended, but which the periodic job has not
+    expired yet, is re-quoted as well (it never leaves `new`), unless the
+    watcher of its currency is blind: a payment may then be on its way."""
     now = now or timezone.now()
     invoice = _invoice_lock(invoice_id=invoice_id, account=account)
-    if invoice.status != InvoiceStatus.EXPIRED:
+    lapsed = invoice.status == InvoiceStatus.NEW and now >= invoice.expires_at
+    if invoice.status != InvoiceStatus.EXPIRED and not lapsed:
         raise Conflict(
             "invoice_not_expired", "Only an expired invoice can be re-quoted.", details={"status": invoice.status}
         )
     if invoice_has_payments(invoice=invoice):
         raise Conflict(
             "invoice_has_payments", "This invoice received payments; they become credit when its window ends."
+        )
+    if lapsed and _wait_for_watcher(invoice=invoice, blind=_blind_currencies(now=now), now=now):
+        raise Conflict(
+            "payment_check_pending",
+            "The chain watcher of this invoice's currency is catching up, so a payment may already be on its "
+            "way; try again in a few minutes.",
+            details={"currency": invoice.active_request.currency},
         )
     previous = invoice.active_request
     code = currency or (previous.currency if previous else None)
@@ -827,3 +839,44 @@ def credit_refund_record(
         changes={"amount_usd": str(amount_usd), "currency": currency, "txid": txid},
     )
     return entry
+
+
+# --- Checkout page ------------------------------------------------------------------
+# The page at /pay/<token> acts for whoever holds the token (the payer need not
+# log in): the same services as the API, found by token, with an audit row.
+
+
+@transaction.atomic
+def checkout_currency_switch(*, token: str, currency: str, now: datetime | None = None) -> Invoice:
+    """Pay the invoice a checkout token opens in another currency."""
+    from billing.selectors import invoice_by_checkout_token
+
+    found = invoice_by_checkout_token(token=token)
+    before = found.active_request.currency if found.active_request else None
+    invoice = invoice_switch_currency(invoice_id=found.pk, account=found.account_id, currency=currency, now=now)
+    audit_record(
+        actor=None,
+        action="invoice.switch_currency",
+        obj=invoice,
+        reason="checkout page",
+        changes={"currency": [before, invoice.active_request.currency]},
+    )
+    return invoice
+
+
+@transaction.atomic
+def checkout_requote(*, token: str, currency: str | None = None, now: datetime | None = None) -> Invoice:
+    """A fresh quote for the expired invoice a checkout token opens."""
+    from billing.selectors import invoice_by_checkout_token
+
+    found = invoice_by_checkout_token(token=token)
+    invoice = invoice_requote(invoice_id=found.pk, account=found.account_id, currency=currency, now=now)
+    request = invoice.active_request
+    audit_record(
+        actor=None,
+        action="invoice.requote",
+        obj=invoice,
+        reason="checkout page",
+        changes={"currency": request.currency, "amount": int(request.amount_due), "rate_usd": request.rate_usd},
+    )
+    return invoice

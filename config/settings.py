@@ -184,9 +184,14 @@ X_FRAME_OPTIONS = "DENY"
 
 # --- I18n, time, static -------------------------------------------------------
 
-LANGUAGE_CODE = "en-us"
+LANGUAGE_CODE = "en"
 TIME_ZONE = "UTC"
-USE_I18N = False
+# Translations serve the pages customers read (the checkout page, in English and
+# Spanish, chosen by Accept-Language or the page's switch). The API and the admin
+# stay in English: no LocaleMiddleware. The catalogs (*/locale/*/LC_MESSAGES/*.po)
+# are compiled to .mo files by the build (`make install`, `make run`, `make test`).
+USE_I18N = True
+LANGUAGES = [("en", "English"), ("es", "Español")]
 USE_TZ = True
 
 STATIC_URL = "static/"
@@ -376,6 +381,16 @@ CELERY_BEAT_SCHEDULE.update(
         "rentals.idempotency_keys_prune": {"task": "rentals.idempotency_keys_prune", "schedule": 3600.0},
     }
 )
+
+# --- Checkout page ------------------------------------------------------------
+# Every invoice has a public page at /pay/<token> (docs/checkout.md). The page asks
+# the server for the invoice's status every CHECKOUT_POLL_SECONDS while it can still
+# change. CHECKOUT_SUPPORT_URL, when set, is linked from the page where a customer
+# may need help (an invalid invoice, a refused action).
+CHECKOUT_POLL_SECONDS = env.int("CHECKOUT_POLL_SECONDS", default=5)
+CHECKOUT_SUPPORT_URL = env.str("CHECKOUT_SUPPORT_URL", default="")
+if CHECKOUT_POLL_SECONDS < 1:
+    raise ImproperlyConfigured("CHECKOUT_POLL_SECONDS is a whole number of seconds, at least 1.")
 
 # --- Customer webhooks --------------------------------------------------------
 # WEBHOOK_ALLOW_PRIVATE_TARGETS lets webhooks go to http:// URLs and to

@@ -14,6 +14,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("api/v1/", include("config.api_urls")),
+    path("pay/", include("billing.checkout_urls")),
 ]
 
 handler400 = "core.api.json_bad_request"

@@ -11,6 +11,10 @@ install -d -m 0750 -g gpurenthub /etc/gpurenthub
 rsync -a --delete --exclude .venv --exclude data --exclude .git "$(dirname "$0")/../" "$APP/"
 python3 -m venv "$APP/.venv"
 "$APP/.venv/bin/pip" install --quiet -r "$APP/requirements.lock"
+# Translation catalogs (the checkout page's Spanish): compiled from the committed .po files.
+find "$APP" -path "$APP/.venv" -prune -o -path '*/LC_MESSAGES/*.po' -print | while read -r po; do
+  "$APP/.venv/bin/pybabel" compile -i "$po" -o "${po%.po}.mo"
+done
 install -m 0644 "$(dirname "$0")"/systemd/*.service /etc/systemd/system/
 systemctl daemon-reload
 set -a; . /etc/gpurenthub/env; set +a

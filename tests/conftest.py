@@ -62,3 +62,34 @@ def customer_api(customer):
     client = APIClient()
     client.force_authenticate(customer)
     return client
+
+
+# --- A real browser against the live server (tests/browser.py) ----------------
+
+
+@pytest.fixture(scope="session")
+def browser_session(django_db_setup, live_server):
+    """One headless Chromium for the whole run (started on first use). It quits
+    before the live server stops and the test database goes, so no request
+    thread keeps a database connection open past the run."""
+    from tests.browser import browser_launch
+
+    browser = browser_launch()
+    yield browser
+    browser.quit()
+    # The browser's keep-alive connections are closed now: let the server's
+    # request threads finish and close their database connections.
+    import threading
+
+    for thread in threading.enumerate():
+        if getattr(getattr(thread, "_target", None), "__name__", "") == "process_request_thread":
+            thread.join(timeout=10)
+
+
+@pytest.fixture
+def browser(browser_session, live_server):
+    """The session's browser, reset (no cookies, desktop width, English) and
+    bound to the live server: `browser.open("/pay/...")`."""
+    browser_session.reset(base_url=live_server.url)
+    yield browser_session
+    browser_session.reset()

@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
@@ -711,6 +712,50 @@ class SandboxPayment:
     scan: ScanReport
 
 
+def _sandbox_check() -> None:
+    if not settings.SANDBOX or _network(FAMILIES["LTC"]) != "regtest" or not rpc_url(currency="LTC"):
+        raise DomainError(
+            "sandbox_off",
+            "This works only in the local sandbox (SANDBOX=1, LTC_NETWORK=regtest, "
+            "started by `make run` when litecoind is installed).",
+        )
+
+
+SANDBOX_DEMO_USERNAME = "sandbox-demo"
+
+
+@transaction.atomic
+def sandbox_invoice_issue(*, usd: Decimal = Decimal("25.00"), username: str = SANDBOX_DEMO_USERNAME) -> Invoice:
+    """An LTC invoice to try the checkout page with, for a demo account (made
+    when missing, with no password): its newest invoice while that can still be
+    paid, else a new one. Refused outside the sandbox."""
+    from django.contrib.auth import get_user_model
+
+    _sandbox_check()
+    if usd <= 0:
+        raise DomainError("invalid", "The amount is a positive number of USD.")
+    Account = get_user_model()
+    account = Account.objects.filter(username=username).first()
+    if account is None:
+        account = Account.objects.create_user(username, None)
+    now = timezone.now()
+    open_ = (
+        Invoice.objects.filter(account=account, status="new", expires_at__gt=now, requests__currency="LTC")
+        .order_by("-created_at")
+        .first()
+    )
+    if open_ is not None:
+        return open_
+    return services.invoice_create(
+        account=account,
+        subject="sandbox:demo",
+        description="Sandbox demo: pay it with sandbox_pay",
+        lines=[services.LineSpec("Sandbox demo payment", Decimal(1), usd, usd)],
+        currency="LTC",
+        metadata={"sandbox": True},
+    )
+
+
 def sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, confirm: bool = False) -> SandboxPayment:
     """Pay an invoice's LTC address from the sandbox's regtest wallet; with
     `confirm`, mine the blocks the policy wants. Then scan right away (the
@@ -718,12 +763,7 @@ def sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, confi
     from billing.chains.regtest import SANDBOX_WALLET, regtest_wallet_pay
     from billing.chains.watchers import chain_scan
 
-    if not settings.SANDBOX or _network(FAMILIES["LTC"]) != "regtest" or not rpc_url(currency="LTC"):
-        raise DomainError(
-            "sandbox_off",
-            "sandbox_pay works only in the local sandbox (SANDBOX=1, LTC_NETWORK=regtest, "
-            "started by `make run` when litecoind is installed).",
-        )
+    _sandbox_check()
     invoice = Invoice.objects.filter(number=invoice_number).first()
     if invoice is None:
         raise NotFound(f"No invoice {invoice_number}.")

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import secrets
+
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
@@ -37,8 +39,22 @@ class InvoiceCounter(models.Model):
         return f"{self.series}: {self.last}"
 
 
+def checkout_token_new() -> str:
+    """A fresh checkout token: 256 random bits, URL-safe (43 characters). It is
+    the only key to the invoice's public checkout page, so it is random, never
+    derived from the invoice's id or number."""
+    return secrets.token_urlsafe(32)
+
+
 class Invoice(models.Model):
     number = models.CharField(max_length=40, unique=True)
+    checkout_token = models.CharField(
+        max_length=64,
+        unique=True,
+        default=checkout_token_new,
+        editable=False,
+        help_text="Opens the invoice's checkout page (/pay/<token>) without logging in.",
+    )
     account = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="invoices")
     subject = models.CharField(
         max_length=64, db_index=True, help_text="Opaque reference to what it pays for, e.g. order:12."

@@ -256,7 +256,17 @@ def _renewal_invoice(
         lines=lines,
         currency=currency,
         payable_until=payable_until,
-        metadata={"rental": rental.pk, "kind": kind, "terms": terms},
+        metadata={
+            "rental": rental.pk,
+            "kind": kind,
+            "terms": terms,
+            "region": rental.region_code,
+            "gpu": rental.gpu_slug,
+            "gpu_name": rental.order.gpu_name,
+            "gpu_count": rental.gpu_count,
+            # A usage invoice bills egress, not a term.
+            **({} if kind == RenewalKind.USAGE else {"term": rental.term}),
+        },
         now=now,
     )
     for r in reports:

@@ -207,6 +207,7 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
                 "order": order.pk,
                 "region": region.code,
                 "gpu": gpu.slug,
+                "gpu_name": gpu.name,
                 "gpu_count": spec.gpu_count,
                 "term": spec.term,
                 "terms": spec.terms,

@@ -125,23 +125,43 @@ class FakeProcess:
         return 0
 
 
-def test_serve_local_passes_the_sandbox_settings_to_web_worker_and_beat(monkeypatch):
+def test_serve_local_passes_the_sandbox_settings_to_web_worker_and_beat(monkeypatch, tmp_path):
     stopped = []
+    env_file = tmp_path / "sandbox.env"
+    env_file.write_text("SANDBOX='1'\n")
     sandbox = SimpleNamespace(
         env={"LTC_RPC_URL": "http://u:p@127.0.0.1:1", "SANDBOX": "1"},
+        env_file=env_file,
         node=SimpleNamespace(rpc_port=1, datadir="data/sandbox/litecoind"),
         stop=lambda: stopped.append(True),
     )
     FakeProcess.started = []
+    demo_env = []
     monkeypatch.setattr(serve_local.subprocess, "Popen", FakeProcess)
     monkeypatch.setattr(serve_local.Command, "_sandbox_start", lambda self: sandbox)
+    monkeypatch.setattr(
+        serve_local.Command,
+        "_sandbox_demo_invoice",
+        lambda self, env: (
+            demo_env.append(env) or {"page": "http://127.0.0.1:8000/pay/T0k3n", "number": "GRH-2026-000007"}
+        ),
+    )
     monkeypatch.setattr(serve_local.signal, "signal", lambda *a: None)
-    serve_local.Command(stdout=io.StringIO(), stderr=io.StringIO())._serve("127.0.0.1", 8000)
+    monkeypatch.delenv("SITE_URL", raising=False)
+    out = io.StringIO()
+    serve_local.Command(stdout=out, stderr=io.StringIO())._serve("127.0.0.1", 8000)
     assert len(FakeProcess.started) == 3
-    for process in FakeProcess.started:
+    for process in [*FakeProcess.started, SimpleNamespace(env=demo_env[0])]:
         assert process.env["LTC_RPC_URL"] == "http://u:p@127.0.0.1:1" and process.env["SANDBOX"] == "1"
         assert process.env["PATH"] == os.environ["PATH"]
+        assert process.env["SITE_URL"] == "http://127.0.0.1:8000"  # checkout links point at this server
     assert stopped == [True]
+    banner = out.getvalue()
+    assert "Checkout:  http://127.0.0.1:8000/pay/<token>" in banner
+    assert "Try paying: http://127.0.0.1:8000/pay/T0k3n  (invoice GRH-2026-000007)" in banner
+    assert "manage.py sandbox_pay GRH-2026-000007 --confirm" in banner
+    # Commands in another shell read the sandbox's settings file: they name this server too.
+    assert env_file.read_text() == "SANDBOX='1'\nSITE_URL='http://127.0.0.1:8000'\n"
 
 
 def test_serve_local_starts_no_sandbox_when_ltc_is_configured_or_in_production(settings, monkeypatch, tmp_path):

@@ -2,6 +2,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from billing.chains.bitcoin import sandbox_invoice_pay
 from billing.currencies import CURRENCIES
+from billing.models import Invoice
+from billing.serializers import checkout_url
 from core.errors import DomainError
 
 
@@ -28,4 +30,6 @@ class Command(BaseCommand):
         if paid.blocks_mined:
             self.stdout.write(f"Mined {paid.blocks_mined} block(s).")
         self.stdout.write(paid.scan.summary())
+        invoice = Invoice.objects.get(number=paid.invoice_number)
+        self.stdout.write(f"Its checkout page shows it: {checkout_url(invoice)}")
         self.stdout.write(f"Invoice {paid.invoice_number} is {paid.status} ({paid.exception}).")

@@ -109,8 +109,17 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
         try:
-            # The children are separate processes: they see the sandbox through their environment.
-            env = {**os.environ, **sandbox.env} if sandbox else None
+            # The children are separate processes: they see the sandbox through their environment,
+            # and invoices' checkout links point at this server unless SITE_URL says otherwise.
+            env = {**os.environ, **(sandbox.env if sandbox else {})}
+            env.setdefault("SITE_URL", base)
+            demo = None
+            if sandbox:
+                if "SITE_URL" not in os.environ:
+                    # Commands run from another shell (sandbox_pay) read the sandbox's settings file.
+                    with open(sandbox.env_file, "a") as handle:
+                        handle.write(f"SITE_URL='{base}'\n")
+                demo = self._sandbox_demo_invoice(env)
             for name, cmd in procs.items():
                 running[name] = subprocess.Popen(cmd, env=env)
             self.stdout.write(
@@ -119,6 +128,7 @@ class Command(BaseCommand):
                     f"    API:       {base}/api/v1/\n"
                     f"    API docs:  {base}/api/docs/\n"
                     f"    Admin:     {base}/admin/\n"
+                    f"    Checkout:  {base}/pay/<token>  (each invoice's checkout_url)\n"
                     f"    Health:    {base}/healthz  {base}/readyz\n"
                     "Press Ctrl-C to stop.\n"
                 )
@@ -128,8 +138,9 @@ class Command(BaseCommand):
                     self.style.SUCCESS(
                         f"LTC sandbox: a Litecoin regtest node at 127.0.0.1:{sandbox.node.rpc_port} (data in "
                         f"{sandbox.node.datadir}).\n"
-                        "    Order or invoice in LTC, then pay it from the node's wallet:\n"
-                        "    DEBUG=1 .venv/bin/python manage.py sandbox_pay <invoice-number> [--confirm]\n"
+                        + (f"    Try paying: {demo['page']}  (invoice {demo['number']})\n" if demo else "")
+                        + "    Order or invoice in LTC, then pay it from the node's wallet; its checkout page turns paid:\n"
+                        f"    DEBUG=1 .venv/bin/python manage.py sandbox_pay {demo['number'] if demo else '<invoice-number>'} --confirm\n"
                     )
                 )
             while not stopping:
@@ -152,6 +163,25 @@ class Command(BaseCommand):
             if sandbox:
                 sandbox.stop()
             self.stdout.write("Stopped.")
+
+    def _sandbox_demo_invoice(self, env: dict[str, str]) -> dict[str, str] | None:
+        """The sandbox's demo invoice (`manage.py sandbox_invoice`, run with the
+        sandbox's environment): its number and checkout page."""
+        done = subprocess.run(
+            [sys.executable, "manage.py", "sandbox_invoice"],
+            env=env,
+            cwd=settings.BASE_DIR,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        lines = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
+        page = lines.get("Checkout page")
+        number = next((k.split()[1] for k in lines if k.startswith("Invoice ")), None)
+        if done.returncode != 0 or not page or not number:
+            self.stderr.write(f"No sandbox demo invoice: {done.stderr.strip() or done.stdout.strip()}")
+            return None
+        return {"page": page, "number": number}
 
     def _sandbox_start(self):
         """A Litecoin regtest node to pay into, when litecoind is installed and LTC is
