@@ -50,11 +50,12 @@ test: install services chain-nodes browser
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 	  $(PY) -m pytest $(PYTEST_ARGS)
 
-# The checkout page's pictures in docs/checkout/ (new, seen, paid, expired; phone and
-# desktop width), taken by the headless browser against a test database.
+# The pictures in docs/: the checkout page (docs/checkout/: new, seen, paid, expired; phone and
+# desktop width) and the staff admin (docs/admin/, 1,400 pixels), taken by the headless browser
+# against a test database.
 screenshots: install services browser
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
-	  $(PY) -m pytest -q tests/billing/checkout_screenshots.py
+	  $(PY) -m pytest -q tests/billing/checkout_screenshots.py tests/rentals/admin_screenshots.py
 
 # Static checks: lint and formatting (ruff). .ci/run runs them before the tests.
 lint: install

@@ -9,10 +9,12 @@ from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.forms import BaseUserCreationForm, UserChangeForm
 from django.db import transaction
+from django.db.models import Exists, OuterRef
+from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from accounts import services
 from accounts.models import Account, ApiToken, SshKey
-from core.admin import AuditedModelAdmin, ReadOnlyInline
+from core.admin import AuditedModelAdmin, ReadOnlyInline, reason_action
 from core.audit import audit_record, model_snapshot, snapshot_diff
 from core.errors import DomainError
 
@@ -72,11 +74,36 @@ class AccountAdmin(AuditedModelAdmin, UserAdmin):
         ("Permissions", {"fields": ("groups", "user_permissions")}),
         ("Dates", {"fields": ("created_at", "last_login")}),
     )
-    list_display = ("username", "is_staff", "is_active", "created_at", "last_login")
+    list_display = ("username", "is_staff", "is_active", "two_factor", "created_at", "last_login")
     list_filter = ("is_staff", "is_active", "is_superuser")
     search_fields = ("username",)
     ordering = ("-created_at", "-id")
-    actions = ["deactivate_accounts"]
+    actions = [
+        "deactivate_accounts",
+        reason_action(
+            name="reset_two_factor",
+            description="Reset two-factor (lost authenticator)",
+            call=lambda account, actor, reason: services.staff_otp_reset(
+                account_id=account.pk, actor=actor, reason=reason
+            ),
+            permissions=("reset_two_factor",),
+        ),
+    ]
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(_otp=Exists(TOTPDevice.objects.filter(user=OuterRef("pk"), confirmed=True)))
+        )
+
+    @admin.display(boolean=True, description="two-factor", ordering="_otp")
+    def two_factor(self, account):
+        return account._otp
+
+    def has_reset_two_factor_permission(self, request):
+        return request.user.is_superuser
+
     inlines = [ApiTokenInline, SshKeyInline]
 
     def get_inlines(self, request, obj):
@@ -133,3 +160,9 @@ class AccountAdmin(AuditedModelAdmin, UserAdmin):
         if queryset.filter(pk=request.user.pk).exists():
             messages.warning(request, "Your own account was left active.")
         messages.success(request, f"Deactivated {done} account(s).")
+
+
+# Authenticators are set up by their owner (the two-factor page) and reset by a
+# superuser (the action above); their secrets are never listed.
+if admin.site.is_registered(TOTPDevice):
+    admin.site.unregister(TOTPDevice)

@@ -79,6 +79,7 @@ class ApiToken(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        verbose_name = "API token"
         indexes = [models.Index(fields=["account", "revoked_at"])]
         constraints = [
             models.CheckConstraint(

@@ -11,7 +11,7 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from billing import services
-from billing.currencies import CURRENCIES
+from billing.currencies import CURRENCIES, amount_label
 from billing.models import (
     ChainState,
     CreditBalance,
@@ -26,12 +26,65 @@ from billing.models import (
 from billing.rates import rate_manual_end, rate_manual_set
 from billing.selectors import chain_health
 from billing.serializers import checkout_url
-from core.admin import ReadOnlyAdmin, ReadOnlyInline, ReasonForm, ServiceAddAdmin, reason_action
+from core import display
+from core.admin import (
+    ReadOnlyAdmin,
+    ReadOnlyInline,
+    ReasonForm,
+    RecordAdmin,
+    ServiceAddAdmin,
+    json_display,
+    reason_action,
+    usd_display,
+)
+
+# --- How amounts, rates and transactions read ------------------------------------
+
+
+@admin.display(description="amount due")
+def amount_due_coins(request_row):
+    return amount_label(request_row.currency, request_row.amount_due)
+
+
+@admin.display(description="rate (USD per coin)", ordering="rate_usd")
+def usd_rate(row):
+    return display.price(row.rate_usd)
+
+
+@admin.display(description="amount")
+def payment_coins(payment):
+    return amount_label(payment.currency, payment.amount)
+
+
+@admin.display(description="amount", ordering="amount")
+def payment_coins_short(payment):
+    return format_html(
+        '{}<span class="figure-sub">{}</span>',
+        amount_label(payment.currency, payment.amount, with_base_units=False),
+        f"{int(payment.amount):,}",
+    )
+
+
+@admin.display(description="transaction", ordering="txid")
+def transaction_short(payment):
+    """The txid cut to its ends (the whole one is on the payment's page and in its title)."""
+    txid = payment.txid
+    short = txid if len(txid) <= 20 else f"{txid[:10]}\u2026{txid[-8:]}"
+    return format_html('<span class="monospace" title="{}">{}:{}</span>', txid, short, payment.output_index)
 
 
 class InvoiceLineInline(ReadOnlyInline):
     model = InvoiceLine
-    fields = ("position", "code", "description", "quantity", "unit_usd", "discount_usd", "amount_usd")
+    fields = (
+        "position",
+        "code",
+        "description",
+        "quantity",
+        usd_display("unit_usd", "unit USD"),
+        usd_display("discount_usd", "discount USD"),
+        usd_display("amount_usd", "amount USD"),
+    )
+    readonly_fields = fields
 
 
 class PaymentRequestInline(ReadOnlyInline):
@@ -40,25 +93,24 @@ class PaymentRequestInline(ReadOnlyInline):
         "currency",
         "network",
         "address",
-        "amount_due",
-        "rate_usd",
+        amount_due_coins,
+        usd_rate,
         "rate_source",
         "rate_at",
-        "created_at",
         "expires_at",
         "is_active",
     )
+    readonly_fields = fields
+    verbose_name_plural = "payment requests (each: a currency, a destination, a locked rate)"
 
 
 class PaymentInline(ReadOnlyInline):
     model = Payment
     fk_name = "invoice"
     fields = (
-        "currency",
-        "txid",
-        "output_index",
-        "amount",
-        "amount_usd",
+        transaction_short,
+        payment_coins_short,
+        usd_display("amount_usd", "USD"),
         "confirmations",
         "status",
         "disposition",
@@ -66,6 +118,8 @@ class PaymentInline(ReadOnlyInline):
         "first_seen_at",
         "reason",
     )
+    readonly_fields = fields
+    show_change_link = True
 
 
 class RecordPaymentForm(ReasonForm):
@@ -92,19 +146,43 @@ def _record_payment(invoice, *, actor, reason, txid, amount, confirmations, outp
 
 
 @admin.register(Invoice)
-class InvoiceAdmin(admin.ModelAdmin):
+class InvoiceAdmin(RecordAdmin):
+    """Issued invoices are never edited: corrections are the actions below
+    (each with a reason, through the billing services, audited)."""
+
     list_display = (
         "number",
         "account",
         "status",
         "exception",
-        "total_usd",
-        "pay_currency",
+        usd_display("total_usd", "total USD"),
+        "amount_due",
         "created_at",
-        "expires_at",
         "settled_at",
         "needs_attention",
     )
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "number",
+                    "account",
+                    "checkout_page",
+                    "description",
+                    "subject",
+                    "status",
+                    "exception",
+                    "needs_attention",
+                )
+            },
+        ),
+        ("Money", {"fields": (usd_display("total_usd", "total USD"), "amount_due", "settled_via")}),
+        ("Times (UTC)", {"fields": ("created_at", "expires_at", "monitoring_until", "settled_at")}),
+        ("What it pays for", {"fields": (json_display("metadata", "snapshot"),)}),
+    )
+    # checkout_token is the page's key: shown as the link above, never as a bare value.
+    shown_otherwise = ("id", "total_usd", "metadata", "checkout_token")
     list_filter = ("status", "exception", "requests__currency", "needs_attention", "settled_via")
     search_fields = ("number", "account__username", "subject", "requests__address", "payments__txid")
     date_hierarchy = "created_at"
@@ -137,10 +215,11 @@ class InvoiceAdmin(admin.ModelAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).prefetch_related("requests").distinct()
 
-    @admin.display(description="currency")
-    def pay_currency(self, invoice):
+    @admin.display(description="to pay")
+    def amount_due(self, invoice):
+        """What the active payment request asks for, in whole coins."""
         req = invoice.active_request
-        return req.currency if req else "-"
+        return amount_label(req.currency, req.amount_due, with_base_units=False) if req else display.EMPTY
 
     @admin.display(description="checkout page")
     def checkout_page(self, invoice):
@@ -148,25 +227,13 @@ class InvoiceAdmin(admin.ModelAdmin):
         url = checkout_url(invoice)
         return format_html('<a href="{}" target="_blank" rel="noopener noreferrer">{}</a>', url, url)
 
-    def get_readonly_fields(self, request, obj=None):
-        fields = [f.name for f in Invoice._meta.fields if f.name != "checkout_token"]
-        return [*fields[:2], "checkout_page", *fields[2:]]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(Payment)
 class PaymentAdmin(ReadOnlyAdmin):
     list_display = (
-        "txid",
-        "output_index",
-        "currency",
-        "amount",
-        "amount_usd",
+        transaction_short,
+        payment_coins_short,
+        usd_display("amount_usd", "USD"),
         "confirmations",
         "status",
         "disposition",
@@ -174,6 +241,17 @@ class PaymentAdmin(ReadOnlyAdmin):
         "invoice",
         "first_seen_at",
     )
+    fieldsets = (
+        (None, {"fields": ("invoice", "request", "chain", "currency", "txid", "output_index")}),
+        ("Amount", {"fields": (payment_coins, usd_display("amount_usd", "USD at the locked rate"))}),
+        (
+            "On chain",
+            {"fields": ("status", "confirmations", "block_height", "block_hash", "first_seen_at", "confirmed_at")},
+        ),
+        ("Use", {"fields": ("disposition", "removed_at", "removal_reason")}),
+        ("Recorded by staff", {"fields": ("source", "recorded_by", "reason")}),
+    )
+    shown_otherwise = ("id", "amount", "amount_usd")
     list_filter = ("chain", "currency", "status", "disposition", "source")
     search_fields = ("txid", "invoice__number", "request__address")
     list_select_related = ("invoice",)
@@ -204,14 +282,21 @@ class CreditEntryForm(forms.ModelForm):
         )
 
 
+@admin.display(description="refund amount")
+def refund_coins(entry):
+    if not entry.refund_currency or entry.refund_amount is None:
+        return display.EMPTY
+    return amount_label(entry.refund_currency, entry.refund_amount)
+
+
 @admin.register(CreditEntry)
 class CreditEntryAdmin(ServiceAddAdmin):
     list_display = (
         "created_at",
         "account",
         "kind",
-        "amount_usd",
-        "balance_after_usd",
+        usd_display("amount_usd", "amount USD"),
+        usd_display("balance_after_usd", "balance after"),
         "invoice",
         "created_by",
         "reason",
@@ -221,6 +306,28 @@ class CreditEntryAdmin(ServiceAddAdmin):
     list_select_related = ("account", "invoice", "created_by")
     date_hierarchy = "created_at"
     form = CreditEntryForm
+    # A saved entry's page (never editable): the ledger row, amounts as money.
+    readonly_page = (
+        "account",
+        "kind",
+        usd_display("amount_usd", "amount USD"),
+        usd_display("balance_after_usd", "balance after USD"),
+        "invoice",
+        "payment",
+        "created_at",
+        "created_by",
+        "reason",
+        "refund_currency",
+        "refund_destination",
+        refund_coins,
+        "refund_txid",
+    )
+
+    def get_fields(self, request, obj=None):
+        return self.readonly_page if obj is not None else super().get_fields(request, obj)
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_page if obj is not None else ()
 
     def add_through_service(self, request, data):
         """Staff entries go through the ledger service (balance lock, audit)."""
@@ -245,7 +352,8 @@ class CreditEntryAdmin(ServiceAddAdmin):
 
 @admin.register(CreditBalance)
 class CreditBalanceAdmin(ReadOnlyAdmin):
-    list_display = ("account", "balance_usd", "updated_at")
+    list_display = ("account", usd_display("balance_usd", "balance USD"), "updated_at")
+    fields = ("account", usd_display("balance_usd", "balance USD"), "updated_at")
     search_fields = ("account__username",)
 
 
@@ -263,12 +371,17 @@ def _end_rate(sample, *, actor, reason):
     rate_manual_end(sample_id=sample.pk, actor=actor, reason=reason)
 
 
+@admin.display(description="USD per coin", ordering="usd")
+def usd_price(sample):
+    return display.price(sample.usd)
+
+
 @admin.register(RateSample)
 class RateSampleAdmin(ServiceAddAdmin):
     """Fetched samples are read-only; staff add manual rates (they take
     precedence over the market median until `valid_until`) and end them early."""
 
-    list_display = ("currency", "usd", "source", "observed_at", "valid_until", "created_by", "note")
+    list_display = ("currency", usd_price, "source", "observed_at", "valid_until", "created_by", "note")
     list_filter = ("currency", "source")
     date_hierarchy = "observed_at"
     form = ManualRateForm

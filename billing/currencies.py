@@ -27,6 +27,14 @@ class Currency:
         """Whole coins, exact, without trailing zeros beyond what the unit needs."""
         return f"{self.to_coins(int(base_units)):.{self.decimals}f}"
 
+    def coins_short(self, base_units: int) -> str:
+        """Whole coins, exact, as people write them: at most the trailing zeros of
+        8 places (2 for stablecoins), so `0.49 ETH` reads `0.49000000`, not 18 places."""
+        whole, _, frac = self.coins_str(base_units).partition(".")
+        keep = 2 if self.stable else min(self.decimals, 8)
+        frac = frac.rstrip("0").ljust(keep, "0")
+        return f"{whole}.{frac}" if frac else whole
+
 
 CURRENCIES: dict[str, Currency] = {
     c.code: c
@@ -46,3 +54,21 @@ CURRENCY_CODES = tuple(CURRENCIES)
 
 def currency_get(code: str) -> Currency:
     return CURRENCIES[code.upper()]
+
+
+# Base-unit names that take a plural "s" (satoshi, litoshi, wei and piconero do not).
+_UNIT_PLURALS = {"lamport": "lamports", "token unit": "token units"}
+
+
+def amount_label(code: str, base_units: int | None, *, with_base_units: bool = True) -> str:
+    """An on-chain amount as staff read it: `19.05555556 LTC (1,905,555,556
+    litoshi)`; with `with_base_units=False` only `19.05555556 LTC`."""
+    if base_units is None or base_units == "":
+        return "\u2013"
+    currency = CURRENCIES.get(str(code).upper())
+    if currency is None:
+        return f"{int(base_units):,} base units"
+    coins = f"{currency.coins_short(int(base_units))} {currency.code}"
+    if not with_base_units:
+        return coins
+    return f"{coins} ({int(base_units):,} {_UNIT_PLURALS.get(currency.unit, currency.unit)})"

@@ -300,3 +300,44 @@ def checkout_status(*, invoice: Invoice, now: datetime | None = None) -> Checkou
         and bool(set(enabled_currencies()) - {request and request.currency}),
         can_requote=state == "expired" and not counted,
     )
+
+
+# --- Reports (the staff dashboard) ------------------------------------------------
+
+
+def revenue_by_day(*, since: datetime, until: datetime) -> list[dict[str, Any]]:
+    """Revenue per UTC day and currency: what invoices settled in [since,
+    until) brought in, as `revenue_by_currency` counts it (money applied on
+    chain at each invoice's rate, plus `credit` for invoices paid from
+    account credit). Rows `{day, currency, usd}`, by day then currency."""
+    from datetime import UTC
+
+    from django.db.models import Sum
+    from django.db.models.functions import TruncDate
+
+    from billing.models import PaymentDisposition
+
+    settled = Invoice.objects.filter(status=InvoiceStatus.SETTLED, settled_at__gte=since, settled_at__lt=until)
+    paid = (
+        Payment.objects.filter(invoice__in=settled, disposition=PaymentDisposition.APPLIED)
+        .annotate(day=TruncDate("invoice__settled_at", tzinfo=UTC))
+        .values("day", "currency")
+        .annotate(usd=Sum("amount_usd"))
+    )
+    credit = (
+        settled.filter(settled_via="credit")
+        .annotate(day=TruncDate("settled_at", tzinfo=UTC))
+        .values("day")
+        .annotate(usd=Sum("total_usd"))
+    )
+    rows = [{"day": r["day"], "currency": r["currency"], "usd": r["usd"]} for r in paid]
+    rows += [{"day": r["day"], "currency": "credit", "usd": r["usd"]} for r in credit]
+    return sorted(rows, key=lambda r: (r["day"], r["currency"]))
+
+
+def invoices_by_status(*, since: datetime) -> dict[str, int]:
+    """How many invoices issued since `since` are in each state now."""
+    from django.db.models import Count
+
+    counts = dict(Invoice.objects.filter(created_at__gte=since).values_list("status").annotate(n=Count("id")))
+    return {status.value: counts.get(status.value, 0) for status in InvoiceStatus}

@@ -16,29 +16,52 @@ from catalog.models import (
     TermDiscount,
 )
 from catalog.services import host_slots_ensure, slot_service_set
-from core.admin import AuditedModelAdmin, ReadOnlyAdmin, ReportAdmin, reason_action
+from core import display
+from core.admin import AuditedModelAdmin, RecordAdmin, ReportAdmin, reason_action
+from core.money import cents
 
 
 @admin.register(GpuModel)
 class GpuModelAdmin(AuditedModelAdmin):
+    """The cards and their prices. Prices are edited in place in the list
+    (Save below it); each change is audited with the old and new value, and
+    orders already placed keep the price they were sold at."""
+
     list_display = (
-        "slug",
         "name",
-        "vendor",
-        "architecture",
-        "memory_gb",
+        "slug",
+        "family",
+        "memory",
         "bandwidth_gbps",
         "fp8",
         "monthly_usd",
         "weekly_usd",
-        "min_gpus",
-        "max_gpus",
-        "gpus_per_host",
+        "usd_per_gpu_hour",
+        "gpu_counts",
         "is_active",
     )
+    list_display_links = ("name",)
+    list_editable = ("monthly_usd", "weekly_usd")
     list_filter = ("vendor", "architecture", "fp8", "software_stack", "is_active")
     search_fields = ("slug", "name", "architecture")
     ordering = ("sort_order",)
+
+    @admin.display(description="vendor, architecture", ordering="architecture")
+    def family(self, gpu):
+        return f"{gpu.get_vendor_display()} {gpu.architecture}"
+
+    @admin.display(description="memory", ordering="memory_gb")
+    def memory(self, gpu):
+        return f"{gpu.memory_gb} GB {gpu.memory_type}"
+
+    @admin.display(description="USD per GPU-hour")
+    def usd_per_gpu_hour(self, gpu):
+        """The monthly price / 720 hours, half up to the cent (before multi-GPU discounts)."""
+        return display.usd(cents(gpu.monthly_usd / 720))
+
+    @admin.display(description="GPUs per instance")
+    def gpu_counts(self, gpu):
+        return ", ".join(str(n) for n in gpu.allowed_counts)
 
 
 class HostInline(admin.TabularInline):
@@ -120,7 +143,7 @@ class HostAdmin(AuditedModelAdmin):
 
 
 @admin.register(Slot)
-class SlotAdmin(ReadOnlyAdmin):
+class SlotAdmin(RecordAdmin):
     """Slots change only through reservations and rentals, or these actions."""
 
     list_display = ("__str__", "host", "status", "holder", "changed_at")

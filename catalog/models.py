@@ -33,22 +33,29 @@ class GpuModel(models.Model):
     name = models.CharField(max_length=64)
     vendor = models.CharField(max_length=16, choices=Vendor.choices)
     architecture = models.CharField(max_length=32, help_text="Blackwell, Hopper, Ada, Ampere, CDNA 3")
-    memory_gb = models.PositiveIntegerField(help_text="Memory per card, GB (10^9 bytes).")
+    memory_gb = models.PositiveIntegerField("memory GB", help_text="Memory per card, GB (10^9 bytes).")
     memory_type = models.CharField(max_length=32, help_text="HBM3e, GDDR6X, GDDR6 ECC, ...")
-    bandwidth_gbps = models.PositiveIntegerField(help_text="Memory bandwidth per card, GB/s.")
-    fp8 = models.BooleanField(help_text="Has FP8 tensor cores (silicon, not a driver feature).")
+    bandwidth_gbps = models.PositiveIntegerField("bandwidth GB/s", help_text="Memory bandwidth per card, GB/s.")
+    fp8 = models.BooleanField("FP8", help_text="Has FP8 tensor cores (silicon, not a driver feature).")
     software_stack = models.CharField(max_length=8, choices=SoftwareStack.choices)
-    tdp_w = models.PositiveIntegerField(null=True, blank=True, help_text="Board power, W, where quoted.")
-    monthly_usd = models.DecimalField(max_digits=10, decimal_places=2, validators=[MinValueValidator(Decimal("0.01"))])
-    weekly_usd = models.DecimalField(max_digits=10, decimal_places=2, validators=[MinValueValidator(Decimal("0.01"))])
-    min_gpus = models.PositiveSmallIntegerField(default=1)
-    max_gpus = models.PositiveSmallIntegerField(default=8)
-    gpus_per_host = models.PositiveSmallIntegerField(default=8, help_text="Slots on one host of this card.")
+    tdp_w = models.PositiveIntegerField("TDP W", null=True, blank=True, help_text="Board power, W, where quoted.")
+    monthly_usd = models.DecimalField(
+        "monthly USD", max_digits=10, decimal_places=2, validators=[MinValueValidator(Decimal("0.01"))]
+    )
+    weekly_usd = models.DecimalField(
+        "weekly USD", max_digits=10, decimal_places=2, validators=[MinValueValidator(Decimal("0.01"))]
+    )
+    min_gpus = models.PositiveSmallIntegerField("min GPUs", default=1)
+    max_gpus = models.PositiveSmallIntegerField("max GPUs", default=8)
+    gpus_per_host = models.PositiveSmallIntegerField(
+        "GPUs per host", default=8, help_text="Slots on one host of this card."
+    )
     is_active = models.BooleanField(default=True, help_text="Offered for new orders.")
     sort_order = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["sort_order", "slug"]
+        verbose_name = "GPU model"
         constraints = [
             models.CheckConstraint(condition=Q(min_gpus__gte=1), name="gpu_min_gpus_positive"),
             models.CheckConstraint(condition=Q(max_gpus__gte=models.F("min_gpus")), name="gpu_max_ge_min"),
@@ -88,7 +95,7 @@ class Host(models.Model):
 
     name = models.CharField(max_length=64, unique=True)
     region = models.ForeignKey(Region, on_delete=models.PROTECT, related_name="hosts")
-    gpu = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="hosts")
+    gpu = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="hosts", verbose_name="GPU")
     slot_count = models.PositiveSmallIntegerField()
     is_active = models.BooleanField(default=True, help_text="Inactive hosts take no new reservations.")
 
@@ -137,11 +144,12 @@ class Slot(models.Model):
 class MultiGpuDiscount(models.Model):
     """Discount on every line of an instance with at least `min_gpus` cards."""
 
-    min_gpus = models.PositiveSmallIntegerField(unique=True)
+    min_gpus = models.PositiveSmallIntegerField("min GPUs", unique=True)
     percent = models.DecimalField(max_digits=5, decimal_places=2)
 
     class Meta:
         ordering = ["min_gpus"]
+        verbose_name = "multi-GPU discount"
         constraints = [
             models.CheckConstraint(condition=Q(percent__gte=0) & Q(percent__lt=100), name="multigpu_pct_range"),
         ]
@@ -184,6 +192,7 @@ class Addon(models.Model):
 
     class Meta:
         ordering = ["slug"]
+        verbose_name = "add-on"
         constraints = [
             models.CheckConstraint(condition=Q(monthly_usd__gte=0) & Q(weekly_usd__gte=0), name="addon_prices_nonneg"),
         ]

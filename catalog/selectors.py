@@ -93,3 +93,25 @@ def gpu_regions(*, gpu: GpuModel) -> list[str]:
         .order_by("sort_order")
         .values_list("code", flat=True)
     )
+
+
+def slots_by_status() -> list[dict]:
+    """GPU slots of active hosts per region, card and status (free, reserved,
+    rented, out of service): rows `{region, gpu, gpu_name, status, n}`."""
+    rows = (
+        Host.objects.filter(is_active=True, region__is_active=True)
+        .values("region__code", "gpu__slug", "gpu__name", "gpu__sort_order", "slots__status")
+        .annotate(n=Count("slots"))
+        .order_by("region__code", "gpu__sort_order", "gpu__slug")
+    )
+    return [
+        {
+            "region": r["region__code"],
+            "gpu": r["gpu__slug"],
+            "gpu_name": r["gpu__name"],
+            "status": r["slots__status"],
+            "n": r["n"],
+        }
+        for r in rows
+        if r["slots__status"] is not None
+    ]

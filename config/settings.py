@@ -54,7 +54,7 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "accounts.apps.StaffAdminConfig",  # django.contrib.admin with the staff site (accounts/admin_site.py)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -63,6 +63,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "django_otp",
+    "django_otp.plugins.otp_totp",
     "core",
     "catalog",
     "sizing",
@@ -79,6 +81,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django_otp.middleware.OTPMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -166,6 +169,17 @@ AUTH_FAILURE_WINDOW_SECONDS = env.int("AUTH_FAILURE_WINDOW_SECONDS", default=900
 # Number of reverse proxies in front of the app whose X-Forwarded-For entries are trusted.
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 
+# --- Staff admin ----------------------------------------------------------------
+# Admin logins count failures against the same throttle as API logins (above).
+# Two-factor authentication (TOTP, an authenticator app; docs/admin.md): who must
+# enrol before using the admin: "superusers" (the default in production), "staff"
+# (everyone), or "off" (the default with DEBUG=1). Anyone may enrol voluntarily.
+ADMIN_OTP_REQUIRED = env.str("ADMIN_OTP_REQUIRED", default="off" if DEBUG else "superusers").strip().lower()
+if ADMIN_OTP_REQUIRED not in ("off", "superusers", "staff"):
+    raise ImproperlyConfigured(f"ADMIN_OTP_REQUIRED is off, superusers or staff; got {ADMIN_OTP_REQUIRED!r}.")
+# The name authenticator apps show beside the username.
+OTP_TOTP_ISSUER = env.str("ADMIN_OTP_ISSUER", default="GPU Rent Hub")
+
 # --- Security -----------------------------------------------------------------
 
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=not DEBUG)
@@ -193,6 +207,8 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 LANGUAGES = [("en", "English"), ("es", "Español")]
 USE_TZ = True
+# Dates as 2026-12-01 and times as 15:32 on English pages (config/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["config.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))

@@ -13,6 +13,8 @@ os.environ.setdefault("CACHE_URL", f"{_redis}/14")
 os.environ.setdefault("CELERY_BROKER_URL", f"{_redis}/15")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "false")
 os.environ.setdefault("ALLOWED_HOSTS", "localhost,testserver,127.0.0.1")
+# Admin tests log staff in directly; the two-factor tests turn the policy on themselves.
+os.environ.setdefault("ADMIN_OTP_REQUIRED", "off")
 
 from config.settings import *  # noqa: E402,F403
 

@@ -4,11 +4,49 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.utils import flatten_fieldsets
 from django.template.response import TemplateResponse
 
+from core import display
 from core.audit import audit_record, model_snapshot, snapshot_diff
 from core.errors import DomainError
 from core.models import AuditEntry, Lease
+
+# --- Columns and fields that read as figures --------------------------------------
+# Each factory returns a display function for `list_display`, `fields` or
+# `fieldsets`. Their names start with the kind (`usd_`, `json_`), which the
+# admin stylesheet (core/static/core/admin.css) aligns and wraps by.
+
+
+def usd_display(field: str, description: str):
+    """A USD field as `1,715.00`, sortable by the field."""
+
+    @admin.display(description=description, ordering=field)
+    def show(obj):
+        return display.usd(getattr(obj, field))
+
+    show.__name__ = f"usd_{field}"
+    return show
+
+
+def percent_display(field: str, description: str):
+    @admin.display(description=description, ordering=field)
+    def show(obj):
+        return display.percent(getattr(obj, field))
+
+    show.__name__ = f"pct_{field}"
+    return show
+
+
+def json_display(field: str, description: str):
+    """A JSONField as a table (core.display.json_table)."""
+
+    @admin.display(description=description)
+    def show(obj):
+        return display.json_table(getattr(obj, field))
+
+    show.__name__ = f"json_{field}"
+    return show
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -28,7 +66,39 @@ class ReadOnlyInline(admin.TabularInline):
         return False
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+def _declared_fields(model_admin: admin.ModelAdmin, request=None, obj=None) -> list:
+    """What a read-only page shows: its fieldsets or fields, else every field."""
+    if model_admin.fieldsets:
+        return flatten_fieldsets(model_admin.get_fieldsets(request, obj))
+    if model_admin.fields:
+        return list(model_admin.fields)
+    return [f.name for f in model_admin.model._meta.fields]
+
+
+class ReadablePageMixin:
+    """A read-only page laid out by `fieldsets`, where fields can be shown
+    through display functions (whole coins beside base units, JSON as
+    tables). Model fields the fieldsets do not mention, and `shown_otherwise`
+    does not account for, are added in a last "Other fields" group, so a field
+    added to the model later is never hidden by accident."""
+
+    shown_otherwise: tuple[str, ...] = ()
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = list(super().get_fieldsets(request, obj))
+        if not self.fieldsets:
+            return fieldsets
+        mentioned = set(flatten_fieldsets(self.fieldsets)) | set(self.shown_otherwise)
+        rest = [f.name for f in self.model._meta.fields if f.name not in mentioned]
+        if rest:
+            fieldsets.append(("Other fields", {"fields": rest, "classes": ("collapse",)}))
+        return fieldsets
+
+    def get_readonly_fields(self, request, obj=None):
+        return _declared_fields(self, request, obj)
+
+
+class ReadOnlyAdmin(ReadablePageMixin, admin.ModelAdmin):
     """A list staff can read but not change (ledgers, logs, payments)."""
 
     def has_add_permission(self, request):
@@ -39,6 +109,25 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class RecordAdmin(ReadablePageMixin, admin.ModelAdmin):
+    """Records that are never edited in a form (issued invoices, orders,
+    rentals, slots): the page of one shows its fields read-only with no Save
+    button, and a POST to it is refused (403). Staff change them only through
+    the list's actions, each of which asks for a reason, calls a service and
+    is audited, and needs the change permission on the model."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        # Without an object this is the list's question ("may this user run the
+        # actions?"); with one it is the form's, and the form is never editable.
+        return obj is None and super().has_change_permission(request)
 
 
 class ReportAdmin(ReadOnlyAdmin):
@@ -66,7 +155,8 @@ class ServiceAddAdmin(admin.ModelAdmin):
         raise NotImplementedError
 
     def has_change_permission(self, request, obj=None):
-        return False
+        # As RecordAdmin: the list's actions need the permission, a saved row's form is never editable.
+        return obj is None and super().has_change_permission(request)
 
     def has_delete_permission(self, request, obj=None):
         return False
@@ -140,6 +230,17 @@ class AuditedModelAdmin(admin.ModelAdmin):
 @admin.register(AuditEntry)
 class AuditEntryAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "actor_name", "action", "content_type", "object_repr", "reason")
+    fields = (
+        "created_at",
+        "actor",
+        "actor_name",
+        "action",
+        "content_type",
+        "object_id",
+        "object_repr",
+        json_display("changes", "changes"),
+        "reason",
+    )
     list_filter = ("action", "content_type")
     search_fields = ("actor_name", "object_repr", "object_id", "reason")
     date_hierarchy = "created_at"
@@ -172,11 +273,13 @@ def reason_action(
     call: Callable[..., Any],
     form_class: type[forms.Form] = ReasonForm,
     single: bool = False,
+    permissions: tuple[str, ...] = ("change",),
 ):
     """An admin action that first asks for a reason (and whatever else
     `form_class` holds) on an intermediate page, then runs
     `call(obj, actor=request.user, **cleaned_data)` for each selected object.
-    Domain refusals are shown as messages; nothing half-applies per object."""
+    Domain refusals are shown as messages; nothing half-applies per object.
+    Only staff with `permissions` on the model (change, by default) see it."""
 
     def action(modeladmin, request, queryset):
         if single and queryset.count() != 1:
@@ -210,4 +313,5 @@ def reason_action(
 
     action.__name__ = name
     action.short_description = description
+    action.allowed_permissions = permissions
     return action

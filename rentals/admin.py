@@ -3,18 +3,23 @@ is audited) and the dashboard."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from datetime import UTC, datetime
-
 from django import forms
 from django.contrib import admin
-from django.db.models import Count, Sum
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from billing.selectors import revenue_by_currency
-from core.admin import ReadOnlyInline, ReasonForm, ReportAdmin, reason_action
+from core.admin import (
+    ReadOnlyInline,
+    ReasonForm,
+    RecordAdmin,
+    ReportAdmin,
+    json_display,
+    percent_display,
+    reason_action,
+    usd_display,
+)
 from rentals import services
+from rentals.dashboard import dashboard_context
 from rentals.models import (
     Order,
     OrderLine,
@@ -23,31 +28,107 @@ from rentals.models import (
     Rental,
     RentalDashboard,
     RentalPeriod,
-    RentalStatus,
     UsageReport,
 )
 
 
+@admin.display(description="instance", ordering="gpu_slug")
+def instance(row):
+    """`1 x H100 SXM`: the GPUs of an order or a rental."""
+    return f"{row.gpu_count} \u00d7 {getattr(row, 'gpu_name', '') or row.gpu_slug}"
+
+
+@admin.display(description="paid for", ordering="term")
+def paid_terms(order):
+    return f"{order.terms} \u00d7 {order.term}"
+
+
 class OrderLineInline(ReadOnlyInline):
     model = OrderLine
-    fields = ("position", "description", "quantity", "unit_usd", "terms", "discount_pct", "discount_usd", "amount_usd")
+    fields = (
+        "position",
+        "description",
+        "quantity",
+        usd_display("unit_usd", "unit USD"),
+        "terms",
+        percent_display("discount_pct", "discount"),
+        usd_display("discount_usd", "discount USD"),
+        usd_display("amount_usd", "amount USD"),
+    )
+    readonly_fields = fields
 
 
 @admin.register(Order)
-class OrderAdmin(admin.ModelAdmin):
+class OrderAdmin(RecordAdmin):
+    """Orders are never edited: what was sold is a snapshot. Cancelling is an
+    action (with a reason, audited)."""
+
     list_display = (
         "id",
         "account",
         "status",
-        "gpu_count",
-        "gpu_slug",
+        instance,
         "region_code",
-        "term",
-        "terms",
-        "total_usd",
+        paid_terms,
+        usd_display("total_usd", "total USD"),
         "invoice",
-        "host",
         "created_at",
+    )
+    fieldsets = (
+        (None, {"fields": ("account", "status", "invoice", "pay_currency", "host")}),
+        (
+            "What was sold",
+            {
+                "fields": (
+                    "region_code",
+                    "gpu_name",
+                    "gpu_slug",
+                    "gpu_count",
+                    "term",
+                    "terms",
+                    "template_slug",
+                    json_display("addons", "add-ons"),
+                    json_display("ssh_keys", "SSH keys"),
+                )
+            },
+        ),
+        (
+            "Price (snapshot)",
+            {
+                "fields": (
+                    usd_display("subtotal_usd", "subtotal USD"),
+                    percent_display("multi_gpu_discount_pct", "multi-GPU discount"),
+                    percent_display("term_discount_pct", "term discount"),
+                    usd_display("discount_usd", "discount USD"),
+                    usd_display("total_usd", "total USD"),
+                    usd_display("per_gpu_hour_usd", "per GPU-hour USD"),
+                    usd_display("per_hour_usd", "per hour USD"),
+                )
+            },
+        ),
+        (
+            "Workload and sizing",
+            {"fields": (json_display("workload", "workload"), json_display("sizing", "sizing"), "launch_command")},
+        ),
+        ("Times (UTC)", {"fields": ("created_at", "paid_at", "closed_at", "close_reason")}),
+    )
+    # Shown above as snapshots or tables; the catalog rows they came from can change later.
+    shown_otherwise = (
+        "id",
+        "region",
+        "gpu",
+        "template",
+        "addons",
+        "ssh_keys",
+        "workload",
+        "sizing",
+        "subtotal_usd",
+        "multi_gpu_discount_pct",
+        "term_discount_pct",
+        "discount_usd",
+        "total_usd",
+        "per_gpu_hour_usd",
+        "per_hour_usd",
     )
     list_filter = ("status", "region_code", "gpu_slug", "term", "pay_currency")
     search_fields = ("id", "account__username", "invoice__number", "host__name")
@@ -61,15 +142,6 @@ class OrderAdmin(admin.ModelAdmin):
             call=lambda order, actor, reason: services.order_cancel(order_id=order.pk, actor=actor, reason=reason),
         )
     ]
-
-    def get_readonly_fields(self, request, obj=None):
-        return [f.name for f in Order._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class PeriodInline(ReadOnlyInline):
@@ -89,7 +161,15 @@ class JobInline(ReadOnlyInline):
 
 class UsageInline(ReadOnlyInline):
     model = UsageReport
-    fields = ("month", "egress_tb", "overage_tb", "overage_usd", "billed_invoice", "reported_at")
+    fields = (
+        "month",
+        "egress_tb",
+        "overage_tb",
+        usd_display("overage_usd", "overage USD"),
+        "billed_invoice",
+        "reported_at",
+    )
+    readonly_fields = fields
 
 
 class ProvisionedForm(ReasonForm):
@@ -102,20 +182,59 @@ class ExtendForm(ReasonForm):
 
 
 @admin.register(Rental)
-class RentalAdmin(admin.ModelAdmin):
+class RentalAdmin(RecordAdmin):
+    """Rentals change through their lifecycle and the actions below (each with
+    a reason, audited), never through a form."""
+
     list_display = (
         "id",
         "account",
         "status",
-        "gpu_count",
-        "gpu_slug",
+        instance,
         "region_code",
         "host",
         "paid_until",
         "auto_renew",
         "ipv4",
-        "provisioning_seconds",
     )
+    fieldsets = (
+        (None, {"fields": ("account", "order", "status", "host", "provisioner")}),
+        (
+            "What is rented",
+            {
+                "fields": (
+                    "region_code",
+                    "gpu_slug",
+                    "gpu_count",
+                    "term",
+                    "renewal_terms",
+                    "auto_renew",
+                    "pay_currency",
+                    "template_slug",
+                    json_display("addons", "add-ons"),
+                    json_display("ssh_keys", "SSH keys"),
+                )
+            },
+        ),
+        ("Hand-over", {"fields": ("ipv4", "ipv6_prefix")}),
+        (
+            "Times (UTC)",
+            {
+                "fields": (
+                    "settled_at",
+                    "active_at",
+                    "provisioning_seconds",
+                    "paid_until",
+                    "cancelled_at",
+                    "suspended_at",
+                    "terminated_at",
+                    "end_reason",
+                    "created_at",
+                )
+            },
+        ),
+    )
+    shown_otherwise = ("id", "gpu", "addons", "ssh_keys")
     list_filter = ("status", "region_code", "gpu_slug", "auto_renew", "provisioner")
     search_fields = ("id", "account__username", "host__name", "ipv4", "order__invoice__number")
     list_select_related = ("account", "host")
@@ -156,61 +275,14 @@ class RentalAdmin(admin.ModelAdmin):
         ),
     ]
 
-    def get_readonly_fields(self, request, obj=None):
-        return [f.name for f in Rental._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
-def month_start(now: datetime) -> datetime:
-    return now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-
 
 @admin.register(RentalDashboard)
 class RentalDashboardAdmin(ReportAdmin):
     def report_view(self, request):
-        now = timezone.now()
-        start = month_start(now)
-        end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
-        active = (
-            Rental.objects.filter(status=RentalStatus.ACTIVE)
-            .values("region_code", "gpu_slug")
-            .annotate(rentals=Count("id"), gpus=Sum("gpu_count"))
-        )
-        grid: dict[str, dict[str, dict]] = defaultdict(dict)
-        regions: set[str] = set()
-        for row in active:
-            grid[row["gpu_slug"]][row["region_code"]] = row
-            regions.add(row["region_code"])
-        regions_sorted = sorted(regions)
-        table = [
-            {
-                "gpu": gpu,
-                "cells": [cells.get(r) for r in regions_sorted],
-                "rentals": sum(c["rentals"] for c in cells.values()),
-                "gpus": sum(c["gpus"] for c in cells.values()),
-            }
-            for gpu, cells in sorted(grid.items())
-        ]
-        by_status = dict(Rental.objects.values_list("status").annotate(n=Count("id")))
-        queue = Rental.objects.filter(status=RentalStatus.PROVISIONING).select_related("account", "host")
         context = {
             **self.admin_site.each_context(request),
             "title": "Dashboard",
             "opts": self.model._meta,
-            "regions": regions_sorted,
-            "table": table,
-            "by_status": [(s.label, by_status.get(s.value, 0)) for s in RentalStatus],
-            "queue": [
-                {"rental": r, "waiting_minutes": int((now - r.settled_at).total_seconds() // 60)}
-                for r in queue.order_by("settled_at")[:50]
-            ],
-            "month": start,
-            "revenue": revenue_by_currency(since=start, until=end),
+            **dashboard_context(now=timezone.now()),
         }
-        context["revenue_usd"] = sum((row["usd"] for row in context["revenue"]), 0)
         return TemplateResponse(request, "admin/rentals/dashboard.html", context)

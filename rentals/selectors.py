@@ -39,3 +39,13 @@ def rental_get(*, account, rental_id: int) -> Rental:
     if rental is None:
         raise NotFound("No such rental.")
     return rental
+
+
+def provisioning_times(*, since) -> list[int]:
+    """Seconds from payment (invoice settled) to hand-over (active) of the
+    rentals handed over since `since`, shortest first."""
+    return list(
+        Rental.objects.filter(active_at__gte=since, provisioning_seconds__isnull=False)
+        .order_by("provisioning_seconds")
+        .values_list("provisioning_seconds", flat=True)
+    )

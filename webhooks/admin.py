@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from core.admin import ReadOnlyAdmin, ReadOnlyInline
+from core.admin import ReadOnlyAdmin, ReadOnlyInline, json_display
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 
@@ -15,7 +15,7 @@ class WebhookEndpointAdmin(ReadOnlyAdmin):
     fields = readonly_fields = (
         "account",
         "url",
-        "events",
+        json_display("events", "events"),
         "description",
         "is_active",
         "created_at",
@@ -30,7 +30,7 @@ class WebhookEndpointAdmin(ReadOnlyAdmin):
 
 @admin.register(WebhookEvent)
 class WebhookEventAdmin(ReadOnlyAdmin):
-    fields = readonly_fields = ("id", "account", "type", "data", "created_at")
+    fields = readonly_fields = ("id", "account", "type", json_display("data", "data"), "created_at")
     list_display = ("id", "type", "account", "created_at")
     list_filter = ("type",)
     search_fields = ("=id", "account__username")

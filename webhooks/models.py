@@ -78,6 +78,7 @@ class WebhookDelivery(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        verbose_name_plural = "webhook deliveries"
         constraints = [models.UniqueConstraint(fields=["event", "endpoint"], name="delivery_once_per_endpoint")]
 
     def __str__(self) -> str:

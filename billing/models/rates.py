@@ -23,8 +23,10 @@ class RateSample(models.Model):
 
     class Meta:
         ordering = ["-observed_at", "-id"]
+        verbose_name = "exchange rate"
         indexes = [models.Index(fields=["currency", "source", "-observed_at"])]
         constraints = [models.CheckConstraint(condition=models.Q(usd__gt=0), name="ratesample_usd_positive")]
 
     def __str__(self) -> str:
-        return f"{self.currency} {self.usd} USD ({self.source}, {self.observed_at:%Y-%m-%d %H:%M})"
+        usd = f"{self.usd.normalize():f}" if self.usd is not None else "?"  # 151.2375, not 151.237500000000
+        return f"{self.currency} {usd} USD ({self.source}, {self.observed_at:%Y-%m-%d %H:%M})"

@@ -1,6 +1,7 @@
 """Staff corrections in the admin: each needs a reason, goes through the
 billing services and lands in the audit trail."""
 
+import re
 from decimal import Decimal
 
 import pytest
@@ -168,3 +169,64 @@ def test_a_refund_must_say_its_currency(admin_client, customer):
     )
     assert not CreditEntry.objects.filter(kind="refund").exists()
     assert credit_balance_usd(account=customer) == Decimal("50.00")
+
+
+# --- How billing records read -----------------------------------------------------------
+
+
+def _paid(invoice, amount=100_000_000):
+    return services.payment_record_manual(
+        invoice_number=invoice.number,
+        txid="ab" * 32,
+        amount=amount,
+        confirmations=6,
+        output_index=0,
+        currency=None,
+        reason="seen on the node",
+        actor=None,
+    )
+
+
+def test_an_issued_invoice_shows_no_save_button_and_refuses_a_post(admin_client, invoice):
+    url = f"/admin/billing/invoice/{invoice.pk}/change/"
+    html = admin_client.get(url).content.decode()
+    assert 'name="_save"' not in html and 'name="_continue"' not in html and "View invoice" in html
+    assert admin_client.post(url, {"status": "settled", "total_usd": "1.00"}).status_code == 403
+    assert Invoice.objects.get(pk=invoice.pk).status == "new"
+    # The corrections are still there, as actions on the list.
+    assert 'value="record_payment"' in admin_client.get("/admin/billing/invoice/").content.decode()
+
+
+def test_crypto_amounts_in_whole_coins_beside_base_units_and_rates_as_prices(admin_client, invoice):
+    _paid(invoice)
+    html = admin_client.get(f"/admin/billing/invoice/{invoice.pk}/change/").content.decode()
+    # 90.00 USD at 90 USD per LTC: 1 LTC asked; the rate reads as a price, not 90.000000000000.
+    assert "1.00000000 LTC (100,000,000 litoshi)" in html
+    assert ">90.00<" in html and "90.000000000000" not in html
+    payment = Payment.objects.get()
+    page = admin_client.get(f"/admin/billing/payment/{payment.pk}/change/").content.decode()
+    assert "1.00000000 LTC (100,000,000 litoshi)" in page and 'name="_save"' not in page
+    listing = admin_client.get("/admin/billing/payment/").content.decode()
+    assert "1.00000000 LTC" in listing and "100,000,000" in listing and "90.00" in listing
+
+
+def test_ledger_rows_show_money_with_two_decimals_and_no_save(admin_client, customer):
+    services.credit_adjust(account_id=customer.pk, amount_usd=Decimal("1234.5"), reason="goodwill", actor=None)
+    entry = CreditEntry.objects.get()
+    page = admin_client.get(f"/admin/billing/creditentry/{entry.pk}/change/").content.decode()
+    assert "1,234.50" in page and 'name="_save"' not in page
+    listing = admin_client.get("/admin/billing/creditentry/").content.decode()
+    assert "1,234.50" in listing
+
+
+def test_rate_samples_list_prices(admin_client):
+    RateSample.objects.create(
+        currency="SOL", source="kraken", usd=Decimal("151.237500000000"), observed_at=timezone.now()
+    )
+    RateSample.objects.create(
+        currency="USDT", source="kraken", usd=Decimal("0.998712000000"), observed_at=timezone.now()
+    )
+    listing = admin_client.get("/admin/billing/ratesample/").content.decode()
+    cells = re.findall(r'<td class="field-usd_price">([^<]*)</td>', listing)
+    assert sorted(cells) == ["0.9987", "151.24"]
+    assert "151.237500000000" not in listing and "0.998712000000" not in listing

@@ -105,3 +105,33 @@ def test_slots_go_out_of_service_and_back_through_actions(staff_client, catalog)
     )
     slot.refresh_from_db()
     assert slot.status == "free"
+
+
+def test_prices_are_edited_in_place_in_the_card_list(staff_client, catalog):
+    listing = staff_client.get("/admin/catalog/gpumodel/")
+    html = listing.content.decode()
+    formset = listing.context["cl"].formset
+    assert formset is not None and set(formset.forms[0].fields) >= {"monthly_usd", "weekly_usd"}
+    assert 'name="form-0-monthly_usd"' in html and 'name="form-0-weekly_usd"' in html
+    # Post the list back with one price changed, as the Save button under it does.
+    data = {
+        "form-TOTAL_FORMS": str(len(formset.forms)),
+        "form-INITIAL_FORMS": str(len(formset.forms)),
+        "_save": "Save",
+    }
+    for i, form in enumerate(formset.forms):
+        gpu = form.instance
+        data[f"form-{i}-id"] = str(gpu.pk)
+        data[f"form-{i}-monthly_usd"] = "1590.00" if gpu.slug == "h100-sxm" else str(gpu.monthly_usd)
+        data[f"form-{i}-weekly_usd"] = str(gpu.weekly_usd)
+    resp = staff_client.post("/admin/catalog/gpumodel/", data)
+    assert resp.status_code == 302, resp.content[:2000]
+    assert str(GpuModel.objects.get(slug="h100-sxm").monthly_usd) == "1590.00"
+    entry = AuditEntry.objects.get(action="admin.change")  # only the card that changed
+    assert (entry.object_repr, entry.changes) == ("H100 SXM", {"monthly_usd": ["1690.00", "1590.00"]})
+
+
+def test_the_card_list_shows_the_hourly_price_and_instance_sizes(staff_client, catalog):
+    html = staff_client.get("/admin/catalog/gpumodel/").content.decode()
+    assert ">2.35<" in html and ">1.38<" in html  # H100 SXM and A100 SXM per GPU-hour (FACTS)
+    assert "2, 4, 8" in html  # B200: a minimum of 2

@@ -48,3 +48,12 @@ def test_production_defaults_are_the_safe_ones():
     result = manage("shell", "-c", code, drop=("ALLOWED_HOSTS",))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1].split() == ["False", "True", "True", "True", "31536000", "[]"]
+
+
+def test_admin_two_factor_is_required_for_superusers_in_production_and_checked(tmp_path):
+    code = "from django.conf import settings as s; print(s.ADMIN_OTP_REQUIRED)"
+    assert manage("shell", "-c", code).stdout.splitlines()[-1] == "superusers"
+    local = manage("shell", "-c", code, env_extra={"DEBUG": "1", "DATA_DIR": str(tmp_path)})
+    assert local.stdout.splitlines()[-1] == "off"
+    wrong = manage("check", env_extra={"ADMIN_OTP_REQUIRED": "sometimes"})
+    assert wrong.returncode != 0 and "ADMIN_OTP_REQUIRED is off, superusers or staff" in wrong.stderr

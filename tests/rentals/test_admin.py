@@ -101,8 +101,9 @@ def test_dashboard(admin_client, active_rental):
         resp = admin_client.get("/admin/rentals/rentaldashboard/")
     assert resp.status_code == 200
     html = resp.content.decode()
-    assert "1 rentals, 1 GPUs" in html  # one active L4 in DFW-1
-    assert "LTC" in html and "2.77777778" in html and "250.00" in html  # revenue this month
+    queue = html[html.index('id="provisioning-queue"') : html.index('id="rentals-by-status"')]
+    assert "Nothing waiting." in queue and str(active_rental) not in queue  # handed over: not waiting
+    assert "LTC" in html and "2.77777778 LTC" in html and "250.00" in html  # revenue this month
 
 
 def test_order_and_rental_lists_render(admin_client, active_rental):
