@@ -11,6 +11,9 @@ STAMP := $(VENV)/.installed
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpurenthub
 TEST_REDIS_URL ?= redis://127.0.0.1:6379
 PYTEST_ARGS ?=
+# Parallel pytest-xdist workers, each with its own test database, Redis databases
+# (config/settings_test.py) and chain nodes; 0 runs the tests in this one process.
+TEST_WORKERS ?= 2
 
 # Translation catalogs: the committed .po files compile to .mo files (build output,
 # not committed) with Babel, so no GNU gettext is needed to build.
@@ -48,7 +51,7 @@ browser:
 
 test: install services chain-nodes browser
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
-	  $(PY) -m pytest $(PYTEST_ARGS)
+	  $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # The pictures in docs/: the checkout page (docs/checkout/: new, seen, paid, expired; phone and
 # desktop width) and the staff admin (docs/admin/, 1,400 pixels), taken by the headless browser
@@ -57,10 +60,12 @@ screenshots: install services browser
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 	  $(PY) -m pytest -q tests/billing/checkout_screenshots.py tests/rentals/admin_screenshots.py
 
-# Static checks: lint and formatting (ruff). .ci/run runs them before the tests.
+# Static checks: lint and formatting (ruff), and which way imports point
+# (import-linter, contracts in .importlinter). .ci/run runs them before the tests.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 check: lint
 	DEBUG=1 $(PY) manage.py check

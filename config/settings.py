@@ -74,6 +74,11 @@ INSTALLED_APPS = [
     "rentals",
 ]
 
+# Development and test tooling (regtest nodes, the sandbox, serve_local, sandbox_pay):
+# installed for local runs only; production refuses to start with it (core.apps).
+if DEBUG:
+    INSTALLED_APPS.append("devtools")
+
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -40,7 +40,6 @@ import time
 from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
@@ -63,9 +62,9 @@ from billing.chains.bitcoin_scan import (
     height_at_time,
 )
 from billing.chains.bitcoind import BitcoinRpc, ChainUnavailable, RpcError
-from billing.models import ChainBlock, ChainState, Invoice, Payment, PaymentRequest, PaymentStatus
+from billing.models import ChainBlock, ChainState, Payment, PaymentRequest, PaymentStatus
 from billing.selectors import watched_match_keys
-from core.errors import DomainError, NotFound
+from core.errors import DomainError
 
 log = logging.getLogger(__name__)
 
@@ -695,97 +694,3 @@ def _created_since(family: Family, *, first_id: int) -> frozenset[str]:
     """Destinations created since `_newest_request_id` was read (a few, by primary key)."""
     rows = PaymentRequest.objects.filter(currency=family.currency, id__gte=first_id)
     return frozenset(rows.values_list("match_key", flat=True))
-
-
-# --- Sandbox ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SandboxPayment:
-    invoice_number: str
-    address: str
-    amount: int
-    txid: str
-    blocks_mined: int
-    status: str
-    exception: str
-    scan: ScanReport
-
-
-def _sandbox_check() -> None:
-    if not settings.SANDBOX or _network(FAMILIES["LTC"]) != "regtest" or not rpc_url(currency="LTC"):
-        raise DomainError(
-            "sandbox_off",
-            "This works only in the local sandbox (SANDBOX=1, LTC_NETWORK=regtest, "
-            "started by `make run` when litecoind is installed).",
-        )
-
-
-SANDBOX_DEMO_USERNAME = "sandbox-demo"
-
-
-@transaction.atomic
-def sandbox_invoice_issue(*, usd: Decimal = Decimal("25.00"), username: str = SANDBOX_DEMO_USERNAME) -> Invoice:
-    """An LTC invoice to try the checkout page with, for a demo account (made
-    when missing, with no password): its newest invoice while that can still be
-    paid, else a new one. Refused outside the sandbox."""
-    from django.contrib.auth import get_user_model
-
-    _sandbox_check()
-    if usd <= 0:
-        raise DomainError("invalid", "The amount is a positive number of USD.")
-    Account = get_user_model()
-    account = Account.objects.filter(username=username).first()
-    if account is None:
-        account = Account.objects.create_user(username, None)
-    now = timezone.now()
-    open_ = (
-        Invoice.objects.filter(account=account, status="new", expires_at__gt=now, requests__currency="LTC")
-        .order_by("-created_at")
-        .first()
-    )
-    if open_ is not None:
-        return open_
-    return services.invoice_create(
-        account=account,
-        subject="sandbox:demo",
-        description="Sandbox demo: pay it with sandbox_pay",
-        lines=[services.LineSpec("Sandbox demo payment", Decimal(1), usd, usd)],
-        currency="LTC",
-        metadata={"sandbox": True},
-    )
-
-
-def sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, confirm: bool = False) -> SandboxPayment:
-    """Pay an invoice's LTC address from the sandbox's regtest wallet; with
-    `confirm`, mine the blocks the policy wants. Then scan right away (the
-    periodic task would within seconds anyway). Refused outside the sandbox."""
-    from billing.chains.regtest import SANDBOX_WALLET, regtest_wallet_pay
-    from billing.chains.watchers import chain_scan
-
-    _sandbox_check()
-    invoice = Invoice.objects.filter(number=invoice_number).first()
-    if invoice is None:
-        raise NotFound(f"No invoice {invoice_number}.")
-    request = invoice.requests.filter(currency="LTC").order_by("-created_at", "-id").first()
-    if request is None:
-        raise DomainError("no_payment_request", f"{invoice_number} has no LTC address to pay.")
-    if amount is None:
-        paid = sum(int(p.amount) for p in request.payments.exclude(status=PaymentStatus.REMOVED))
-        amount = int(request.amount_due) - paid
-        if amount <= 0:
-            raise DomainError("already_paid", f"{invoice_number} is paid in full; give --amount to pay more.")
-    if amount <= 0:
-        raise DomainError("invalid", "The amount is a positive number of litoshi.")
-    blocks = services.confirmations_required(currency="LTC") if confirm else 0
-    try:
-        txid, hashes = regtest_wallet_pay(
-            url=rpc_url(currency="LTC"), wallet=SANDBOX_WALLET, address=request.address, amount=amount, mine=blocks
-        )
-    except (ChainUnavailable, RpcError) as exc:
-        raise DomainError("sandbox_node", f"The sandbox node refused: {exc}") from None
-    report = chain_scan(currency="LTC", force=True)
-    invoice.refresh_from_db()
-    return SandboxPayment(
-        invoice.number, request.address, amount, txid, len(hashes), invoice.status, invoice.exception, report
-    )

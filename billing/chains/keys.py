@@ -32,6 +32,7 @@ from bip_utils import (
     P2TRAddrEncoder,
     P2WPKHAddrEncoder,
 )
+from bitcoin.core.script import OP_0, OP_1, OP_CHECKSIG, OP_DUP, OP_EQUALVERIFY, OP_HASH160, CScript
 from monero import address as monero_address
 from monero import ed25519 as monero_ed25519
 from monero.backends.offline import OfflineWallet
@@ -309,16 +310,16 @@ class UtxoAccount:
         h160 = Hash160.QuickDigest(pub.RawCompressed().ToBytes())
         if self.script_type == "p2wpkh":
             address = P2WPKHAddrEncoder.EncodeKey(pub, hrp=self.network.hrp)
-            script = b"\x00\x14" + h160
+            script = CScript([OP_0, h160])
         elif self.script_type == "p2sh-p2wpkh":
             address = P2SHAddrEncoder.EncodeKey(pub, net_ver=self.network.p2sh)
-            script = b"\xa9\x14" + Hash160.QuickDigest(b"\x00\x14" + h160) + b"\x87"
+            script = CScript([OP_0, h160]).to_p2sh_scriptPubKey()  # the P2WPKH program as redeem script
         elif self.script_type == "p2pkh":
             address = P2PKHAddrEncoder.EncodeKey(pub, net_ver=self.network.p2pkh)
-            script = b"\x76\xa9\x14" + h160 + b"\x88\xac"
+            script = CScript([OP_DUP, OP_HASH160, h160, OP_EQUALVERIFY, OP_CHECKSIG])
         else:  # p2tr (BIP86 key-path only: the output key is the tweaked internal key)
             address = P2TRAddrEncoder.EncodeKey(pub, hrp=self.network.hrp)
-            script = b"\x51\x20" + P2TRAddrDecoder.DecodeAddr(address, hrp=self.network.hrp)
+            script = CScript([OP_1, P2TRAddrDecoder.DecodeAddr(address, hrp=self.network.hrp)])
         return address, script.hex()
 
 

@@ -31,7 +31,7 @@ from billing.chains.config import (
     payment_uri,
 )
 from core.errors import DomainError
-from tests.billing.test_keys import (
+from tests.billing.key_vectors import (
     BIP84_FIRST,
     ETH_FIRST,
     MNEMONIC,
@@ -339,7 +339,13 @@ def test_every_spending_key_is_refused_naming_its_setting(chains, xmr_wallet):
         ("ETH_CHAIN_ID", 0, "ETH_CHAIN_ID is 0"),
         ("USDC_CONTRACT", USDC_MAINNET[:-1] + "b", "USDC_CONTRACT has an invalid EIP-55 checksum"),
         ("USDT_CONTRACT", "tether", "USDT_CONTRACT is not an Ethereum address"),
-        ("XMR_VIEW_KEY", Seed().secret_view_key(), "XMR_VIEW_KEY does not belong to XMR_ADDRESS"),
+        # Another wallet's view key, random: a fixed id keeps the test's name the same on every xdist worker.
+        pytest.param(
+            "XMR_VIEW_KEY",
+            Seed().secret_view_key(),
+            "XMR_VIEW_KEY does not belong to XMR_ADDRESS",
+            id="XMR_VIEW_KEY-another-wallets-XMR_VIEW_KEY does not belong to XMR_ADDRESS",
+        ),
         ("XMR_VIEW_KEY", "", "XMR_VIEW_KEY is not set"),
         ("XMR_ADDRESS", "4" * 95, "XMR_ADDRESS is not a Monero address"),
         ("SOL_RECIPIENT", "not-base58-0OIl", "SOL_RECIPIENT is not a Solana address"),
@@ -370,6 +376,7 @@ def test_billing_app_ready_refuses(chains):
         apps.get_app_config("billing").ready()
 
 
+@pytest.mark.slow
 def test_the_process_does_not_start_with_a_private_key(tmp_path):
     secret = account_private(BTC_ACCOUNT, "zpub")
     env = {

@@ -16,7 +16,8 @@ from billing.models import Invoice, InvoiceStatus
 from tests.browser import PHONE_HEIGHT, PHONE_WIDTH
 from tests.qr_decode import decode_png
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# A real Chromium against the live server: slow.
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture(autouse=True)

@@ -6,19 +6,26 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from billing.currencies import CURRENCIES
 from billing.models import RateSample
-from billing.rates import CoinGeckoProvider, KrakenProvider, ProviderError, rate_current, rates_refresh
+from billing.rates import (
+    MAX_RETRY_DELAY_SECONDS,
+    CoinGeckoProvider,
+    KrakenProvider,
+    ProviderError,
+    rate_current,
+    rates_refresh,
+)
 from billing.tasks_rates import rates_refresh_task
 from core.errors import DomainError
 
@@ -37,7 +44,7 @@ class Reply:
     status: int = 200
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0  # seconds before answering
+    hang: bool = False  # never answer: the client's timeout ends the request
     drop: bool = False  # close the connection without an answer
 
 
@@ -56,6 +63,7 @@ class ProviderServer:
         self.routes: dict[str, list[Reply]] = {}
         self.seen: list[Seen] = []
         self.lock = threading.Lock()
+        self.released = threading.Event()  # set at teardown: hanging handlers return
         self.url = ""
 
     def serve(self, path: str, *replies: Reply) -> None:
@@ -88,8 +96,9 @@ class Handler(BaseHTTPRequestHandler):
                 )
             )
         reply = state.next_reply(parts.path)
-        if reply.delay:
-            time.sleep(reply.delay)
+        if reply.hang:
+            state.released.wait()
+            return
         if reply.drop:
             self.close_connection = True
             return
@@ -127,9 +136,18 @@ def server(settings):
     settings.RATE_HTTP_BACKOFF_SECONDS = 0.01
     settings.RATE_MAX_AGE_SECONDS = 600
     yield state
+    state.released.set()
     httpd.shutdown()
     httpd.server_close()
     thread.join(timeout=5)
+
+
+@pytest.fixture
+def slept(monkeypatch) -> list[float]:
+    """The waits between attempts, recorded instead of slept."""
+    waits: list[float] = []
+    monkeypatch.setattr("billing.rates.time", SimpleNamespace(sleep=waits.append))
+    return waits
 
 
 @pytest.fixture
@@ -282,7 +300,7 @@ def test_coingecko_time_ahead_of_ours_counts_as_now(server, clock):
 # --- Retries, timeouts, garbage ---------------------------------------------------
 
 
-def test_5xx_is_retried_until_an_answer_comes(server, clock):
+def test_5xx_is_retried_until_an_answer_comes(server, clock, slept):
     server.serve(
         KRAKEN,
         Reply(status=503, body=b"<html>503 Service Temporarily Unavailable</html>"),
@@ -292,6 +310,7 @@ def test_5xx_is_retried_until_an_answer_comes(server, clock):
     found = by_currency(KrakenProvider().fetch(currencies=["ETH"]))
     assert found["ETH"].usd == Decimal("3051.275")
     assert server.count(KRAKEN) == 3
+    assert slept == [0.01, 0.02]  # RATE_HTTP_BACKOFF_SECONDS, doubling
 
 
 def test_retries_are_bounded(server, clock, settings):
@@ -302,17 +321,26 @@ def test_retries_are_bounded(server, clock, settings):
     assert server.count(KRAKEN) == 4
 
 
-def test_429_is_retried_after_the_time_asked(server, clock):
+def test_429_is_retried_after_the_time_asked(server, clock, slept):
     server.serve(
         COINGECKO,
-        Reply(status=429, body=fixture("coingecko_rate_limited.json"), headers={"Retry-After": "1"}),
+        Reply(status=429, body=fixture("coingecko_rate_limited.json"), headers={"Retry-After": "7"}),
         Reply(body=fixture("coingecko_simple_price.json")),
     )
-    started = time.monotonic()
     found = by_currency(CoinGeckoProvider().fetch(currencies=["SOL"]))
     assert found["SOL"].usd == Decimal("140.41")
     assert server.count(COINGECKO) == 2
-    assert time.monotonic() - started >= 1.0
+    assert slept == [7.0]  # Retry-After, not the 0.01 s backoff
+
+
+def test_a_retry_after_beyond_the_cap_waits_the_cap(server, clock, slept):
+    server.serve(
+        COINGECKO,
+        Reply(status=429, body=fixture("coingecko_rate_limited.json"), headers={"Retry-After": "3600"}),
+        Reply(body=fixture("coingecko_simple_price.json")),
+    )
+    by_currency(CoinGeckoProvider().fetch(currencies=["SOL"]))
+    assert slept == [MAX_RETRY_DELAY_SECONDS] == [10.0]
 
 
 def test_other_4xx_is_not_retried(server, clock):
@@ -340,8 +368,9 @@ def test_connection_refused_fails_after_the_attempts(server, clock, settings):
         KrakenProvider().fetch(currencies=["BTC"])
 
 
+@pytest.mark.slow
 def test_a_slow_provider_times_out_and_is_retried(server, clock):
-    server.serve(KRAKEN, Reply(body=fixture("kraken_ticker.json"), delay=1.0))
+    server.serve(KRAKEN, Reply(body=fixture("kraken_ticker.json"), hang=True))
     with pytest.raises(ProviderError, match="Timeout"):
         KrakenProvider().fetch(currencies=["BTC"])
     assert server.count(KRAKEN) == 3
@@ -400,7 +429,7 @@ def test_refresh_again_stores_new_kraken_prices_but_not_coingecko_repeats(server
     "failure",
     [
         Reply(status=500, body=b'{"error":["EGeneral:Internal error"]}'),
-        Reply(body=fixture("kraken_ticker.json"), delay=1.0),
+        pytest.param(Reply(body=fixture("kraken_ticker.json"), hang=True), marks=pytest.mark.slow),
         Reply(body=b'{"error":[],"result":{"XXBTZUSD":{"a":["91234.6'),
     ],
     ids=["http-500", "timeout", "garbage-json"],

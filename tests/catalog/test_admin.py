@@ -41,6 +41,7 @@ def test_stock_overview_page(staff_client, catalog):
     assert "834 / 6300" in html  # every free GPU of catalog.json
 
 
+@pytest.mark.slow
 def test_catalog_admin_lists_render(staff_client, catalog):
     for url in (
         "/admin/catalog/gpumodel/",

@@ -10,14 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from billing.chains.regtest import RegtestNode, WatchOnlyAccount, watch_only_account_generate
-from tests.chains.harness import Destinations, WatchedChain, chain_configure, node_start
+from devtools.litecoind import RegtestNode, WatchOnlyAccount, regtest_node_start, watch_only_account_generate
+from tests.chains.harness import Destinations, WatchedChain, chain_configure
 
 
 @pytest.fixture(scope="session")
 def regtest_node() -> Iterator[RegtestNode]:
     """litecoind -regtest on free loopback ports, wallet created, 101 blocks mined."""
-    node = node_start(mine=101)
+    node = regtest_node_start(mine=101)
     try:
         yield node
     finally:

@@ -1,8 +1,9 @@
-"""Test-side glue over `billing.chains.regtest`: start the shared node (failing,
-never skipping, when litecoind is missing) and hand out fresh destinations.
+"""Test-side glue over the regtest node (`devtools.litecoind`): hand out fresh
+destinations and point a currency at the node through the billing engine.
 
-The node start/stop logic itself lives in `billing.chains.regtest`, where the
-sandbox and the benchmark use it too.
+Starting and stopping nodes lives in `devtools.litecoind` (`regtest_node_start`
+fails, never skips, when litecoind is missing), where the sandbox and the
+benchmark use it too.
 """
 
 from __future__ import annotations
@@ -10,17 +11,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-import pytest
-
-from billing.chains.regtest import NodeNotInstalled, RegtestNode, WatchOnlyAccount
-
-
-def node_start(**kwargs) -> RegtestNode:
-    """Start a regtest node for tests; a missing litecoind fails the run with the fix."""
-    try:
-        return RegtestNode.start(**kwargs)
-    except NodeNotInstalled as exc:
-        pytest.fail(str(exc), pytrace=False)
+from devtools.litecoind import RegtestNode, WatchOnlyAccount
 
 
 @dataclass(frozen=True)
@@ -112,7 +103,7 @@ class WatchedChain:
 def chain_configure(settings, *, currency: str, node: RegtestNode, customer) -> WatchedChain:
     """Point `currency` at `node` with a fresh regtest account; cursor at the node's tip."""
     from billing.chains.bitcoin import bitcoin_cursor_set, process_state_clear
-    from billing.chains.regtest import watch_only_account_generate
+    from devtools.litecoind import watch_only_account_generate
 
     account = watch_only_account_generate(hrp=node.hrp)
     setattr(settings, f"{currency}_XPUB", account.vpub)

@@ -4,7 +4,6 @@ reorgs, replacements, conflicts, catching up, and a 2,000-transaction block."""
 from __future__ import annotations
 
 import secrets
-import time
 from decimal import Decimal
 
 import pytest
@@ -23,7 +22,7 @@ from billing.chains.bitcoin_scan import (
     coins_to_base_units,
     fork_find,
 )
-from billing.chains.regtest import address_to_script
+from devtools.litecoind import address_to_script
 
 pytestmark = pytest.mark.chain
 
@@ -316,9 +315,16 @@ def test_tracked_payments_from_a_previous_worker_are_classified(node, destinatio
         inputs=(Outpoint(coin["txid"], coin["vout"]),),
         observations=(Observation("ab" * 32, 0, d.script_hex, 1_000),),
     )
-    # One whose coin has since been spent by another transaction: conflicted.
-    spender = node.send(node.new_address(), 5_000)
+    # One whose coin has since been spent by another transaction: conflicted. The wallet must not
+    # spend the first coin for it (it picks any coin), so that one stays locked meanwhile.
+    locked = [{"txid": coin["txid"], "vout": coin["vout"]}]
+    node.wallet_rpc.call("lockunspent", False, locked)
+    try:
+        spender = node.send(node.new_address(), 5_000)
+    finally:
+        node.wallet_rpc.call("lockunspent", True, locked)
     spent_input = node.rpc.call("getrawtransaction", spender, True)["vin"][0]
+    assert Outpoint(spent_input["txid"], spent_input["vout"]) != dropped.inputs[0]
     conflicted = PaymentTx(
         txid="cd" * 32,
         inputs=(Outpoint(spent_input["txid"], spent_input["vout"]),),
@@ -368,6 +374,7 @@ def test_first_run_without_cursor_starts_where_told(node, destinations):
     assert [s.block.hash for s in tip_only.blocks] == [mined] and tip_only.caught_up
 
 
+@pytest.mark.slow
 def test_block_of_2000_transactions_against_100000_destinations(node, destinations):
     ours = destinations.many(3)
     amounts = [111_111, 222_222, 333_333]
@@ -385,9 +392,7 @@ def test_block_of_2000_transactions_against_100000_destinations(node, destinatio
     assert watcher.scan(scripts=scripts, scanned_tip=ledger.cursor.hash).fetched == 0
 
     [block_hash] = node.mine(1)
-    started = time.perf_counter()
     [step] = ledger.follow(scripts)
-    elapsed = time.perf_counter() - started
     [scan] = step.blocks
     assert scan.block.hash == block_hash
     assert scan.tx_count >= 2001 and set(txids) <= scan.txids
@@ -395,4 +400,4 @@ def test_block_of_2000_transactions_against_100000_destinations(node, destinatio
     found = sorted((o.script_hex, o.amount) for o in scan.observations)
     assert found == sorted((d.script_hex, a) for d, a in zip(ours, amounts, strict=True))
     assert sorted(g.reason for g in watcher.blocks_applied(step.blocks)) == [GoneReason.MINED] * 3
-    print(f"\n2,000-transaction block scanned against 100,000 destinations in {elapsed * 1000:.0f} ms")
+    # How fast: bench/chain_scan.py measures this block against 100,000 destinations.

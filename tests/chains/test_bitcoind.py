@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from billing.chains.bitcoind import BitcoinRpc, ChainUnavailable, RpcError
-from billing.chains.regtest import free_port
+from devtools.litecoind import free_port
 
 pytestmark = pytest.mark.chain
 

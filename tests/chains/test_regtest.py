@@ -10,14 +10,14 @@ from bip_utils import Base58Decoder, Base58Encoder, Bip39SeedGenerator, Bip84, B
 
 from billing.chains.bitcoin_scan import chain_tip
 from billing.chains.bitcoind import ChainUnavailable
-from billing.chains.regtest import (
+from devtools.litecoind import (
     VPUB_VERSION,
     address_to_script,
     base_units_to_coins,
+    regtest_node_start,
     script_to_address,
     watch_only_account_from_key,
 )
-from tests.chains.harness import node_start
 
 pytestmark = pytest.mark.chain
 
@@ -41,8 +41,9 @@ def test_session_node_is_a_funded_regtest_node(node):
     assert node.rpc_password not in " ".join(node.process.args)
 
 
+@pytest.mark.slow
 def test_start_and_stop_leave_nothing_behind():
-    fresh = node_start(mine=0, wallet="w")
+    fresh = regtest_node_start(mine=0, wallet="w")
     try:
         assert fresh.process.poll() is None
         # A fresh chain's tip is the old genesis block: the node says it is

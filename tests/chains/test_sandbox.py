@@ -14,14 +14,16 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from billing.chains.bitcoin import bitcoin_cursor_set, process_state_clear
-from billing.chains.regtest import SANDBOX_MIN_HEIGHT, sandbox_start, watch_only_account_from_key
 from billing.models import InvoiceException, InvoiceStatus
-from core.management.commands import serve_local
+from devtools.litecoind import watch_only_account_from_key
+from devtools.management.commands import serve_local
+from devtools.sandbox import SANDBOX_MIN_HEIGHT, sandbox_start
 from tests.chains.harness import WatchedChain
 
 pytestmark = pytest.mark.chain
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_sandbox_runs_a_persistent_node_and_pays_invoices(tmp_path, settings, customer):
     folder = tmp_path / "sandbox"
@@ -96,6 +98,7 @@ def test_sandbox_pay_is_refused_outside_the_sandbox(ltc, settings):
     assert ltc.payments(invoice) == []
 
 
+@pytest.mark.slow
 def test_production_refuses_the_sandbox_setting():
     env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SANDBOX")}
     env.update(SANDBOX="1", SECRET_KEY="x" * 50, DATABASE_URL="sqlite:///:memory:")
@@ -166,7 +169,7 @@ def test_serve_local_passes_the_sandbox_settings_to_web_worker_and_beat(monkeypa
 
 def test_serve_local_starts_no_sandbox_when_ltc_is_configured_or_in_production(settings, monkeypatch, tmp_path):
     command = serve_local.Command(stdout=io.StringIO())
-    monkeypatch.setattr("billing.chains.regtest.sandbox_start", lambda **kw: pytest.fail("no sandbox expected"))
+    monkeypatch.setattr("devtools.sandbox.sandbox_start", lambda **kw: pytest.fail("no sandbox expected"))
     settings.DEBUG = False
     assert command._sandbox_start() is None
     settings.DEBUG = True
@@ -178,7 +181,7 @@ def test_serve_local_starts_no_sandbox_when_ltc_is_configured_or_in_production(s
     assert command._sandbox_start() is None
     monkeypatch.delenv("SANDBOX")
     started = []
-    monkeypatch.setattr("billing.chains.regtest.sandbox_start", lambda **kw: started.append(kw) or "sandbox")
+    monkeypatch.setattr("devtools.sandbox.sandbox_start", lambda **kw: started.append(kw) or "sandbox")
     settings.SANDBOX_ENV_FILE = tmp_path / "sandbox" / "sandbox.env"
     settings.MANUAL_RATES_USD = "BTC=1"
     assert command._sandbox_start() == "sandbox"

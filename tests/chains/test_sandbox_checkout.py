@@ -11,10 +11,10 @@ import pytest
 from django.core.management import call_command
 
 from billing.chains.bitcoin import bitcoin_cursor_set, process_state_clear
-from billing.chains.regtest import sandbox_start
 from billing.models import Invoice, InvoiceStatus
+from devtools.sandbox import sandbox_start
 
-pytestmark = [pytest.mark.chain, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.chain, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def _call(*args) -> str:

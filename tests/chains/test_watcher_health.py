@@ -15,7 +15,8 @@ from billing.chains.bitcoin import bitcoin_chain_scan
 from billing.models import ChainState, InvoiceStatus, PaymentStatus
 from billing.selectors import chain_health
 from core import health
-from tests.chains.harness import chain_configure, node_start
+from devtools.litecoind import regtest_node_start
+from tests.chains.harness import chain_configure
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 
@@ -56,10 +57,11 @@ def readiness_checks():
     health._checks.update(before)
 
 
+@pytest.mark.slow
 def test_a_stopped_node_is_reported_backs_off_and_expires_nothing(
     settings, customer, django_user_model, readiness_checks
 ):
-    own = node_start(mine=1)
+    own = regtest_node_start(mine=1)
     try:
         ltc = chain_configure(settings, currency="LTC", node=own, customer=customer)
         invoice = ltc.invoice()

@@ -18,6 +18,7 @@ def test_readyz_reports_database_and_broker(api):
     assert body["checks"]["broker"]["transport"] == "redis"
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_readyz_fails_when_broker_is_unreachable(api, settings):
     settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"

@@ -71,6 +71,7 @@ def token(chains, catalog, customer, keep_connection):
     return token_create(account=customer, name="fuzz").raw
 
 
+@pytest.mark.slow
 @schema.parametrize()
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_input_gets_a_server_error(case, token):

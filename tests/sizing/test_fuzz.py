@@ -126,6 +126,7 @@ def assert_answered(resp):
         assert set(body["error"]) == {"code", "message", "details"}
 
 
+@pytest.mark.slow
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
@@ -134,6 +135,7 @@ def test_check_never_answers_5xx(api, catalog, seeded_architectures, body):
     assert_answered(api.post("/api/v1/sizing/check", body, format="json"))
 
 
+@pytest.mark.slow
 @settings(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )

@@ -30,6 +30,7 @@ def _import_settings(**env: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_private_targets_are_refused_at_start_up_without_debug():
     refused = _import_settings(WEBHOOK_ALLOW_PRIVATE_TARGETS="1")
     assert refused.returncode != 0
@@ -117,6 +118,7 @@ def _rotation_overlap(**env: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_the_rotation_overlap_setting():
     assert django_settings.WEBHOOK_SECRET_ROTATION_OVERLAP.total_seconds() == 86400
     for given, seconds in (("", "86400"), ("3600", "3600"), ("90m", "5400"), ("36h", "129600"), ("2d", "172800")):

@@ -1,4 +1,5 @@
-"""A private regtest node on this machine, for the tests, the benchmark and the sandbox.
+"""A private litecoind (or bitcoind) regtest node on this machine, for the tests,
+the benchmark and the sandbox of `make run`.
 
 Debian ships Litecoin Core (`litecoind`) and not Bitcoin Core; both share the
 RPC and block format, so one node proves both adapters. `RegtestNode.start()`
@@ -6,20 +7,23 @@ runs `litecoind -regtest` in a temporary directory on free loopback ports with
 credentials generated for the run, creates a wallet, mines the first blocks,
 and `stop()` shuts it down and removes the directory. The process is tied to
 ours (it is sent SIGTERM if we die), so no node outlives the run.
+`regtest_node_start()` is the same start for test harnesses: a missing
+litecoind fails the run with the fix instead of skipping.
 
 The helpers (mine, send, bump, replace, invalidate...) are what the tests and
-`sandbox_pay` do to a node. `watch_only_account_generate()` makes a fresh
-BIP84 account and keeps only its public half, as the server is configured in
-production.
+`sandbox_pay` do to a node. Transactions the helpers build themselves are
+made with python-bitcoinlib (serialisation, BIP143 signature hashes, scripts)
+and signed with libsecp256k1 (coincurve). `watch_only_account_generate()`
+makes a fresh BIP84 account and keeps only its public half, as the server is
+configured in production.
 
-Nothing here runs in production: the sandbox starts it only when DEBUG is on.
+Development and tests only: nothing in production imports devtools.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
 import logging
 import os
 import secrets
@@ -49,6 +53,20 @@ from bip_utils import (
     P2WPKHAddrEncoder,
     SegwitBech32Decoder,
     SegwitBech32Encoder,
+)
+from bitcoin.core import CMutableTransaction, CMutableTxIn, CMutableTxOut, COutPoint, CTxInWitness, CTxWitness, lx
+from bitcoin.core.script import (
+    OP_0,
+    OP_CHECKSIG,
+    OP_DUP,
+    OP_EQUALVERIFY,
+    OP_HASH160,
+    SIGHASH_ALL,
+    SIGVERSION_WITNESS_V0,
+    CScript,
+    CScriptOp,
+    CScriptWitness,
+    SignatureHash,
 )
 
 from billing.chains.bitcoind import BitcoinRpc, ChainUnavailable, RpcError
@@ -124,24 +142,16 @@ def script_to_address(script_hex: str, *, hrp: str) -> str:
     Lets one node pay a script derived for another chain: the BTC adapter's
     scripts are paid through the Litecoin node as `rltc` addresses.
     """
-    script = bytes.fromhex(script_hex)
-    opcode, length = script[0], script[1]
-    if opcode == 0:
-        version = 0
-    elif 0x51 <= opcode <= 0x60:
-        version = opcode - 0x50
-    else:
+    script = CScript(bytes.fromhex(script_hex))
+    if not script.is_witness_scriptpubkey():
         raise ValueError("not a segwit output script")
-    if length != len(script) - 2:
-        raise ValueError("malformed segwit output script")
-    return SegwitBech32Encoder.Encode(hrp, version, script[2:])
+    return SegwitBech32Encoder.Encode(hrp, CScriptOp(script[0]).decode_op_n(), bytes(script[2:]))
 
 
 def address_to_script(address: str, *, hrp: str) -> str:
     """The scriptPubKey hex of a segwit address."""
     version, program = SegwitBech32Decoder.Decode(hrp, address)
-    opcode = 0 if version == 0 else 0x50 + version
-    return bytes([opcode, len(program)]).hex() + program.hex()
+    return CScript([CScriptOp.encode_op_n(version), program]).hex()
 
 
 # --- a watch-only account ------------------------------------------------------------
@@ -202,83 +212,52 @@ def watch_only_account_generate(*, hrp: str = "rltc") -> WatchOnlyAccount:
 # --- the node ------------------------------------------------------------------------------
 
 
-def _sha256d(data: bytes) -> bytes:
-    return hashlib.sha256(hashlib.sha256(data).digest()).digest()
+# BIP125: inputs with a sequence below 0xfffffffe signal that they may be replaced.
+RBF_SEQUENCE = 0xFFFFFFFD
 
 
-def _varint(n: int) -> bytes:
-    if n < 0xFD:
-        return n.to_bytes(1, "little")
-    if n <= 0xFFFF:
-        return b"\xfd" + n.to_bytes(2, "little")
-    return b"\xfe" + n.to_bytes(4, "little")
+def transaction_unsigned(inputs: Sequence[tuple[str, int]], outputs: Sequence[tuple[str, int]]) -> str:
+    """A version-2 transaction (hex, no witness yet) spending `inputs` (txid, vout)
+    with BIP125-signalling sequences, paying `outputs` (script hex, base units)."""
+    tx = CMutableTransaction(
+        [CMutableTxIn(COutPoint(lx(txid), vout), nSequence=RBF_SEQUENCE) for txid, vout in inputs],
+        [CMutableTxOut(int(amount), CScript(bytes.fromhex(script))) for script, amount in outputs],
+        nVersion=2,
+    )
+    return tx.serialize().hex()
 
 
-_RBF_SEQUENCE = (0xFFFFFFFD).to_bytes(4, "little")
-
-
-def _outpoint(txid: str, vout: int) -> bytes:
-    return bytes.fromhex(txid)[::-1] + vout.to_bytes(4, "little")
-
-
-def _outputs_bytes(outputs: Sequence[tuple[str, int]]) -> bytes:
-    raw = bytearray(_varint(len(outputs)))
-    for script_hex, amount in outputs:
-        script = bytes.fromhex(script_hex)
-        raw += int(amount).to_bytes(8, "little") + _varint(len(script)) + script
-    return bytes(raw)
-
-
-def _unsigned_tx(inputs: Sequence[tuple[str, int]], outputs: Sequence[tuple[str, int]]) -> str:
-    """Serialise a version-2 transaction (no witness yet) with RBF-signalling inputs."""
-    raw = bytearray((2).to_bytes(4, "little"))
-    raw += _varint(len(inputs))
-    for txid, vout in inputs:
-        raw += _outpoint(txid, vout) + b"\x00" + _RBF_SEQUENCE
-    raw += _outputs_bytes(outputs) + (0).to_bytes(4, "little")
-    return raw.hex()
-
-
-class _FundingKey:
+class FundingKey:
     """A throwaway P2WPKH key that signs the helpers' bulk transactions locally.
 
     Asking the node to sign thousands of transactions one call at a time is
     the slow part of building a big block; signing here is a BIP143 digest
-    and one ECDSA signature each.
+    (python-bitcoinlib) and one ECDSA signature (libsecp256k1) each.
     """
 
     def __init__(self) -> None:
         self._key = coincurve.PrivateKey()
         self.public = self._key.public_key.format(compressed=True)
         self.pubkey_hash = Hash160.QuickDigest(self.public)
-        self.script_hex = "0014" + self.pubkey_hash.hex()
-
-    def _sign(self, digest: bytes) -> bytes:
-        # libsecp256k1 signs deterministically (RFC 6979) with a low S, as relay policy wants.
-        return self._key.sign(digest, hasher=None) + b"\x01"  # SIGHASH_ALL
+        self.script = CScript([OP_0, self.pubkey_hash])
+        self.script_hex = self.script.hex()
+        # BIP143: a P2WPKH input is signed over the P2PKH script of its key.
+        self._script_code = CScript([OP_DUP, OP_HASH160, self.pubkey_hash, OP_EQUALVERIFY, OP_CHECKSIG])
 
     def spend(self, txid: str, vout: int, amount: int, outputs: Sequence[tuple[str, int]]) -> str:
-        """A signed transaction spending one output of ours (`amount` base units)."""
-        outpoint = _outpoint(txid, vout)
-        outs = _outputs_bytes(outputs)
-        version, locktime = (2).to_bytes(4, "little"), (0).to_bytes(4, "little")
-        script_code = b"\x19\x76\xa9\x14" + self.pubkey_hash + b"\x88\xac"
-        preimage = (
-            version
-            + _sha256d(outpoint)
-            + _sha256d(_RBF_SEQUENCE)
-            + outpoint
-            + script_code
-            + int(amount).to_bytes(8, "little")
-            + _RBF_SEQUENCE
-            + _sha256d(outs[len(_varint(len(outputs))) :])
-            + locktime
-            + (1).to_bytes(4, "little")
+        """A signed transaction (hex) spending one output of ours worth `amount` base units."""
+        tx = CMutableTransaction(
+            [CMutableTxIn(COutPoint(lx(txid), vout), nSequence=RBF_SEQUENCE)],
+            [CMutableTxOut(int(value), CScript(bytes.fromhex(script))) for script, value in outputs],
+            nVersion=2,
         )
-        signature = self._sign(_sha256d(preimage))
-        witness = b"\x02" + _varint(len(signature)) + signature + _varint(len(self.public)) + self.public
-        raw = version + b"\x00\x01" + b"\x01" + outpoint + b"\x00" + _RBF_SEQUENCE + outs + witness + locktime
-        return raw.hex()
+        digest = SignatureHash(
+            self._script_code, tx, 0, SIGHASH_ALL, amount=int(amount), sigversion=SIGVERSION_WITNESS_V0
+        )
+        # libsecp256k1 signs deterministically (RFC 6979) with a low S, as relay policy wants.
+        signature = self._key.sign(digest, hasher=None) + bytes([SIGHASH_ALL])
+        tx.wit = CTxWitness([CTxInWitness(CScriptWitness([signature, self.public]))])
+        return tx.serialize().hex()
 
 
 @dataclass
@@ -542,7 +521,7 @@ class RegtestNode:
         # Same inputs, outputs extra_fee smaller: the fee grows by extra_fee,
         # which satisfies BIP125's "pay more, and for your own relay" rules.
         outputs = [(address_to_script(address, hrp=self.hrp), total_out - extra_fee)]
-        signed = self.wallet_rpc.call("signrawtransactionwithwallet", _unsigned_tx(inputs, outputs))
+        signed = self.wallet_rpc.call("signrawtransactionwithwallet", transaction_unsigned(inputs, outputs))
         if not signed.get("complete"):
             raise RpcError(0, f"could not sign the replacement: {signed.get('errors')}", method="replace")
         return self.rpc.call("sendrawtransaction", signed["hex"])
@@ -573,9 +552,9 @@ class RegtestNode:
         units); every transaction pays the rest back to the throwaway key.
         Mine a block afterwards to get one block holding them all.
         """
-        key = _FundingKey()
+        key = FundingKey()
         per_output = amount + fee + max((a for _, a in payees), default=0)
-        fanout = _unsigned_tx([], [(key.script_hex, per_output)] * count)
+        fanout = transaction_unsigned([], [(key.script_hex, per_output)] * count)
         funded = self.wallet_rpc.call("fundrawtransaction", fanout, {"changePosition": count})
         signed = self.wallet_rpc.call("signrawtransactionwithwallet", funded["hex"])
         fanout_txid = self.rpc.call("sendrawtransaction", signed["hex"])
@@ -590,104 +569,12 @@ class RegtestNode:
         return self.rpc.batch([("sendrawtransaction", (raw,)) for raw in raws])
 
 
-# --- the sandbox of `make run` ------------------------------------------------------------
+def regtest_node_start(**kwargs) -> RegtestNode:
+    """`RegtestNode.start(**kwargs)` for test harnesses: a missing litecoind fails
+    the pytest run with the command that installs it; a chain test never skips."""
+    import pytest
 
-SANDBOX_WALLET = "sandbox"
-# Blocks the sandbox chain starts with: 200 mature coinbases (8,750 regtest LTC),
-# enough to pay invoices of any size.
-SANDBOX_MIN_HEIGHT = 300
-# The LTC rate quoted in the sandbox when MANUAL_RATES_USD does not name one.
-SANDBOX_LTC_USD = "90"
-
-
-def regtest_wallet_pay(
-    *, url: str, wallet: str, address: str, amount: int, mine: int = 0, max_top_ups: int = 5
-) -> tuple[str, list[str]]:
-    """Pay `amount` base units to `address` from a regtest node's wallet, then mine
-    `mine` blocks; (txid, block hashes). Refuses any node that is not on regtest."""
-    with BitcoinRpc(url) as rpc, BitcoinRpc(url, wallet=wallet) as wallet_rpc:
-        chain = rpc.call("getblockchaininfo")["chain"]
-        if chain != "regtest":
-            raise RpcError(0, f"the node is on {chain!r}, not regtest: refusing to pay from it", method="sandbox")
-        for _ in range(max_top_ups):
-            balance = Decimal(wallet_rpc.call("getbalance"))
-            if balance.scaleb(8) > amount + 1_000_000:
-                break
-            # Coinbases mature after 100 blocks: mine 101 to make the wallet richer.
-            rpc.call("generatetoaddress", 101, wallet_rpc.call("getnewaddress", "", "bech32"))
-        txid = wallet_rpc.call("sendtoaddress", address, base_units_to_coins(amount))
-        hashes: list[str] = []
-        if mine:
-            hashes = rpc.call("generatetoaddress", mine, wallet_rpc.call("getnewaddress", "", "bech32"))
-        return txid, hashes
-
-
-@dataclass
-class Sandbox:
-    """A regtest Litecoin node kept in the data folder, and the settings that point LTC at it."""
-
-    node: RegtestNode
-    vpub: str
-    env: dict[str, str]
-    env_file: Path
-
-    def stop(self) -> None:
-        """Stop the node (its chain stays in the data folder) and retract the settings."""
-        with contextlib.suppress(OSError):
-            self.env_file.unlink()
-        self.node.stop(remove=False)
-
-
-def _sandbox_key(path: Path) -> str:
-    """The sandbox's watch-only account key, made once and kept (only the vpub:
-    the mnemonic and private keys are discarded when it is generated)."""
-    if path.is_file():
-        vpub = path.read_text().strip()
-        watch_only_account_from_key(vpub, hrp=REGTEST_HRP["litecoind"])  # refuses anything else
-        return vpub
-    vpub = watch_only_account_generate(hrp=REGTEST_HRP["litecoind"]).vpub
-    path.write_text(vpub + "\n")
-    return vpub
-
-
-def _with_ltc_rate(rates: str) -> str:
-    entries = [e.strip() for e in (rates or "").split(",") if e.strip()]
-    if any(e.split("=", 1)[0].strip().upper() == "LTC" for e in entries):
-        return ",".join(entries)
-    return ",".join([*entries, f"LTC={SANDBOX_LTC_USD}"])
-
-
-def sandbox_start(*, folder: Path, manual_rates: str = "") -> Sandbox:
-    """Start (or restart) the sandbox node in `folder` and write its settings.
-
-    The node's chain, wallet and the watch-only key persist in `folder`
-    across runs; ports and RPC credentials are new each time. `env` holds
-    the settings for the processes that must see the sandbox (LTC_XPUB,
-    LTC_NETWORK=regtest, LTC_RPC_URL, MANUAL_RATES_USD with an LTC rate,
-    SANDBOX=1), also written to `folder/sandbox.env` (mode 0600) for commands
-    run from another shell.
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    os.chmod(folder, 0o700)
-    vpub = _sandbox_key(folder / "ltc-vpub")
-    node = RegtestNode.start(datadir=folder / "litecoind", wallet=SANDBOX_WALLET, mine=0)
     try:
-        height = node.height()
-        if height < SANDBOX_MIN_HEIGHT:
-            node.mine(SANDBOX_MIN_HEIGHT - height)
-        env = {
-            "LTC_XPUB": vpub,
-            "LTC_NETWORK": "regtest",
-            "LTC_RPC_URL": node.url,
-            "MANUAL_RATES_USD": _with_ltc_rate(manual_rates),
-            "SANDBOX": "1",
-        }
-        env_file = folder / "sandbox.env"
-        fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write("# Written by the sandbox while `make run` runs; removed when it stops.\n")
-            handle.writelines(f"{key}='{value}'\n" for key, value in env.items())
-    except BaseException:
-        node.stop(remove=False)
-        raise
-    return Sandbox(node=node, vpub=vpub, env=env, env_file=env_file)
+        return RegtestNode.start(**kwargs)
+    except NodeNotInstalled as exc:
+        pytest.fail(str(exc), pytrace=False)

@@ -2,10 +2,10 @@ from decimal import Decimal, InvalidOperation
 
 from django.core.management.base import BaseCommand, CommandError
 
-from billing.chains.bitcoin import SANDBOX_DEMO_USERNAME, sandbox_invoice_issue
 from billing.currencies import CURRENCIES
 from billing.serializers import checkout_url
 from core.errors import DomainError
+from devtools.sandbox import SANDBOX_DEMO_USERNAME, sandbox_invoice_issue
 
 
 class Command(BaseCommand):

@@ -1,10 +1,10 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from billing.chains.bitcoin import sandbox_invoice_pay
 from billing.currencies import CURRENCIES
 from billing.models import Invoice
 from billing.serializers import checkout_url
 from core.errors import DomainError
+from devtools.sandbox import sandbox_invoice_pay
 
 
 class Command(BaseCommand):

@@ -1,5 +1,6 @@
 """`make run`: prepare the embedded default and run web + worker + beat in the
-foreground. Ctrl-C stops all three."""
+foreground, with the LTC sandbox when litecoind is installed. Ctrl-C stops
+them all. Development only (devtools is installed when DEBUG is on)."""
 
 from __future__ import annotations
 
@@ -196,7 +197,8 @@ class Command(BaseCommand):
             self.stdout.write("No LTC sandbox: install litecoind (bash tests/ensure-chain-nodes.sh) to get one.")
             return None
         from billing.chains.bitcoind import ChainUnavailable, RpcError
-        from billing.chains.regtest import NodeStartError, sandbox_start
+        from devtools.litecoind import NodeStartError
+        from devtools.sandbox import sandbox_start
 
         self.stdout.write("Starting the LTC sandbox (a Litecoin regtest node) ...")
         try:

@@ -1,0 +1,229 @@
+"""The sandbox of `make run`: a Litecoin regtest node kept in the data folder,
+the settings that point LTC at it, `sandbox_invoice_issue` (behind
+`manage.py sandbox_invoice`: a demo invoice to try the checkout page with) and
+`sandbox_invoice_pay` (behind `manage.py sandbox_pay`), which pays an invoice
+from the node's wallet.
+
+`make run` (devtools' `serve_local`) starts it when DEBUG is on, litecoind is
+installed and LTC is not configured otherwise. Development only: nothing in
+production imports devtools, and both refuse to run unless
+SANDBOX is set (which production settings refuse without DEBUG) and LTC points
+at a regtest node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from billing import services
+from billing.chains.bitcoin import ScanReport, rpc_url
+from billing.chains.bitcoind import BitcoinRpc, ChainUnavailable, RpcError
+from billing.chains.watchers import chain_scan
+from billing.models import Invoice, PaymentStatus
+from core.errors import DomainError, NotFound
+from devtools.litecoind import (
+    REGTEST_HRP,
+    RegtestNode,
+    base_units_to_coins,
+    watch_only_account_from_key,
+    watch_only_account_generate,
+)
+
+SANDBOX_WALLET = "sandbox"
+# Blocks the sandbox chain starts with: 200 mature coinbases (8,750 regtest LTC),
+# enough to pay invoices of any size.
+SANDBOX_MIN_HEIGHT = 300
+# The LTC rate quoted in the sandbox when MANUAL_RATES_USD does not name one.
+SANDBOX_LTC_USD = "90"
+
+
+def regtest_wallet_pay(
+    *, url: str, wallet: str, address: str, amount: int, mine: int = 0, max_top_ups: int = 5
+) -> tuple[str, list[str]]:
+    """Pay `amount` base units to `address` from a regtest node's wallet, then mine
+    `mine` blocks; (txid, block hashes). Refuses any node that is not on regtest."""
+    with BitcoinRpc(url) as rpc, BitcoinRpc(url, wallet=wallet) as wallet_rpc:
+        chain = rpc.call("getblockchaininfo")["chain"]
+        if chain != "regtest":
+            raise RpcError(0, f"the node is on {chain!r}, not regtest: refusing to pay from it", method="sandbox")
+        for _ in range(max_top_ups):
+            balance = Decimal(wallet_rpc.call("getbalance"))
+            if balance.scaleb(8) > amount + 1_000_000:
+                break
+            # Coinbases mature after 100 blocks: mine 101 to make the wallet richer.
+            rpc.call("generatetoaddress", 101, wallet_rpc.call("getnewaddress", "", "bech32"))
+        txid = wallet_rpc.call("sendtoaddress", address, base_units_to_coins(amount))
+        hashes: list[str] = []
+        if mine:
+            hashes = rpc.call("generatetoaddress", mine, wallet_rpc.call("getnewaddress", "", "bech32"))
+        return txid, hashes
+
+
+@dataclass
+class Sandbox:
+    """A regtest Litecoin node kept in the data folder, and the settings that point LTC at it."""
+
+    node: RegtestNode
+    vpub: str
+    env: dict[str, str]
+    env_file: Path
+
+    def stop(self) -> None:
+        """Stop the node (its chain stays in the data folder) and retract the settings."""
+        with contextlib.suppress(OSError):
+            self.env_file.unlink()
+        self.node.stop(remove=False)
+
+
+def _sandbox_key(path: Path) -> str:
+    """The sandbox's watch-only account key, made once and kept (only the vpub:
+    the mnemonic and private keys are discarded when it is generated)."""
+    if path.is_file():
+        vpub = path.read_text().strip()
+        watch_only_account_from_key(vpub, hrp=REGTEST_HRP["litecoind"])  # refuses anything else
+        return vpub
+    vpub = watch_only_account_generate(hrp=REGTEST_HRP["litecoind"]).vpub
+    path.write_text(vpub + "\n")
+    return vpub
+
+
+def _with_ltc_rate(rates: str) -> str:
+    entries = [e.strip() for e in (rates or "").split(",") if e.strip()]
+    if any(e.split("=", 1)[0].strip().upper() == "LTC" for e in entries):
+        return ",".join(entries)
+    return ",".join([*entries, f"LTC={SANDBOX_LTC_USD}"])
+
+
+def sandbox_start(*, folder: Path, manual_rates: str = "") -> Sandbox:
+    """Start (or restart) the sandbox node in `folder` and write its settings.
+
+    The node's chain, wallet and the watch-only key persist in `folder`
+    across runs; ports and RPC credentials are new each time. `env` holds
+    the settings for the processes that must see the sandbox (LTC_XPUB,
+    LTC_NETWORK=regtest, LTC_RPC_URL, MANUAL_RATES_USD with an LTC rate,
+    SANDBOX=1), also written to `folder/sandbox.env` (mode 0600) for commands
+    run from another shell.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    vpub = _sandbox_key(folder / "ltc-vpub")
+    node = RegtestNode.start(datadir=folder / "litecoind", wallet=SANDBOX_WALLET, mine=0)
+    try:
+        height = node.height()
+        if height < SANDBOX_MIN_HEIGHT:
+            node.mine(SANDBOX_MIN_HEIGHT - height)
+        env = {
+            "LTC_XPUB": vpub,
+            "LTC_NETWORK": "regtest",
+            "LTC_RPC_URL": node.url,
+            "MANUAL_RATES_USD": _with_ltc_rate(manual_rates),
+            "SANDBOX": "1",
+        }
+        env_file = folder / "sandbox.env"
+        fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write("# Written by the sandbox while `make run` runs; removed when it stops.\n")
+            handle.writelines(f"{key}='{value}'\n" for key, value in env.items())
+    except BaseException:
+        node.stop(remove=False)
+        raise
+    return Sandbox(node=node, vpub=vpub, env=env, env_file=env_file)
+
+
+# --- invoices in the sandbox: a demo one, and paying one ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SandboxPayment:
+    invoice_number: str
+    address: str
+    amount: int
+    txid: str
+    blocks_mined: int
+    status: str
+    exception: str
+    scan: ScanReport
+
+
+def _sandbox_check() -> None:
+    if not settings.SANDBOX or str(settings.LTC_NETWORK).strip().lower() != "regtest" or not rpc_url(currency="LTC"):
+        raise DomainError(
+            "sandbox_off",
+            "This works only in the local sandbox (SANDBOX=1, LTC_NETWORK=regtest, "
+            "started by `make run` when litecoind is installed).",
+        )
+
+
+SANDBOX_DEMO_USERNAME = "sandbox-demo"
+
+
+@transaction.atomic
+def sandbox_invoice_issue(*, usd: Decimal = Decimal("25.00"), username: str = SANDBOX_DEMO_USERNAME) -> Invoice:
+    """An LTC invoice to try the checkout page with, for a demo account (made
+    when missing, with no password): its newest invoice while that can still be
+    paid, else a new one. Refused outside the sandbox."""
+    from django.contrib.auth import get_user_model
+
+    _sandbox_check()
+    if usd <= 0:
+        raise DomainError("invalid", "The amount is a positive number of USD.")
+    Account = get_user_model()
+    account = Account.objects.filter(username=username).first()
+    if account is None:
+        account = Account.objects.create_user(username, None)
+    now = timezone.now()
+    open_ = (
+        Invoice.objects.filter(account=account, status="new", expires_at__gt=now, requests__currency="LTC")
+        .order_by("-created_at")
+        .first()
+    )
+    if open_ is not None:
+        return open_
+    return services.invoice_create(
+        account=account,
+        subject="sandbox:demo",
+        description="Sandbox demo: pay it with sandbox_pay",
+        lines=[services.LineSpec("Sandbox demo payment", Decimal(1), usd, usd)],
+        currency="LTC",
+        metadata={"sandbox": True},
+    )
+
+
+def sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, confirm: bool = False) -> SandboxPayment:
+    """Pay an invoice's LTC address from the sandbox's regtest wallet; with
+    `confirm`, mine the blocks the policy wants. Then scan right away (the
+    periodic task would within seconds anyway). Refused outside the sandbox."""
+    _sandbox_check()
+    invoice = Invoice.objects.filter(number=invoice_number).first()
+    if invoice is None:
+        raise NotFound(f"No invoice {invoice_number}.")
+    request = invoice.requests.filter(currency="LTC").order_by("-created_at", "-id").first()
+    if request is None:
+        raise DomainError("no_payment_request", f"{invoice_number} has no LTC address to pay.")
+    if amount is None:
+        paid = sum(int(p.amount) for p in request.payments.exclude(status=PaymentStatus.REMOVED))
+        amount = int(request.amount_due) - paid
+        if amount <= 0:
+            raise DomainError("already_paid", f"{invoice_number} is paid in full; give --amount to pay more.")
+    if amount <= 0:
+        raise DomainError("invalid", "The amount is a positive number of litoshi.")
+    blocks = services.confirmations_required(currency="LTC") if confirm else 0
+    try:
+        txid, hashes = regtest_wallet_pay(
+            url=rpc_url(currency="LTC"), wallet=SANDBOX_WALLET, address=request.address, amount=amount, mine=blocks
+        )
+    except (ChainUnavailable, RpcError) as exc:
+        raise DomainError("sandbox_node", f"The sandbox node refused: {exc}") from None
+    report = chain_scan(currency="LTC", force=True)
+    invoice.refresh_from_db()
+    return SandboxPayment(
+        invoice.number, request.address, amount, txid, len(hashes), invoice.status, invoice.exception, report
+    )
