@@ -138,6 +138,7 @@ def test_version_0_answer_lists_loaded_addresses_in_lookup_order(sol_ledger, pos
 # --- Paging, commitment, blockhashes ------------------------------------------------------------------
 
 
+@pytest.mark.slow  # makes over a thousand transactions
 def test_signatures_page_newest_first_with_before_until_and_limit(sol_ledger, post, payer):
     reference = Keypair().pubkey()
     other = sol_ledger.keypair_funded(10**9)

@@ -132,6 +132,7 @@ def test_failed_payment_counts_nothing_and_is_passed_once_final(sol_ledger, sol_
     assert watcher.cursors[reference].until == sig
 
 
+@pytest.mark.slow  # makes over a thousand transactions
 def test_more_than_a_thousand_signatures_on_one_reference(sol_ledger, sol_node, sol_rpc, watcher, payer, merchant):
     reference = watcher.reference()
     paid = sol_ledger.pay(payer, merchant.pubkey(), 70_000, references=[reference])
@@ -149,6 +150,7 @@ def test_more_than_a_thousand_signatures_on_one_reference(sol_ledger, sol_node, 
     assert watcher.scan(sol_rpc).fetched == 0 and sol_node.stats.calls["getSignaturesForAddress"] == 2
 
 
+@pytest.mark.slow  # makes over a thousand transactions
 def test_a_listing_cut_by_the_page_budget_goes_on_at_the_next_pass(
     sol_ledger, sol_node, sol_rpc, watcher, payer, merchant
 ):
