@@ -105,8 +105,8 @@ def run(node, args) -> None:
 
     from accounts.models import Account
     from billing import services
-    from billing.chains.bitcoin import bitcoin_cursor_set, watched_scripts
-    from billing.chains.bitcoin_scan import block_parse
+    from billing.chains.utxo.scanner import block_parse
+    from billing.chains.utxo.watcher import bitcoin_cursor_set, watched_scripts
     from billing.chains.watchers import chain_scan
     from billing.models import Invoice, PaymentRequest
 

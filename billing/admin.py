@@ -22,6 +22,7 @@ from billing.models import (
     Payment,
     PaymentRequest,
     RateSample,
+    StrayTransfer,
 )
 from billing.rates import rate_manual_end, rate_manual_set
 from billing.selectors import chain_health
@@ -70,7 +71,7 @@ def transaction_short(payment):
     """The txid cut to its ends (the whole one is on the payment's page and in its title)."""
     txid = payment.txid
     short = txid if len(txid) <= 20 else f"{txid[:10]}\u2026{txid[-8:]}"
-    return format_html('<span class="monospace" title="{}">{}:{}</span>', txid, short, payment.output_index)
+    return format_html('<span class="monospace" title="{}">{}:{}</span>', txid, short, payment.position)
 
 
 class InvoiceLineInline(ReadOnlyInline):
@@ -122,11 +123,24 @@ class PaymentInline(ReadOnlyInline):
     show_change_link = True
 
 
+class StrayTransferInline(ReadOnlyInline):
+    """Transfers to this invoice's addresses that nothing may credit (see Stray transfers)."""
+
+    model = StrayTransfer
+    fk_name = "invoice"
+    fields = (transaction_short, "kind", "asset", "amount", "needs_review", "removed_at", "first_seen_at")
+    readonly_fields = fields
+    show_change_link = True
+    verbose_name_plural = "stray transfers (never credited: review them)"
+
+
 class RecordPaymentForm(ReasonForm):
     txid = forms.CharField(max_length=128)
     amount = forms.IntegerField(min_value=1, help_text="Base units (satoshi, wei, piconero, lamport, ...).")
     confirmations = forms.IntegerField(min_value=0)
-    output_index = forms.IntegerField(initial=0, help_text="Output or log index.")
+    output_index = forms.IntegerField(
+        initial=0, help_text="Output index (BTC, LTC) or log index (USDT, USDC); ignored for ETH."
+    )
     currency = forms.ChoiceField(
         choices=[("", "the invoice's active currency")] + [(c, c) for c in CURRENCIES], required=False
     )
@@ -187,7 +201,15 @@ class InvoiceAdmin(RecordAdmin):
     search_fields = ("number", "account__username", "subject", "requests__address", "payments__txid")
     date_hierarchy = "created_at"
     list_select_related = ("account",)
-    inlines = [InvoiceLineInline, PaymentRequestInline, PaymentInline]
+    inlines = [InvoiceLineInline, PaymentRequestInline, PaymentInline, StrayTransferInline]
+
+    def get_inlines(self, request, obj):
+        # Strays are rare: their table shows only on invoices that received one.
+        inlines = super().get_inlines(request, obj)
+        if obj is None or not obj.stray_transfers.exists():
+            inlines = [i for i in inlines if i is not StrayTransferInline]
+        return inlines
+
     actions = [
         reason_action(
             name="mark_settled",
@@ -242,7 +264,7 @@ class PaymentAdmin(ReadOnlyAdmin):
         "first_seen_at",
     )
     fieldsets = (
-        (None, {"fields": ("invoice", "request", "chain", "currency", "txid", "output_index")}),
+        (None, {"fields": ("invoice", "request", "chain", "currency", "txid", "position", "output_index")}),
         ("Amount", {"fields": (payment_coins, usd_display("amount_usd", "USD at the locked rate"))}),
         (
             "On chain",
@@ -406,3 +428,38 @@ class ChainStateAdmin(ReadOnlyAdmin):
     @admin.display(boolean=True, description="healthy")
     def healthy(self, state):
         return chain_health(chain=state.chain).ok
+
+
+@admin.register(StrayTransfer)
+class StrayTransferAdmin(RecordAdmin):
+    """Transfers that reached an invoice's address and that nothing may credit: a
+    token of another contract, or one currency sent to another's address. Refund
+    them from outside (the server holds no spending key) or keep them, then mark
+    them reviewed with why."""
+
+    list_display = (
+        "needs_review",
+        "kind",
+        "chain",
+        "txid",
+        "position",
+        "asset",
+        "amount",
+        "paid_currency",
+        "invoice",
+        "block_height",
+        "removed_at",
+        "first_seen_at",
+    )
+    list_filter = ("needs_review", "kind", "chain")
+    search_fields = ("txid", "address", "asset", "invoice__number")
+    list_select_related = ("invoice",)
+    actions = [
+        reason_action(
+            name="mark_reviewed",
+            description="Mark reviewed",
+            call=lambda stray, actor, reason: services.stray_transfer_review(
+                stray_id=stray.pk, actor=actor, reason=reason
+            ),
+        )
+    ]

@@ -42,7 +42,10 @@ class PaymentRequestOutput(serializers.Serializer):
 class PaymentOutput(serializers.Serializer):
     currency = serializers.CharField()
     txid = serializers.CharField()
-    index = serializers.IntegerField(source="output_index")
+    index = serializers.IntegerField(source="output_index", help_text="Output or log index; -1 where there is none.")
+    position = serializers.CharField(
+        help_text="Where in the transaction: the output, tx, call:<trace address>, log:<index> or balance:<address>."
+    )
     amount = BaseUnitsField()
     amount_display = serializers.SerializerMethodField()
     amount_usd = MoneyField()

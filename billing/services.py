@@ -38,6 +38,7 @@ from billing.models import (
     PaymentDisposition,
     PaymentRequest,
     PaymentStatus,
+    StrayTransfer,
 )
 from billing.selectors import invoice_has_payments
 from core.audit import audit_record
@@ -62,7 +63,13 @@ class LineSpec:
 
 @dataclass(frozen=True)
 class Observation:
-    """A transfer a watcher (or staff) saw. `confirmations` is 0 in the mempool."""
+    """A transfer a watcher (or staff) saw. `confirmations` is 0 in the mempool.
+
+    A payment is identified by (chain, txid, position); `position` defaults to
+    the output index (UTXO chains). `final` overrides the confirmation count
+    for chains settled by a finality tag: True settles, False does not,
+    whatever `confirmations` says; None applies CONFIRMATIONS_<currency>.
+    """
 
     currency: str
     txid: str
@@ -72,6 +79,12 @@ class Observation:
     confirmations: int
     block_height: int | None = None
     block_hash: str = ""
+    position: str = ""
+    final: bool | None = None
+
+    @property
+    def key(self) -> str:
+        return self.position or str(self.output_index)
 
 
 # --- Settings helpers -----------------------------------------------------------
@@ -337,8 +350,11 @@ def payment_observe(
     chain = CURRENCIES[obs.currency].chain
     with transaction.atomic():
         invoice = _invoice_lock(invoice_id=request.invoice_id)
-        confirmed = obs.confirmations >= confirmations_required(currency=obs.currency)
-        payment = Payment.objects.filter(chain=chain, txid=obs.txid, output_index=obs.output_index).first()
+        if obs.final is not None:
+            confirmed = obs.final and obs.confirmations >= 1
+        else:
+            confirmed = obs.confirmations >= confirmations_required(currency=obs.currency)
+        payment = Payment.objects.filter(chain=chain, txid=obs.txid, position=obs.key).first()
         if payment is None:
             payment = Payment.objects.create(
                 request=request,
@@ -347,6 +363,7 @@ def payment_observe(
                 currency=obs.currency,
                 txid=obs.txid,
                 output_index=obs.output_index,
+                position=obs.key,
                 amount=obs.amount,
                 amount_usd=_payment_value_usd(request, obs.amount),
                 confirmations=obs.confirmations,
@@ -389,12 +406,12 @@ def payment_observe(
 
 
 def payment_uncount(
-    *, chain: str, txid: str, output_index: int, reason: str, now: datetime | None = None
+    *, chain: str, txid: str, position: str, reason: str, now: datetime | None = None
 ) -> Payment | None:
     """A payment left the chain (orphaned block, replaced or dropped transaction):
     it no longer counts. Money already applied or credited is flagged for staff."""
     now = now or timezone.now()
-    found = Payment.objects.filter(chain=chain, txid=txid, output_index=output_index).first()
+    found = Payment.objects.filter(chain=chain, txid=txid, position=position).first()
     if found is None or found.status == PaymentStatus.REMOVED:
         return found
     with transaction.atomic():
@@ -554,6 +571,84 @@ def _wait_for_watcher(*, invoice: Invoice, blind: set[str], now: datetime) -> bo
     return request is not None and request.currency in blind
 
 
+# --- Strays: transfers for staff, never credited -------------------------------------
+
+
+def stray_transfer_record(
+    *,
+    chain: str,
+    txid: str,
+    position: str,
+    kind: str,
+    address: str,
+    amount: int,
+    asset: str,
+    currency: str = "",
+    paid_currency: str = "",
+    block_height: int | None = None,
+    block_hash: str = "",
+    note: str = "",
+    now: datetime | None = None,
+) -> tuple[StrayTransfer, bool]:
+    """Record, once per (chain, txid, position), a transfer to a watched
+    destination that nothing may credit (a token of another contract, one
+    currency sent to another's address), flagged for staff. Seen again (a
+    rescan, a block back after a reorg), it is updated, never duplicated.
+    Returns the row and whether it is new."""
+    now = now or timezone.now()
+    request = PaymentRequest.objects.filter(match_key=address).order_by("-created_at", "-id").first()
+    with transaction.atomic():
+        stray = StrayTransfer.objects.select_for_update().filter(chain=chain, txid=txid, position=position).first()
+        if stray is not None:
+            stray.block_height, stray.block_hash, stray.removed_at = block_height, block_hash, None
+            stray.save(update_fields=["block_height", "block_hash", "removed_at"])
+            return stray, False
+        stray = StrayTransfer.objects.create(
+            chain=chain,
+            txid=txid,
+            position=position,
+            kind=kind,
+            address=address,
+            asset=asset,
+            currency=currency,
+            paid_currency=paid_currency,
+            amount=amount,
+            request=request,
+            invoice_id=request.invoice_id if request is not None else None,
+            block_height=block_height,
+            block_hash=block_hash,
+            note=note[:300],
+            first_seen_at=now,
+        )
+        audit_record(
+            actor=None,
+            action="stray_transfer.record",
+            obj=stray,
+            reason=note,
+            changes={"txid": txid, "position": position, "asset": asset, "amount": str(amount)},
+        )
+    log.warning("%s %s %s: %s, recorded for staff", chain, txid, position, note or kind)
+    return stray, True
+
+
+@transaction.atomic
+def stray_transfer_review(*, stray_id: int, actor: Any, reason: str, now: datetime | None = None) -> StrayTransfer:
+    """Staff looked at a stray (refunded it from outside, or decided to keep it): say so, with why."""
+    reason = _reason_required(reason)
+    stray = StrayTransfer.objects.select_for_update().filter(pk=stray_id).first()
+    if stray is None:
+        raise NotFound("No such stray transfer.")
+    if not stray.needs_review:
+        raise Conflict("stray_reviewed", "This transfer was reviewed already.")
+    stray.needs_review = False
+    stray.reviewed_at = now or timezone.now()
+    stray.reviewed_by = actor if getattr(actor, "pk", None) else None
+    stray.review_note = reason
+    stray.save(update_fields=["needs_review", "reviewed_at", "reviewed_by", "review_note"])
+    audit_record(actor=actor, action="stray_transfer.review", obj=stray, reason=reason, changes={"needs_review": False})
+    return stray
+
+
 # --- Staff corrections ------------------------------------------------------------
 
 
@@ -591,11 +686,14 @@ def payment_record_manual(
         raise DomainError("no_payment_request", f"{invoice_number} has no payment request in that currency.")
     if amount <= 0 or confirmations < 0 or not txid.strip():
         raise DomainError("invalid", "A payment needs a transaction id, a positive amount and confirmations >= 0.")
+    from billing.chains.config import manual_position
+
     payment = payment_observe(
         observation=Observation(
             currency=request.currency,
             txid=txid.strip(),
             output_index=output_index,
+            position=manual_position(currency=request.currency, index=output_index),
             match_key=request.match_key,
             amount=amount,
             confirmations=confirmations,

@@ -370,14 +370,10 @@ CHAIN_SCAN_SECONDS = env.float("CHAIN_SCAN_SECONDS", default=5.0)
 CHAIN_SCAN_MAX_BLOCKS = env.int("CHAIN_SCAN_MAX_BLOCKS", default=200)
 CHAIN_REORG_WINDOW = env.int("CHAIN_REORG_WINDOW", default=100)
 CHAIN_BACKOFF_MAX_SECONDS = env.int("CHAIN_BACKOFF_MAX_SECONDS", default=300)
-for _code, _xpub, _rpc_url in (("BTC", BTC_XPUB, BTC_RPC_URL), ("LTC", LTC_XPUB, LTC_RPC_URL)):
-    if _xpub and _rpc_url:
-        CELERY_BEAT_SCHEDULE[f"billing.chain_scan.{_code}"] = {
-            "task": "billing.chain_scan",
-            "schedule": CHAIN_SCAN_SECONDS,
-            "args": (_code,),
-            "options": {"expires": CHAIN_SCAN_SECONDS},
-        }
+# One scan task per configured chain, from the families' declarations (billing/chains/spec.py).
+from billing.chains.spec import chain_beat_schedule  # noqa: E402 - plain declarations, no Django models
+
+CELERY_BEAT_SCHEDULE.update(chain_beat_schedule(values=globals(), seconds=CHAIN_SCAN_SECONDS))
 
 # The local sandbox: set (with the LTC settings of a regtest node) by `make run` for
 # its own processes; `manage.py sandbox_pay` works only then. Never in production.

@@ -1,4 +1,4 @@
-"""Development and test tooling: regtest nodes, the sandbox of `make run`,
+"""Development and test tooling: regtest and anvil nodes, the sandbox of `make run`,
 `serve_local` and `sandbox_pay`.
 
 A Django app so its management commands work; installed only when DEBUG is on

@@ -69,7 +69,7 @@ from bitcoin.core.script import (
     SignatureHash,
 )
 
-from billing.chains.bitcoind import BitcoinRpc, ChainUnavailable, RpcError
+from billing.chains.utxo.rpc import BitcoinRpc, ChainUnavailable, RpcError
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from billing import services
-from billing.chains.bitcoin import ScanReport, rpc_url
-from billing.chains.bitcoind import BitcoinRpc, ChainUnavailable, RpcError
+from billing.chains.utxo.rpc import BitcoinRpc, ChainUnavailable, RpcError
+from billing.chains.utxo.watcher import ScanReport, rpc_url
 from billing.chains.watchers import chain_scan
 from billing.models import Invoice, PaymentStatus
 from core.errors import DomainError, NotFound

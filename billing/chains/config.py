@@ -1,6 +1,8 @@
 """Which currencies are enabled, and a fresh deposit destination for each invoice.
 
-A currency is enabled exactly when its watch-only material is set in settings:
+Each chain family knows its own destinations (billing.chains.<family>.family);
+this module routes a currency to its family. A currency is enabled exactly
+when its watch-only material is set in settings:
 
     BTC   BTC_XPUB (+ BTC_NETWORK, BTC_SCRIPT_TYPE)
     LTC   LTC_XPUB (+ LTC_NETWORK, LTC_SCRIPT_TYPE)
@@ -18,163 +20,54 @@ any key that can spend, and any malformed public material.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
+from importlib import import_module
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from billing.chains import keys, uris
+from billing.chains import keys
+from billing.chains.interface import ChainFamily, Destination, setting_value
+from billing.chains.spec import FAMILY_PACKAGES
 from billing.currencies import CURRENCIES
 from core.errors import DomainError
 
+__all__ = [
+    "MATERIAL_SETTINGS",
+    "Destination",
+    "chain_config_validate",
+    "currency_enabled_code",
+    "derivation_first_index",
+    "derivation_keyset",
+    "destination_derive",
+    "enabled_currencies",
+    "families",
+    "family_of",
+    "manual_position",
+    "network_name",
+    "payment_uri",
+]
 
-@dataclass(frozen=True)
-class Destination:
-    currency: str  # "BTC" ...
-    address: str  # what the customer pays to (for SOL: the recipient)
-    index: int  # derivation index (SOL: the sequence number; the reference is random)
-    match_key: str  # what a watcher matches on: BTC/LTC scriptPubKey hex; ETH/USDT/USDC lowercase
-    # 0x address; XMR "major/minor" of the subaddress; SOL the reference public key (Base58)
-    reference: str = ""  # Solana Pay reference (SOL only)
+
+@cache
+def families() -> tuple[ChainFamily, ...]:
+    """The family object of every package in billing.chains.spec.FAMILY_PACKAGES."""
+    found = tuple(import_module(f"{package}.family").FAMILY for package in FAMILY_PACKAGES)
+    served = [code for family in found for code in family.currencies]
+    if sorted(served) != sorted(CURRENCIES) or len(served) != len(set(served)):
+        raise ImproperlyConfigured(f"chain families serve {served}; every currency must have exactly one")
+    return found
 
 
-ETHEREUM_FAMILY = ("ETH", "USDT", "USDC")
-TOKEN_CONTRACT_SETTINGS = {"USDT": "USDT_CONTRACT", "USDC": "USDC_CONTRACT"}
-UTXO_CHAINS = {"BTC": "bitcoin", "LTC": "litecoin"}
-SOL_CLUSTERS = ("mainnet-beta", "devnet", "testnet", "localnet")
-XMR_ACCOUNT = 0  # subaddresses (0, i) of the wallet's first account
+def family_of(currency: str) -> ChainFamily:
+    code = _currency_code(currency)
+    return next(f for f in families() if code in f.currencies)
+
 
 # Every setting that holds watch-only material, checked for secrets at start-up
 # whether or not its currency is enabled.
-MATERIAL_SETTINGS = (
-    "BTC_XPUB",
-    "LTC_XPUB",
-    "ETH_XPUB",
-    "USDT_CONTRACT",
-    "USDC_CONTRACT",
-    "XMR_ADDRESS",
-    "XMR_VIEW_KEY",
-    "SOL_RECIPIENT",
+MATERIAL_SETTINGS = tuple(
+    s for package in FAMILY_PACKAGES for s in import_module(f"{package}.family").FAMILY.material_settings
 )
-
-
-def _setting(name: str, default: str = "") -> str:
-    value = getattr(settings, name, default)
-    return "" if value is None else str(value).strip()
-
-
-def _refused(setting: str, exc: Exception, suffix: str = "") -> ImproperlyConfigured:
-    return ImproperlyConfigured(f"{setting} {exc}{suffix}")
-
-
-# --- Parsed material (cached by setting values) ------------------------------
-
-
-@lru_cache(maxsize=16)
-def _utxo_account_cached(chain: str, value: str, network: str, script_type: str) -> keys.UtxoAccount:
-    return keys.utxo_account_parse(chain=chain, value=value, network=network, script_type=script_type)
-
-
-@lru_cache(maxsize=8)
-def _ethereum_account_cached(value: str) -> keys.EthereumAccount:
-    return keys.ethereum_account_parse(value=value)
-
-
-@lru_cache(maxsize=8)
-def _monero_account_cached(address: str, view_key: str) -> keys.MoneroAccount:
-    return keys.monero_account_parse(address=address, view_key=view_key)
-
-
-@lru_cache(maxsize=8)
-def _solana_recipient_cached(value: str) -> keys.SolanaRecipient:
-    return keys.solana_recipient_parse(value=value)
-
-
-def _utxo_network(code: str) -> str:
-    setting = f"{code}_NETWORK"
-    network = _setting(setting, "mainnet").lower()
-    chain = UTXO_CHAINS[code]
-    names = [n for c, n in keys.UTXO_NETWORKS if c == chain]
-    if network not in names:
-        raise ImproperlyConfigured(f"{setting} is {network!r}; expected one of {', '.join(names)}.")
-    return network
-
-
-def _utxo_account(code: str) -> keys.UtxoAccount:
-    network = _utxo_network(code)
-    script_setting = f"{code}_SCRIPT_TYPE"
-    script_type = _setting(script_setting, "p2wpkh").lower()
-    if script_type not in keys.SCRIPT_TYPES:
-        raise ImproperlyConfigured(
-            f"{script_setting} is {script_type!r}; expected one of {', '.join(keys.SCRIPT_TYPES)}."
-        )
-    setting = f"{code}_XPUB"
-    try:
-        return _utxo_account_cached(UTXO_CHAINS[code], _setting(setting), network, script_type)
-    except keys.KeyMaterialError as exc:
-        raise _refused(setting, exc, f" ({code}_NETWORK={network}, {script_setting}={script_type})") from None
-
-
-def _ethereum_account() -> keys.EthereumAccount:
-    try:
-        return _ethereum_account_cached(_setting("ETH_XPUB"))
-    except keys.KeyMaterialError as exc:
-        raise _refused("ETH_XPUB", exc) from None
-
-
-def _eth_chain_id() -> int:
-    value = getattr(settings, "ETH_CHAIN_ID", 1)
-    try:
-        chain_id = int(value)
-    except (TypeError, ValueError):
-        chain_id = 0
-    if isinstance(value, bool) or chain_id <= 0:
-        raise ImproperlyConfigured(f"ETH_CHAIN_ID is {value!r}; expected a positive integer (1 is Ethereum mainnet).")
-    return chain_id
-
-
-def _token_contract(code: str) -> str:
-    setting = TOKEN_CONTRACT_SETTINGS[code]
-    try:
-        return keys.eth_address_parse(_setting(setting))
-    except keys.KeyMaterialError as exc:
-        raise _refused(setting, exc) from None
-
-
-def _monero_account() -> keys.MoneroAccount:
-    address, view_key = _setting("XMR_ADDRESS"), _setting("XMR_VIEW_KEY")
-    if not address or not view_key:
-        missing = "XMR_VIEW_KEY" if address else "XMR_ADDRESS"
-        raise ImproperlyConfigured(
-            f"{missing} is not set: Monero needs both XMR_ADDRESS (primary address) and XMR_VIEW_KEY "
-            "(private view key), or neither."
-        )
-    try:
-        keys.monero_address_parse(address)
-    except keys.KeyMaterialError as exc:
-        raise _refused("XMR_ADDRESS", exc) from None
-    try:
-        return _monero_account_cached(address, view_key)
-    except keys.KeyMaterialError as exc:
-        raise _refused("XMR_VIEW_KEY", exc) from None
-
-
-def _solana_recipient() -> keys.SolanaRecipient:
-    try:
-        return _solana_recipient_cached(_setting("SOL_RECIPIENT"))
-    except keys.KeyMaterialError as exc:
-        raise _refused("SOL_RECIPIENT", exc) from None
-
-
-def _sol_cluster() -> str:
-    cluster = _setting("SOL_CLUSTER", "mainnet-beta").lower()
-    if cluster not in SOL_CLUSTERS:
-        raise ImproperlyConfigured(f"SOL_CLUSTER is {cluster!r}; expected one of {', '.join(SOL_CLUSTERS)}.")
-    return cluster
-
-
-# --- Public interface --------------------------------------------------------
 
 
 def _currency_code(currency: str) -> str:
@@ -202,17 +95,7 @@ def currency_enabled_code(currency: str) -> str:
 
 def enabled_currencies() -> list[str]:
     """Codes whose watch-only material is set, in CURRENCIES order."""
-    eth = bool(_setting("ETH_XPUB"))
-    present = {
-        "BTC": bool(_setting("BTC_XPUB")),
-        "LTC": bool(_setting("LTC_XPUB")),
-        "ETH": eth,
-        "USDT": eth and bool(_setting("USDT_CONTRACT")),
-        "USDC": eth and bool(_setting("USDC_CONTRACT")),
-        "XMR": bool(_setting("XMR_ADDRESS")) and bool(_setting("XMR_VIEW_KEY")),
-        "SOL": bool(_setting("SOL_RECIPIENT")),
-    }
-    return [code for code in CURRENCIES if present[code]]
+    return [code for code in CURRENCIES if family_of(code).enabled(code)]
 
 
 def destination_derive(*, currency: str, index: int) -> Destination:
@@ -228,21 +111,7 @@ def destination_derive(*, currency: str, index: int) -> Destination:
         raise TypeError(f"index must be an int, not {type(index).__name__}")
     if index < 0:
         raise ValueError(f"index must not be negative, got {index}")
-    if code in UTXO_CHAINS:
-        address, script = _utxo_account(code).destination(index)
-        return Destination(currency=code, address=address, index=index, match_key=script)
-    if code in ETHEREUM_FAMILY:
-        address = _ethereum_account().address(index)
-        return Destination(currency=code, address=address, index=index, match_key=address.lower())
-    if code == "XMR":
-        if not 1 <= index < 2**32:
-            raise ValueError(f"XMR index must be in 1..{2**32 - 1} (subaddress (0, index)), got {index}")
-        address = _monero_account().subaddress(major=XMR_ACCOUNT, minor=index)
-        return Destination(currency=code, address=address, index=index, match_key=f"{XMR_ACCOUNT}/{index}")
-    # SOL: one recipient; the reference tells the payments apart.
-    recipient = _solana_recipient().address
-    reference = keys.solana_reference_new()
-    return Destination(currency=code, address=recipient, index=index, match_key=reference, reference=reference)
+    return family_of(code).destination(code, index)
 
 
 def derivation_keyset(*, currency: str) -> str:
@@ -253,19 +122,14 @@ def derivation_keyset(*, currency: str) -> str:
     USDT and USDC return the same keyset.
     """
     code = currency_enabled_code(currency)
-    if code in UTXO_CHAINS:
-        return f"{UTXO_CHAINS[code]}:{_utxo_account(code).key.fingerprint}"
-    if code in ETHEREUM_FAMILY:
-        return f"ethereum:{_ethereum_account().key.fingerprint}"
-    if code == "XMR":
-        return f"monero:{_monero_account().fingerprint}"
-    return f"solana:{_solana_recipient().fingerprint}"
+    return family_of(code).keyset(code)
 
 
 def derivation_first_index(*, currency: str) -> int:
     """The first index of `currency`'s sequence: 1 for XMR (subaddress (0, 0) is
     the wallet's primary address, which is not a fresh destination), else 0."""
-    return 1 if _currency_code(currency) == "XMR" else 0
+    code = _currency_code(currency)
+    return family_of(code).first_index(code)
 
 
 def payment_uri(*, destination: Destination, amount: int, label: str = "", message: str = "") -> str:
@@ -273,56 +137,22 @@ def payment_uri(*, destination: Destination, amount: int, label: str = "", messa
 
     EIP-681 has no label or message: ETH, USDT and USDC URIs leave them out.
     """
-    code = _currency_code(destination.currency)
-    currency = CURRENCIES[code]
-    if code in UTXO_CHAINS:
-        return uris.bip21_uri(
-            scheme=UTXO_CHAINS[code],
-            address=destination.address,
-            amount=amount,
-            decimals=currency.decimals,
-            label=label,
-            message=message,
-        )
-    if code == "ETH":
-        return uris.eip681_ether_uri(address=destination.address, chain_id=_eth_chain_id(), wei=amount)
-    if code in TOKEN_CONTRACT_SETTINGS:
-        return uris.eip681_token_transfer_uri(
-            token=_token_contract(code),
-            chain_id=_eth_chain_id(),
-            recipient=destination.address,
-            units=amount,
-        )
-    if code == "XMR":
-        return uris.monero_uri(
-            address=destination.address, amount=amount, decimals=currency.decimals, label=label, message=message
-        )
-    return uris.solana_pay_uri(
-        recipient=destination.address,
-        amount=amount,
-        reference=destination.reference,
-        decimals=currency.decimals,
-        label=label,
-        message=message,
-    )
+    family = family_of(destination.currency)
+    return family.payment_uri(destination=destination, amount=amount, label=label, message=message)
 
 
 def network_name(*, currency: str) -> str:
     """The chain and network payments of `currency` live on, e.g. "bitcoin-mainnet",
     "litecoin-regtest", "ethereum-1", "monero-stagenet", "solana-mainnet-beta"."""
     code = _currency_code(currency)
-    if code in UTXO_CHAINS:
-        return f"{UTXO_CHAINS[code]}-{_utxo_network(code)}"
-    if code in ETHEREUM_FAMILY:
-        return f"ethereum-{_eth_chain_id()}"
-    if code == "XMR":
-        if _setting("XMR_ADDRESS"):
-            try:
-                return f"monero-{keys.MONERO_NETWORKS[keys.monero_address_parse(_setting('XMR_ADDRESS')).net]}"
-            except keys.KeyMaterialError as exc:
-                raise _refused("XMR_ADDRESS", exc) from None
-        return "monero-mainnet"
-    return f"solana-{_sol_cluster()}"
+    return family_of(code).network(code)
+
+
+def manual_position(*, currency: str, index: int) -> str:
+    """The position of a payment staff record by hand, from the output or log
+    index they give: the one the watcher gives the same transfer."""
+    code = _currency_code(currency)
+    return family_of(code).manual_position(code, index)
 
 
 def chain_config_validate() -> None:
@@ -333,39 +163,27 @@ def chain_config_validate() -> None:
     """
     problems: list[str] = []
     secret_settings: set[str] = set()
-    for setting in MATERIAL_SETTINGS:
-        kind = keys.secret_material_kind(_setting(setting), hex32_is_secret=setting != "XMR_VIEW_KEY")
-        if kind:
-            secret_settings.add(setting)
-            problems.append(
-                f"{setting} holds {kind}, which can spend. This server takes watch-only material only "
-                "(extended public keys, a Monero view key, a Solana address): remove it and rotate that key."
+    for family in families():
+        for setting in family.material_settings:
+            kind = keys.secret_material_kind(
+                setting_value(setting), hex32_is_secret=setting not in family.view_key_settings
             )
-    checks = []
+            if kind:
+                secret_settings.add(setting)
+                problems.append(
+                    f"{setting} holds {kind}, which can spend. This server takes watch-only material only "
+                    "(extended public keys, a Monero view key, a Solana address): remove it and rotate that key."
+                )
     enabled = enabled_currencies()
-    if "BTC" in enabled:
-        checks.append(("BTC_XPUB", lambda: _utxo_account("BTC")))
-    if "LTC" in enabled:
-        checks.append(("LTC_XPUB", lambda: _utxo_account("LTC")))
-    if "ETH" in enabled:
-        checks.append(("ETH_XPUB", _ethereum_account))
-        checks.append(("ETH_CHAIN_ID", _eth_chain_id))
-    for code, setting in TOKEN_CONTRACT_SETTINGS.items():
-        if code in enabled:
-            checks.append((setting, lambda code=code: _token_contract(code)))
-    if _setting("XMR_ADDRESS") or _setting("XMR_VIEW_KEY"):
-        checks.append(("XMR_VIEW_KEY", _monero_account))
-    if "SOL" in enabled:
-        checks.append(("SOL_RECIPIENT", _solana_recipient))
-        checks.append(("SOL_CLUSTER", _sol_cluster))
-    for setting, check in checks:
-        if setting in secret_settings:
-            continue  # already refused, with the clearer message
-        try:
-            check()
-        except ImproperlyConfigured as exc:
-            message = str(exc)
-            if not any(message.startswith(s) for s in secret_settings):
-                problems.append(message)
+    for family in families():
+        for setting, check in family.checks(enabled):
+            if setting in secret_settings:
+                continue  # already refused, with the clearer message
+            try:
+                check()
+            except ImproperlyConfigured as exc:
+                message = str(exc)
+                if not any(message.startswith(s) for s in secret_settings):
+                    problems.append(message)
     if problems:
         raise ImproperlyConfigured("Chain settings refused:\n- " + "\n- ".join(problems))

@@ -1,13 +1,19 @@
 """The chain watchers, one per chain, and the one entry point that runs them.
 
+Every family (billing.chains.spec.FAMILY_PACKAGES) brings its watchers
+(`ChainFamily.watchers()`); this registry holds them by chain. A chain may
+carry several currencies (ethereum: ETH, USDT, USDC): any of them names its
+watcher, and one scan serves them all.
+
 `chain_scan(currency=...)` is what the periodic task (`billing.chain_scan`)
 and `python manage.py scan_chain <currency>` call. It takes the chain's lease
 (`core.lease.single_flight`), so however many workers run, one chain is
 scanned by one of them at a time; the others return at once with
-`skipped="busy"`.
+`skipped="busy"`. The run itself is the shared machinery's
+(billing.chains.machinery.chain_run).
 
-A chain is watched when the watch-only material of its currency is set
-(billing.chains.config) and its node's RPC URL is too. Each watched chain
+A chain is watched when the watch-only material of one of its currencies is
+set (billing.chains.config) and its node's RPC URL is too. Each watched chain
 reports its health to `/readyz` as a non-critical check named `chain:<chain>`.
 """
 
@@ -15,13 +21,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.conf import settings
-
-from billing.chains import bitcoin
-from billing.chains.bitcoin import ScanReport
+from billing.chains.config import families
+from billing.chains.interface import ScanReport, Watcher
 from billing.currencies import CURRENCIES
 from core.errors import DomainError
 from core.health import CheckResult, register_check
@@ -30,42 +33,23 @@ from core.lease import lease_renew, single_flight
 # A run renews its lease after every block; a worker that dies loses it this long after.
 LEASE_TTL = timedelta(minutes=2)
 
-
-@dataclass(frozen=True)
-class ChainWatcher:
-    chain: str  # "litecoin": the name payments and ChainState use
-    currency: str  # the currency whose material and RPC URL enable it
-    rpc_url_setting: str
-    scan: Callable[..., ScanReport]  # keyword arguments as bitcoin.bitcoin_chain_scan
-    cursor_set: Callable[..., object]  # cursor_set(height=...)
-
-    def watched(self) -> bool:
-        from billing.chains.config import enabled_currencies
-
-        url = str(getattr(settings, self.rpc_url_setting, "") or "").strip()
-        return bool(url) and self.currency in enabled_currencies()
+WATCHERS: dict[str, Watcher] = {}
 
 
-WATCHERS: dict[str, ChainWatcher] = {}
-
-
-def watcher_register(watcher: ChainWatcher) -> None:
+def watcher_register(watcher: Watcher) -> None:
     WATCHERS[watcher.chain] = watcher
 
 
-for _code, _family in bitcoin.FAMILIES.items():
-    watcher_register(
-        ChainWatcher(
-            chain=_family.chain,
-            currency=_code,
-            rpc_url_setting=f"{_code}_RPC_URL",
-            scan=functools.partial(bitcoin.bitcoin_chain_scan, currency=_code),
-            cursor_set=functools.partial(bitcoin.bitcoin_cursor_set, currency=_code),
-        )
-    )
+for _family in families():
+    for _watcher in _family.watchers():
+        watcher_register(_watcher)
 
 
-def watcher_for(*, currency: str) -> ChainWatcher:
+def _names() -> list[str]:
+    return [w.currency for w in WATCHERS.values()]
+
+
+def watcher_for(*, currency: str) -> Watcher:
     """The watcher of a currency's chain (a currency code, or a chain name)."""
     value = str(currency).strip()
     code = value.upper()
@@ -74,13 +58,13 @@ def watcher_for(*, currency: str) -> ChainWatcher:
     if watcher is None:
         raise DomainError(
             "no_watcher",
-            f"No chain watcher for {value!r}; there is one for {', '.join(w.currency for w in WATCHERS.values())}.",
-            details={"currency": value, "watchers": [w.currency for w in WATCHERS.values()]},
+            f"No chain watcher for {value!r}; there is one for {', '.join(_names())}.",
+            details={"currency": value, "watchers": _names()},
         )
     return watcher
 
 
-def watchers_enabled() -> list[ChainWatcher]:
+def watchers_enabled() -> list[Watcher]:
     return [w for w in WATCHERS.values() if w.watched()]
 
 
@@ -93,14 +77,21 @@ def chain_scan(
     now: datetime | None = None,
 ) -> ScanReport:
     """Run the watcher of `currency`'s chain once, as a single flight."""
+    from billing.chains.machinery import chain_run
+
     watcher = watcher_for(currency=currency)
     if not watcher.watched():
-        return ScanReport(currency=watcher.currency, chain=watcher.chain, skipped="not_watched")
+        return ScanReport(
+            currency=watcher.currency, chain=watcher.chain, skipped="not_watched", currencies=list(watcher.currencies)
+        )
     name = f"chain_scan:{watcher.chain}"
     with single_flight(name=name, ttl=LEASE_TTL) as owner:
         if owner is None:
-            return ScanReport(currency=watcher.currency, chain=watcher.chain, skipped="busy")
-        return watcher.scan(
+            return ScanReport(
+                currency=watcher.currency, chain=watcher.chain, skipped="busy", currencies=list(watcher.currencies)
+            )
+        return chain_run(
+            watcher,
             force=force,
             max_blocks=max_blocks,
             progress=progress,
@@ -122,6 +113,7 @@ def chain_readiness(*, chain: str) -> CheckResult:
     state = ChainState.objects.filter(chain=chain).first()
     detail = {
         "currency": watcher.currency,
+        "currencies": watcher.watched_currencies(),
         **health.as_dict(),
         "consecutive_failures": state.consecutive_failures if state else 0,
         "blocks_behind": (

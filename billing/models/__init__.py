@@ -11,7 +11,7 @@ from billing.models.invoices import (
     InvoiceStatus,
     PaymentRequest,
 )
-from billing.models.payments import Payment, PaymentDisposition, PaymentStatus
+from billing.models.payments import Payment, PaymentDisposition, PaymentStatus, StrayTransfer
 from billing.models.rates import RateSample
 
 __all__ = [
@@ -31,4 +31,5 @@ __all__ = [
     "PaymentRequest",
     "PaymentStatus",
     "RateSample",
+    "StrayTransfer",
 ]

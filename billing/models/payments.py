@@ -22,15 +22,21 @@ class PaymentDisposition(models.TextChoices):
 
 class Payment(models.Model):
     """One transfer to a destination, recorded exactly once per (chain, txid,
-    output or log index). Later sightings update it; a reorg or a replaced
-    transaction un-counts it (status removed); nothing is deleted."""
+    position). Later sightings update it; a reorg or a replaced transaction
+    un-counts it (status removed); nothing is deleted."""
 
     request = models.ForeignKey(PaymentRequest, on_delete=models.PROTECT, related_name="payments")
     invoice = models.ForeignKey(Invoice, on_delete=models.PROTECT, related_name="payments")
     chain = models.CharField(max_length=16)
     currency = models.CharField(max_length=8, choices=CURRENCY_CHOICES)
     txid = models.CharField(max_length=128)
-    output_index = models.IntegerField(help_text="Output (UTXO chains), log index (tokens), -1 for native ETH.")
+    output_index = models.IntegerField(help_text="Output (UTXO chains) or log index (tokens); -1 where there is none.")
+    position = models.CharField(
+        max_length=64,
+        help_text="Where in the transaction: the output (UTXO), tx (a transaction's own ether), "
+        "call:<trace address> (ether sent by a contract), log:<index> (a token transfer), "
+        "balance:<address> (ether found by a balance check; the txid is then the block's hash).",
+    )
     amount = models.DecimalField(**BASE_UNITS)
     amount_usd = models.DecimalField(max_digits=14, decimal_places=2, help_text="At the request's locked rate.")
     confirmations = models.PositiveIntegerField(default=0)
@@ -52,13 +58,58 @@ class Payment(models.Model):
         ordering = ["first_seen_at", "id"]
         indexes = [models.Index(fields=["chain", "status"]), models.Index(fields=["txid"])]
         constraints = [
-            models.UniqueConstraint(fields=["chain", "txid", "output_index"], name="payment_recorded_once"),
+            models.UniqueConstraint(fields=["chain", "txid", "position"], name="payment_recorded_once"),
             models.CheckConstraint(condition=Q(amount__gt=0), name="payment_amount_positive"),
         ]
 
     def __str__(self) -> str:
-        return f"{self.currency} {self.txid}:{self.output_index}"
+        return f"{self.currency} {self.txid}:{self.position}"
 
     @property
     def counted(self) -> bool:
         return self.status != PaymentStatus.REMOVED
+
+
+class StrayTransfer(models.Model):
+    """A transfer a watcher saw reach a watched destination that nothing may credit:
+    a token of a contract the system does not accept, or one currency sent to
+    another currency's invoice address. Recorded once per (chain, txid,
+    position) for staff to look at (refund or ignore), never credited."""
+
+    chain = models.CharField(max_length=16)
+    txid = models.CharField(max_length=128)
+    position = models.CharField(max_length=64)
+    kind = models.CharField(max_length=24, help_text="unknown_token, wrong_currency, ...")
+    address = models.CharField(max_length=128, help_text="The destination it reached (a watcher's match key).")
+    asset = models.CharField(max_length=128, help_text="What was sent: a currency code or a token contract.")
+    currency = models.CharField(max_length=8, blank=True, help_text="The currency it is, when it is one.")
+    paid_currency = models.CharField(max_length=8, blank=True, help_text="The currency the destination asked for.")
+    amount = models.DecimalField(**BASE_UNITS, help_text="Base units of the asset.")
+    request = models.ForeignKey(
+        PaymentRequest, null=True, blank=True, on_delete=models.PROTECT, related_name="stray_transfers"
+    )
+    invoice = models.ForeignKey(
+        Invoice, null=True, blank=True, on_delete=models.PROTECT, related_name="stray_transfers"
+    )
+    block_height = models.PositiveBigIntegerField(null=True, blank=True)
+    block_hash = models.CharField(max_length=128, blank=True)
+    note = models.CharField(max_length=300, blank=True)
+    first_seen_at = models.DateTimeField()
+    removed_at = models.DateTimeField(null=True, blank=True, help_text="Its block left the chain.")
+    needs_review = models.BooleanField(default=True)
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    review_note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-first_seen_at", "-id"]
+        indexes = [models.Index(fields=["needs_review", "-first_seen_at"])]
+        constraints = [
+            models.UniqueConstraint(fields=["chain", "txid", "position"], name="stray_recorded_once"),
+            models.CheckConstraint(condition=Q(amount__gt=0), name="stray_amount_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.chain} {self.txid}:{self.position} ({self.kind})"

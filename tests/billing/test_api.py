@@ -52,6 +52,7 @@ def test_payments_show_confirmations_seen_and_needed(chains, customer, customer_
         "currency": "BTC",
         "txid": "t1",
         "index": 0,
+        "position": "0",
         "amount": "1000",
         "amount_display": "0.00001000",
         "amount_usd": "0.95",

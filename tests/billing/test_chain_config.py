@@ -30,6 +30,7 @@ from billing.chains.config import (
     network_name,
     payment_uri,
 )
+from billing.chains.utxo import family as utxo_family
 from core.errors import DomainError
 from tests.billing.key_vectors import (
     BIP84_FIRST,
@@ -204,11 +205,11 @@ def test_keys_are_parsed_once_not_per_index(chains, monkeypatch):
         return real(**kwargs)
 
     monkeypatch.setattr(keys, "utxo_account_parse", counting)
-    config._utxo_account_cached.cache_clear()
+    utxo_family._account_cached.cache_clear()
     addresses = {destination_derive(currency="BTC", index=i).address for i in range(300)}
     assert len(addresses) == 300
     assert len(calls) == 1
-    config._utxo_account_cached.cache_clear()
+    utxo_family._account_cached.cache_clear()
 
 
 # --- Keysets ----------------------------------------------------------------------

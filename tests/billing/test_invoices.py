@@ -267,7 +267,7 @@ def test_reorg_back_then_forward_credits_once(chains, customer, frozen):
     inv = make_invoice(customer, total="90.00")
     observe(inv, 150_000_000, confirmations=2)
     assert reload(inv).status == "processing"
-    services.payment_uncount(chain="litecoin", txid="tx1", output_index=0, reason="block orphaned")
+    services.payment_uncount(chain="litecoin", txid="tx1", position="0", reason="block orphaned")
     inv = reload(inv)
     assert (inv.status, inv.exception) == ("new", "none")
     assert Payment.objects.get().status == PaymentStatus.REMOVED
@@ -280,7 +280,7 @@ def test_reorg_back_then_forward_credits_once(chains, customer, frozen):
 def test_uncounting_applied_money_flags_the_invoice(chains, customer, frozen):
     inv = make_invoice(customer)
     observe(inv, int(inv.active_request.amount_due), confirmations=6)
-    services.payment_uncount(chain="litecoin", txid="tx1", output_index=0, reason="deep reorg")
+    services.payment_uncount(chain="litecoin", txid="tx1", position="0", reason="deep reorg")
     inv = reload(inv)
     assert inv.status == "settled" and inv.needs_attention
 

@@ -46,7 +46,7 @@ def destinations(watch_account: WatchOnlyAccount) -> Destinations:
 @pytest.fixture
 def ltc(settings, node, customer) -> Iterator[WatchedChain]:
     """LTC enabled against the session node (fresh watch-only account, cursor at the tip)."""
-    from billing.chains.bitcoin import process_state_clear
+    from billing.chains.utxo.watcher import process_state_clear
 
     yield chain_configure(settings, currency="LTC", node=node, customer=customer)
     process_state_clear()
@@ -55,7 +55,7 @@ def ltc(settings, node, customer) -> Iterator[WatchedChain]:
 @pytest.fixture
 def btc(settings, node, customer) -> Iterator[WatchedChain]:
     """BTC (regtest keys) enabled against the same Litecoin node: matching is by script."""
-    from billing.chains.bitcoin import process_state_clear
+    from billing.chains.utxo.watcher import process_state_clear
 
     yield chain_configure(settings, currency="BTC", node=node, customer=customer)
     process_state_clear()

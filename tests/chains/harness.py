@@ -94,7 +94,7 @@ class WatchedChain:
         return list(Payment.objects.filter(invoice=invoice).order_by("id"))
 
     def state(self):
-        from billing.chains.bitcoin import FAMILIES
+        from billing.chains.utxo.watcher import FAMILIES
         from billing.models import ChainState
 
         return ChainState.objects.get(chain=FAMILIES[self.currency].chain)
@@ -102,7 +102,7 @@ class WatchedChain:
 
 def chain_configure(settings, *, currency: str, node: RegtestNode, customer) -> WatchedChain:
     """Point `currency` at `node` with a fresh regtest account; cursor at the node's tip."""
-    from billing.chains.bitcoin import bitcoin_cursor_set, process_state_clear
+    from billing.chains.utxo.watcher import bitcoin_cursor_set, process_state_clear
     from devtools.litecoind import watch_only_account_generate
 
     account = watch_only_account_generate(hrp=node.hrp)

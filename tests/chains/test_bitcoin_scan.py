@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from billing.chains.bitcoin_scan import (
+from billing.chains.utxo.scanner import (
     BlockRef,
     ChainStep,
     Conflict,

@@ -11,7 +11,7 @@ from decimal import Decimal
 import httpx
 import pytest
 
-from billing.chains.bitcoind import BitcoinRpc, ChainUnavailable, RpcError
+from billing.chains.utxo.rpc import BitcoinRpc, ChainUnavailable, RpcError
 from devtools.litecoind import free_port
 
 pytestmark = pytest.mark.chain

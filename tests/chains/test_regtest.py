@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 from bip_utils import Base58Decoder, Base58Encoder, Bip39SeedGenerator, Bip84, Bip84Coins
 
-from billing.chains.bitcoin_scan import chain_tip
-from billing.chains.bitcoind import ChainUnavailable
+from billing.chains.utxo.rpc import ChainUnavailable
+from billing.chains.utxo.scanner import chain_tip
 from devtools.litecoind import (
     VPUB_VERSION,
     address_to_script,

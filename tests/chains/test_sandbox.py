@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 from django.core.management import CommandError, call_command
 
-from billing.chains.bitcoin import bitcoin_cursor_set, process_state_clear
+from billing.chains.utxo.watcher import bitcoin_cursor_set, process_state_clear
 from billing.models import InvoiceException, InvoiceStatus
 from devtools.litecoind import watch_only_account_from_key
 from devtools.management.commands import serve_local

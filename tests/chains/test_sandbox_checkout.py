@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.core.management import call_command
 
-from billing.chains.bitcoin import bitcoin_cursor_set, process_state_clear
+from billing.chains.utxo.watcher import bitcoin_cursor_set, process_state_clear
 from billing.models import Invoice, InvoiceStatus
 from devtools.sandbox import sandbox_start
 

@@ -13,8 +13,8 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from billing import services, signals
-from billing.chains import bitcoin
-from billing.chains.bitcoin_scan import height_at_time
+from billing.chains import machinery
+from billing.chains.utxo.scanner import height_at_time
 from billing.models import (
     ChainBlock,
     ChainState,
@@ -294,14 +294,14 @@ def test_a_worker_killed_between_recording_and_the_cursor_credits_once(ltc, node
     ltc.pay(invoice, 15_000_000)  # over-paid: settling it also posts credit
     start = ltc.state().height
     node.mine(6)
-    cursor_store = bitcoin._cursor_store
+    cursor_store = machinery._cursor_store
     recorded_before_the_kill = []
 
     def killed(**kwargs):
         recorded_before_the_kill.append(Payment.objects.count())
         raise Killed
 
-    monkeypatch.setattr(bitcoin, "_cursor_store", killed)
+    monkeypatch.setattr(machinery, "_cursor_store", killed)
     with pytest.raises(Killed):
         ltc.scan()
     assert recorded_before_the_kill == [1]  # the payment was written, then the block's transaction died
@@ -310,7 +310,7 @@ def test_a_worker_killed_between_recording_and_the_cursor_credits_once(ltc, node
     assert (state.height, state.consecutive_failures) == (start, 1)
     assert "Killed" in state.last_error
 
-    monkeypatch.setattr(bitcoin, "_cursor_store", cursor_store)
+    monkeypatch.setattr(machinery, "_cursor_store", cursor_store)
     report = ltc.scan()
     assert report.blocks == 6
     assert status(ltc, invoice) == (InvoiceStatus.SETTLED, InvoiceException.PAID_OVER)
@@ -420,7 +420,7 @@ def test_height_at_time_finds_the_first_block_at_a_median_time(node):
 
 
 def test_watched_scripts_are_the_open_and_recently_closed_destinations(ltc, settings):
-    from billing.chains.bitcoin import watched_scripts
+    from billing.chains.utxo.watcher import watched_scripts
 
     now = timezone.now()
     fresh = ltc.invoice()

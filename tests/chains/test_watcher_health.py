@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from billing import services
 from billing.chains import watchers
-from billing.chains.bitcoin import bitcoin_chain_scan
+from billing.chains.utxo.watcher import bitcoin_chain_scan
 from billing.models import ChainState, InvoiceStatus, PaymentStatus
 from billing.selectors import chain_health
 from core import health
@@ -167,7 +167,7 @@ class NodeReplies:
     ],
 )
 def test_the_node_must_follow_the_configured_network_and_coin(settings, currency, network, chain, agent, refused):
-    from billing.chains import bitcoin
+    from billing.chains.utxo import watcher as bitcoin
 
     setattr(settings, f"{currency}_NETWORK", network)
     bitcoin.process_state_clear()

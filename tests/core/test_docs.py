@@ -25,6 +25,7 @@ FIXED_PAGES = (
     "docs/api.md",
     "docs/billing.md",
     "docs/chains/bitcoin.md",
+    "docs/chains/ethereum.md",
     "docs/development.md",
     "docs/operations.md",
     "docs/sizing.md",

@@ -39,6 +39,8 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 
+from billing.chains.errors import ChainUnavailable, RpcError
+
 log = logging.getLogger(__name__)
 
 # JSON-RPC error codes of the Solana RPC that mean "not now" rather than "no".
@@ -56,27 +58,19 @@ _UNAVAILABLE = {
 }
 
 
-class SolanaUnavailable(Exception):
+class SolanaUnavailable(ChainUnavailable):
     """The node cannot answer usefully right now; try again later."""
 
     def __init__(self, message: str, *, reason: str = "unreachable") -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, reason=reason)
         # A stable word for health reports: unreachable, timeout, unauthorized,
         # rate_limited, batch_too_large, overloaded, bad_response, unhealthy,
         # behind, no_history, node_error, wrong_cluster.
         self.reason = reason
 
 
-class SolanaRpcError(Exception):
+class SolanaRpcError(RpcError):
     """The node answered and refused the call."""
-
-    def __init__(self, code: int, message: str, *, method: str = "", data: Any = None) -> None:
-        super().__init__(f"{method}: {message} (code {code})" if method else f"{message} (code {code})")
-        self.code = code
-        self.message = message
-        self.method = method
-        self.data = data
 
 
 @dataclass

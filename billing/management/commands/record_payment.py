@@ -45,7 +45,7 @@ class Command(BaseCommand):
         payment.invoice.refresh_from_db()
         inv = payment.invoice
         self.stdout.write(
-            f"Recorded {payment.currency} {payment.txid}:{payment.output_index} "
+            f"Recorded {payment.currency} {payment.txid}:{payment.position} "
             f"({payment.amount} base units, {payment.confirmations} confirmations, {payment.status}). "
             f"Invoice {inv.number} is {inv.status} ({inv.exception})."
         )

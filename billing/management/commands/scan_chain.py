@@ -6,12 +6,13 @@ from core.errors import DomainError
 
 class Command(BaseCommand):
     help = (
-        "Scan one chain's node now: new blocks from the stored cursor (until caught up), then the "
-        "mempool. The same service the periodic task runs, under the same lease, without its back-off."
+        "Scan one chain's node now: new blocks from the stored cursor (until caught up), then what "
+        "the chain has besides (the mempool of BTC/LTC). The same service the periodic task runs, under the "
+        "same lease, without its back-off. Currencies of one chain (ETH, USDT, USDC) share one scan."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("currency", help="BTC or LTC.")
+        parser.add_argument("currency", help="A currency with a watcher (BTC, LTC, ETH, USDT, USDC), or a chain name.")
         parser.add_argument(
             "--max-blocks",
             type=int,
@@ -31,9 +32,7 @@ class Command(BaseCommand):
         try:
             watcher = watcher_for(currency=o["currency"])
             if not watcher.watched():
-                raise CommandError(
-                    f"{watcher.currency} is not watched: set {watcher.currency}_XPUB and {watcher.rpc_url_setting}."
-                )
+                raise CommandError(f"{watcher.currency} is not watched: {watcher.not_watched_hint()}.")
             if o["from_height"] is not None:
                 if o["from_height"] < 1:
                     raise CommandError("--from-height is 1 or more.")

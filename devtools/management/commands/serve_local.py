@@ -196,7 +196,7 @@ class Command(BaseCommand):
         if shutil.which("litecoind") is None:
             self.stdout.write("No LTC sandbox: install litecoind (bash tests/ensure-chain-nodes.sh) to get one.")
             return None
-        from billing.chains.bitcoind import ChainUnavailable, RpcError
+        from billing.chains.utxo.rpc import ChainUnavailable, RpcError
         from devtools.litecoind import NodeStartError
         from devtools.sandbox import sandbox_start
 

@@ -5,7 +5,8 @@ client is configured with one URL, `http://user:pass@host:port` (credentials
 percent-encoded when they hold reserved characters), and optionally a wallet
 name, which selects the node's `/wallet/<name>` endpoint.
 
-Two exceptions cover every failure a caller must tell apart:
+Two exceptions (billing.chains.errors, shared by every chain client) cover
+every failure a caller must tell apart:
 
 - `ChainUnavailable`: the node cannot answer usefully right now (down,
   unreachable, timing out, refusing our credentials, warming up, still in
@@ -34,6 +35,10 @@ from urllib.parse import quote, unquote, urlsplit
 
 import httpx
 
+from billing.chains.errors import ChainUnavailable, RpcError
+
+__all__ = ["BitcoinRpc", "ChainUnavailable", "RpcError"]
+
 log = logging.getLogger(__name__)
 
 # Node error codes that mean "not now" rather than "no": the call would succeed
@@ -48,27 +53,6 @@ _UNAVAILABLE_CODES = frozenset({RPC_CLIENT_NOT_CONNECTED, RPC_CLIENT_IN_INITIAL_
 # reached the node (the connection could not be made), so a retry can never
 # pay twice.
 _READ_ONLY_PREFIXES = ("get", "list", "decode", "estimate", "validate", "test", "help", "uptime")
-
-
-class ChainUnavailable(Exception):
-    """The node cannot answer usefully right now; try again later."""
-
-    def __init__(self, message: str, *, reason: str = "unreachable") -> None:
-        super().__init__(message)
-        self.message = message
-        # A stable word for health reports: unreachable, timeout, unauthorized,
-        # warming_up, syncing, overloaded, bad_response.
-        self.reason = reason
-
-
-class RpcError(Exception):
-    """The node answered and refused the call."""
-
-    def __init__(self, code: int, message: str, *, method: str = "") -> None:
-        super().__init__(f"{method}: {message} (code {code})" if method else f"{message} (code {code})")
-        self.code = code
-        self.message = message
-        self.method = method
 
 
 def _json_default(value: Any) -> Any:

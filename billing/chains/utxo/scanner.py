@@ -47,7 +47,11 @@ from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from billing.chains.bitcoind import BitcoinRpc, ChainUnavailable, RpcError
+from billing.chains.blocks import BlockRef, ChainStep, Fork
+from billing.chains.blocks import fork_find as blocks_fork_find
+from billing.chains.utxo.rpc import BitcoinRpc, ChainUnavailable, RpcError
+
+__all__ = ["BlockRef", "ChainStep", "Fork"]  # shared types, named here too for the scanner's callers
 
 log = logging.getLogger(__name__)
 
@@ -74,14 +78,6 @@ def coins_to_base_units(value: Decimal | int | str, *, decimals: int = BITCOIN_D
 
 
 # --- values ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class BlockRef:
-    """One block of the chain: the cursor is a list of these."""
-
-    height: int
-    hash: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,42 +198,12 @@ class BlockScan:
 
 
 @dataclass(frozen=True, slots=True)
-class Fork:
-    """The node's best chain left the stored one.
-
-    `common` is the highest stored block still on the node's chain (None when
-    none of them is: the reorg is deeper than what was stored, and the
-    service must go back further). `orphaned` are the stored blocks above
-    it, lowest first: un-count what they carried, then scan forward.
-    """
-
-    common: BlockRef | None
-    orphaned: tuple[BlockRef, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class ChainTip:
     height: int
     hash: str
     headers: int
     initial_block_download: bool
     chain: str  # "main", "test", "regtest"
-
-
-@dataclass(frozen=True)
-class ChainStep:
-    """One `chain_advance`: what the node's chain did since the stored cursor.
-
-    Apply `fork` first (if any), then `blocks` in order; `tip_scanned` is the
-    block the cursor stands on once everything is applied, and `caught_up`
-    says whether that is the node's tip.
-    """
-
-    tip: ChainTip
-    fork: Fork | None
-    blocks: tuple[BlockScan, ...]
-    tip_scanned: BlockRef | None
-    caught_up: bool
 
 
 # --- blocks ----------------------------------------------------------------------
@@ -359,34 +325,18 @@ def block_hashes(rpc: BitcoinRpc, *, heights: Sequence[int]) -> list[str | None]
     return hashes
 
 
-def fork_find(rpc: BitcoinRpc, *, recent: Sequence[BlockRef]) -> Fork | None:
-    """Compare the stored blocks with the node's chain; None when all still match.
+class _NodeHashes:
+    def __init__(self, rpc: BitcoinRpc) -> None:
+        self.rpc = rpc
 
-    `recent` are stored (height, hash) pairs, any order, typically the last
-    hundred scanned. The node's hashes at those heights come in one request.
-    """
-    if not recent:
-        return None
-    stored = sorted(recent)
-    top = stored[-1]
-    if block_hashes(rpc, heights=[top.height]) == [top.hash]:
-        return None  # the common case: nothing changed below our tip
-    actual = block_hashes(rpc, heights=[b.height for b in stored])
-    common: BlockRef | None = None
-    orphaned: list[BlockRef] = []
-    for ref, node_hash in zip(stored, actual, strict=True):
-        if node_hash == ref.hash and not orphaned:
-            common = ref
-        else:
-            # Everything above the first mismatch is orphaned, even a block
-            # whose hash matches again (it cannot: its parent changed).
-            orphaned.append(ref)
-    log.warning(
-        "reorg: %s, %d stored block(s) orphaned",
-        f"fork above height {common.height}" if common else "fork below the stored blocks",
-        len(orphaned),
-    )
-    return Fork(common=common, orphaned=tuple(orphaned))
+    def block_hashes(self, *, heights: Sequence[int]) -> list[str | None]:
+        return block_hashes(self.rpc, heights=heights)
+
+
+def fork_find(rpc: BitcoinRpc, *, recent: Sequence[BlockRef]) -> Fork | None:
+    """Compare the stored blocks with the node's chain; None when all still match
+    (billing.chains.blocks.fork_find, asking this node)."""
+    return blocks_fork_find(_NodeHashes(rpc), recent=recent)
 
 
 def fork_walk(rpc: BitcoinRpc, *, fork: Fork, max_depth: int = 10_000) -> Fork | None:

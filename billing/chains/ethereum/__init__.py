@@ -1,0 +1,19 @@
+"""The Ethereum family: ETH, USDT and USDC on one EVM chain, read through web3.py.
+
+    rpc        JSON-RPC over HTTP (web3.py's HTTPProvider), batches, errors
+    abi        the ERC-20 and Multicall3 pieces the watcher speaks
+    transfers  what a block carries for us: `Transfer`, `EvmBlockScan`
+    traces     internal transfers out of `trace_block` / `debug_traceBlockByNumber`
+    tokens     ERC-20 `Transfer` logs over block ranges, split when refused
+    balances   the balance-check mode, for nodes without a trace API
+    scanner    `EvmScanner`: the node checks and `blocks_read`
+    family     what the family knows about its destinations (addresses, URIs, settings)
+    watcher    the watcher: the scanner's findings into billing, block by block
+
+Only `family` and `watcher` touch Django; this module stays importable before
+Django is set up (config/settings.py reads `CHAINS` for the beat schedule).
+"""
+
+from billing.chains.spec import ChainSpec
+
+CHAINS: tuple[ChainSpec, ...] = ()

@@ -1,0 +1,572 @@
+"""The shared run machinery of every chain watcher.
+
+`chain_run(watcher, ...)` is one run of one chain's watcher, under the
+caller's lease (billing.chains.watchers takes it):
+
+1. Back-off: after failures, periodic runs wait exponentially longer
+   (`force` skips the wait: operators, tests).
+2. The run: the watcher opens its node client, checks the node
+   (`node_check`), then `scan`s from the cursor through a `ScanRun`.
+3. Health: success or failure is recorded on the chain's `ChainState`, which
+   `/readyz`, `GET /api/v1/currencies`, the admin and the expiry job read. A
+   node failure (ChainUnavailable, RpcError) fails the run cleanly; any other
+   exception is recorded and raised.
+
+`ScanRun` is what a watcher writes through:
+
+- `run.block(ref, previous_hash=...)`: one database transaction recording a
+  block's payments and moving the cursor onto it; a worker killed at any
+  point committed the block, cursor included, or nothing of it. Recording is
+  idempotent on (chain, txid, position): a rerun credits nothing twice.
+- `run.atomic()`: the same without a block, for watchers that keep their
+  cursor elsewhere than in blocks (a wallet's height, per-reference marks).
+- `run.fork_apply(fork, ...)`: payments of orphaned blocks un-counted (unless
+  the new branch or the node's pool still holds them) and the cursor moved
+  back to the fork point, in one transaction.
+- `run.confirmations_refresh(tip_height=..., final_height=...)`: payments in
+  blocks brought up to date with the tip (and the finalized block, for a
+  finality-tag policy).
+
+`BlockWatcher` is the block walk block chains share (UTXO, EVM): follow the
+node from the stored cursor a step of blocks at a time, apply forks (walking
+back past the stored window when needed), record each block, then refresh
+confirmations. A family supplies the node-specific steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from abc import abstractmethod
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Max, Min
+from django.utils import timezone
+
+from billing import services
+from billing.chains.blocks import BlockRef, ChainStep, Fork
+from billing.chains.errors import ChainUnavailable, RpcError
+from billing.chains.interface import ScanReport, Watcher
+from billing.models import ChainBlock, ChainState, Payment, PaymentRequest, PaymentStatus, StrayTransfer
+from billing.selectors import watched_match_keys
+from core.audit import audit_record
+
+log = logging.getLogger(__name__)
+
+
+class CursorMoved(Exception):
+    """Another scanner moved the cursor under this one: stop, it is doing the work."""
+
+
+# --- ChainState -------------------------------------------------------------------------
+
+
+def chain_state(chain: str) -> ChainState:
+    state, _ = ChainState.objects.get_or_create(chain=chain)
+    return state
+
+
+def _state_lock(chain: str) -> ChainState:
+    return ChainState.objects.select_for_update().get(chain=chain)
+
+
+def recent_blocks(chain: str) -> list[BlockRef]:
+    """The stored blocks (the last CHAIN_REORG_WINDOW scanned), lowest first."""
+    rows = ChainBlock.objects.filter(chain=chain).order_by("-height").values_list("height", "block_hash")
+    return sorted(BlockRef(h, b) for h, b in rows[: settings.CHAIN_REORG_WINDOW])
+
+
+def _cursor_store(*, state: ChainState, block: BlockRef, extra: dict[str, Any] | None = None) -> None:
+    """Move the cursor onto `block` (inside the block's transaction)."""
+    chain = state.chain
+    ChainBlock.objects.update_or_create(chain=chain, height=block.height, defaults={"block_hash": block.hash})
+    ChainBlock.objects.filter(chain=chain, height__lte=block.height - settings.CHAIN_REORG_WINDOW).delete()
+    state.height, state.block_hash = block.height, block.hash
+    fields = ["height", "block_hash"]
+    if extra:
+        state.extra = {**(state.extra or {}), **extra}
+        fields.append("extra")
+    state.save(update_fields=fields)
+
+
+def cursor_store_at(*, chain: str, block: BlockRef, reason: str = "cursor set by an operator") -> None:
+    """Put the cursor on `block`, forgetting the stored blocks (an operator's move), with an audit row."""
+    chain_state(chain)
+    with transaction.atomic():
+        state = _state_lock(chain)
+        before = (state.height, state.block_hash)
+        ChainBlock.objects.filter(chain=chain).delete()
+        ChainBlock.objects.create(chain=chain, height=block.height, block_hash=block.hash)
+        state.height, state.block_hash = block.height, block.hash
+        state.save(update_fields=["height", "block_hash"])
+        audit_record(
+            actor=None,
+            action="chain.cursor_set",
+            obj=state,
+            reason=reason,
+            changes={"height": [before[0], block.height], "block_hash": [before[1], block.hash]},
+        )
+    log.warning("%s cursor set to height %d (%s)", chain, block.height, block.hash)
+
+
+# --- Health and back-off ------------------------------------------------------------------
+
+
+def backoff_delay(failures: int) -> timedelta:
+    """Wait before the next periodic run: none after one failure, then growing
+    exponentially (1, 3, 7, 15... scan intervals) up to CHAIN_BACKOFF_MAX_SECONDS."""
+    if failures <= 1:
+        return timedelta(0)
+    seconds = float(settings.CHAIN_SCAN_SECONDS) * (2 ** min(failures - 1, 20) - 1)
+    return timedelta(seconds=min(seconds, float(settings.CHAIN_BACKOFF_MAX_SECONDS)))
+
+
+def backing_off(state: ChainState, now: datetime) -> bool:
+    if not state.consecutive_failures or state.last_error_at is None:
+        return False
+    if state.last_ok_at is not None and state.last_ok_at >= state.last_error_at:
+        return False
+    return now < state.last_error_at + backoff_delay(state.consecutive_failures)
+
+
+def health_ok(chain: str, *, tip_height: int | None, now: datetime) -> None:
+    ChainState.objects.filter(chain=chain).update(
+        tip_height=tip_height, last_scan_at=now, last_ok_at=now, consecutive_failures=0
+    )
+
+
+def health_failed(chain: str, *, error: str, now: datetime) -> None:
+    ChainState.objects.filter(chain=chain).update(
+        last_scan_at=now,
+        last_error=error[:1000],
+        last_error_at=now,
+        consecutive_failures=F("consecutive_failures") + 1,
+    )
+
+
+# --- Writing through a run -------------------------------------------------------------------
+
+
+@dataclass
+class Recorder:
+    """Writes of one transaction of a run: payments, un-counts, strays, cursor data."""
+
+    run: ScanRun
+    state: ChainState
+    extra: dict[str, Any] = field(default_factory=dict)  # merged into ChainState.extra with the cursor
+    recorded: int = 0
+    uncounted: int = 0
+
+    def observe(self, observation: services.Observation) -> Any:
+        """Record a sighting of a payment (idempotent); the Payment, or None when it matches nothing."""
+        payment = services.payment_observe(observation=observation, now=self.run.now)
+        if payment is not None:
+            self.recorded += 1
+        return payment
+
+    def uncount(self, *, txid: str, position: str, reason: str) -> bool:
+        payment = Payment.objects.filter(chain=self.run.chain, txid=txid, position=position).first()
+        if payment is None or payment.status == PaymentStatus.REMOVED:
+            return False
+        services.payment_uncount(chain=self.run.chain, txid=txid, position=position, reason=reason, now=self.run.now)
+        self.uncounted += 1
+        return True
+
+    def uncount_tx(self, *, txid: str, reason: str) -> int:
+        """Un-count every payment `txid` carried on this chain; how many were counted."""
+        positions = Payment.objects.filter(chain=self.run.chain, txid=txid).exclude(status=PaymentStatus.REMOVED)
+        count = 0
+        for position in list(positions.values_list("position", flat=True)):
+            count += self.uncount(txid=txid, position=position, reason=reason)
+        if count:
+            log.warning("%s %s un-counted: %s", self.run.chain, txid, reason)
+        return count
+
+    def stray(self, **fields: Any) -> Any:
+        """Record a transfer for staff that is never credited (see services.stray_transfer_record)."""
+        stray, created = services.stray_transfer_record(chain=self.run.chain, now=self.run.now, **fields)
+        if created:
+            self.run.report.strays += 1
+        return stray
+
+
+class ScanRun:
+    """One run of one watcher: what the watcher reads and writes through."""
+
+    def __init__(
+        self,
+        watcher: Watcher,
+        *,
+        report: ScanReport,
+        max_blocks: int,
+        progress: Callable[[str], None] | None = None,
+        renew: Callable[[], object] | None = None,
+        now: datetime | None = None,
+    ) -> None:
+        self.watcher = watcher
+        self.chain = watcher.chain
+        self.report = report
+        self.max_blocks = max(1, max_blocks)
+        self.progress = progress
+        self._renew = renew
+        self.now = now  # None: the clock (tests pass a time)
+        self.client: Any = None  # the watcher's node client (Watcher.connect)
+        self.data: dict[str, Any] = {}  # what the watcher keeps between steps of this run
+
+    @property
+    def clock(self) -> datetime:
+        return self.now or timezone.now()
+
+    def state(self) -> ChainState:
+        return chain_state(self.chain)
+
+    def renew(self) -> None:
+        """Keep the lease: called after every block and every long step."""
+        if self._renew is not None:
+            self._renew()
+
+    def line(self, text: str) -> None:
+        log.info("%s", text)
+        if self.progress is not None:
+            self.progress(text)
+
+    # --- what to match ---------------------------------------------------------------------
+
+    def currencies(self) -> list[str]:
+        return self.watcher.watched_currencies() or list(self.watcher.currencies)
+
+    def watched(self, currencies: Collection[str] | None = None) -> frozenset[str]:
+        """Match keys of the destinations to watch (open, or closed recently: late money is credit)."""
+        return watched_match_keys(currencies=list(currencies or self.currencies()), now=self.now)
+
+    def newest_request_id(self, currencies: Collection[str] | None = None) -> int:
+        rows = PaymentRequest.objects.filter(currency__in=list(currencies or self.currencies()))
+        return rows.aggregate(newest=Max("id"))["newest"] or 0
+
+    def created_since(self, first_id: int, currencies: Collection[str] | None = None) -> frozenset[str]:
+        """Match keys of destinations created since `newest_request_id` was read (a few, by primary key)."""
+        rows = PaymentRequest.objects.filter(currency__in=list(currencies or self.currencies()), id__gte=first_id)
+        return frozenset(rows.values_list("match_key", flat=True))
+
+    def oldest_watched_at(self, currencies: Collection[str] | None = None) -> datetime | None:
+        """When the oldest still-watched destination was made (where a first scan starts), or None."""
+        horizon = self.clock - timedelta(days=settings.WATCH_AFTER_CLOSE_DAYS)
+        rows = PaymentRequest.objects.filter(
+            currency__in=list(currencies or self.currencies()), invoice__monitoring_until__gte=horizon
+        )
+        return rows.aggregate(at=Min("created_at"))["at"]
+
+    def recent(self) -> list[BlockRef]:
+        return recent_blocks(self.chain)
+
+    # --- writing --------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[Recorder]:
+        """A transaction of the run, the chain's state row locked; `extra` is stored at the end."""
+        chain_state(self.chain)
+        with transaction.atomic():
+            recorder = Recorder(self, _state_lock(self.chain))
+            yield recorder
+            if recorder.extra:
+                recorder.state.extra = {**(recorder.state.extra or {}), **recorder.extra}
+                recorder.state.save(update_fields=["extra"])
+        self.report.uncounted += recorder.uncounted
+
+    @contextlib.contextmanager
+    def block(self, block: BlockRef, *, previous_hash: str | None) -> Iterator[Recorder]:
+        """One block in one transaction: what the caller records in it, then the cursor onto it.
+
+        CursorMoved when the stored cursor is not the block's parent (another
+        scanner got there first).
+        """
+        chain_state(self.chain)
+        with transaction.atomic():
+            state = _state_lock(self.chain)
+            if state.block_hash and previous_hash != state.block_hash:
+                raise CursorMoved(f"{self.chain} cursor is at {state.height}, not below block {block.height}")
+            recorder = Recorder(self, state)
+            yield recorder
+            _cursor_store(state=state, block=block, extra=recorder.extra)
+        self.report.blocks += 1
+        self.report.recorded += recorder.recorded
+        self.report.uncounted += recorder.uncounted
+        self.renew()
+
+    def fork_apply(
+        self,
+        fork: Fork,
+        *,
+        again: Collection[str] = (),
+        unconfirmed: Callable[[list[str]], set[str]] | None = None,
+    ) -> list[str]:
+        """Un-count what the orphaned blocks carried and move the cursor back to the
+        fork point, in one transaction. Returns the txids of every payment the
+        orphaned blocks carried (un-counted, unconfirmed again, or left to the
+        new branch), for the watcher's caches.
+
+        `again`: txids the new branch's blocks (about to be recorded) carry:
+        left alone, their block records them next. `unconfirmed(txids)`: which
+        of the others the node holds unconfirmed again (they count with 0
+        confirmations instead of being un-counted).
+        """
+        orphaned = {b.hash: b for b in fork.orphaned}
+        hit = list(
+            Payment.objects.filter(chain=self.chain, block_hash__in=list(orphaned))
+            .exclude(status=PaymentStatus.REMOVED)
+            .select_related("request")
+        )
+        candidates = sorted({p.txid for p in hit if p.txid not in again})
+        in_pool = unconfirmed(candidates) if unconfirmed is not None and candidates else set()
+        gone: list[str] = []
+        chain_state(self.chain)
+        with transaction.atomic():
+            state = _state_lock(self.chain)
+            for p in hit:
+                if p.txid in again:
+                    continue  # mined again in the new branch: its block records it next
+                block = orphaned[p.block_hash]
+                if p.txid in in_pool:
+                    services.payment_observe(
+                        observation=services.Observation(
+                            currency=p.currency,
+                            txid=p.txid,
+                            output_index=p.output_index,
+                            position=p.position,
+                            match_key=p.request.match_key,
+                            amount=int(p.amount),
+                            confirmations=0,
+                        ),
+                        now=self.now,
+                    )
+                    log.warning(
+                        "%s %s: block %d orphaned, the payment is unconfirmed again", self.chain, p.txid, block.height
+                    )
+                else:
+                    services.payment_uncount(
+                        chain=self.chain,
+                        txid=p.txid,
+                        position=p.position,
+                        reason=f"reorg: block {block.height} {block.hash} orphaned",
+                        now=self.now,
+                    )
+                    gone.append(p.txid)
+            StrayTransfer.objects.filter(chain=self.chain, block_hash__in=list(orphaned), removed_at=None).exclude(
+                txid__in=list(again)
+            ).update(removed_at=self.clock)
+            lowest = min(b.height for b in fork.orphaned)
+            ChainBlock.objects.filter(chain=self.chain, height__gte=lowest).delete()
+            if fork.common is not None:
+                state.height, state.block_hash = fork.common.height, fork.common.hash
+                ChainBlock.objects.update_or_create(
+                    chain=self.chain, height=fork.common.height, defaults={"block_hash": fork.common.hash}
+                )
+            else:
+                state.height, state.block_hash = None, ""
+                log.error(
+                    "%s: reorg deeper than the %d stored blocks, and the node cannot say where it forked; "
+                    "rescanning from height %d. Payments in blocks below it are not re-checked: look at them.",
+                    self.chain,
+                    len(orphaned),
+                    lowest,
+                )
+            state.save(update_fields=["height", "block_hash"])
+        self.report.reorgs += 1
+        self.report.uncounted += len(gone)
+        return sorted({p.txid for p in hit})
+
+    def confirmations_refresh(self, *, tip_height: int, final_height: int | None = None) -> int:
+        """Bring payments in blocks that have not reached the policy up to the tip.
+
+        `final_height`: with a finality-tag policy, the node's finalized block:
+        a payment at or below it is settled whatever its count.
+        """
+        updated = 0
+        pending = Payment.objects.filter(
+            chain=self.chain, status=PaymentStatus.PENDING, block_height__isnull=False
+        ).select_related("request")
+        for p in pending:
+            confirmations = tip_height - int(p.block_height) + 1
+            final = None if final_height is None else int(p.block_height) <= final_height
+            if confirmations < 1 or (confirmations == p.confirmations and not final):
+                continue
+            services.payment_observe(
+                observation=services.Observation(
+                    currency=p.currency,
+                    txid=p.txid,
+                    output_index=p.output_index,
+                    position=p.position,
+                    match_key=p.request.match_key,
+                    amount=int(p.amount),
+                    confirmations=confirmations,
+                    block_height=int(p.block_height),
+                    block_hash=p.block_hash,
+                    final=final,
+                ),
+                now=self.now,
+            )
+            updated += 1
+        self.report.confirmations_updated += updated
+        return updated
+
+
+# --- One run ------------------------------------------------------------------------------------
+
+
+def chain_run(
+    watcher: Watcher,
+    *,
+    max_blocks: int | None = None,
+    force: bool = False,
+    progress: Callable[[str], None] | None = None,
+    renew: Callable[[], object] | None = None,
+    now: datetime | None = None,
+) -> ScanReport:
+    """One run of `watcher` (see the module docstring).
+
+    `force` ignores the back-off after failures (operators, tests); `progress`
+    receives a line per step; `renew` is called after every block (the
+    caller's lease); `now` stands in for the clock in tests (it is passed to
+    the state machine and the health fields).
+    """
+    started = time.monotonic()
+    clock = now or timezone.now()
+    report = ScanReport(currency=watcher.currency, chain=watcher.chain, currencies=list(watcher.currencies))
+    state = chain_state(watcher.chain)
+    if not force and backing_off(state, clock):
+        report.skipped, report.error = "backoff", state.last_error
+        return report
+    if not watcher.rpc_url():
+        report.skipped = "not_watched"
+        return report
+    run = ScanRun(
+        watcher,
+        report=report,
+        max_blocks=max_blocks or settings.CHAIN_SCAN_MAX_BLOCKS,
+        progress=progress,
+        renew=renew,
+        now=now,
+    )
+    try:
+        with watcher.connect() as client:
+            run.client = client
+            watcher.node_check(run)
+            watcher.scan(run)
+    except CursorMoved as exc:
+        watcher.process_state_clear()
+        report.skipped = "busy"
+        log.warning("%s", exc)
+    except (ChainUnavailable, RpcError) as exc:
+        watcher.process_state_clear()
+        report.error = f"{getattr(exc, 'reason', 'refused')}: {exc}"
+        health_failed(watcher.chain, error=report.error, now=now or timezone.now())
+        log.warning("%s watcher: %s", watcher.chain, report.error)
+    except BaseException as exc:
+        watcher.process_state_clear()
+        health_failed(watcher.chain, error=f"internal: {exc.__class__.__name__}: {exc}", now=now or timezone.now())
+        raise
+    else:
+        health_ok(watcher.chain, tip_height=report.tip_height, now=now or timezone.now())
+    report.seconds = time.monotonic() - started
+    if report.error or report.blocks or report.unconfirmed or report.uncounted or report.recorded:
+        log.info("%s", report.summary())
+    return report
+
+
+# --- The block walk -------------------------------------------------------------------------------
+
+
+class BlockWatcher(Watcher):
+    """A watcher that follows a chain of blocks (see the module docstring).
+
+    A family implements `tip`, `advance` (the node's next step from the
+    stored blocks), `first_height` (where a watcher without a cursor starts) and
+    `block_record` (one block's payments, inside its transaction); and may
+    override `fork_walk` (a fork deeper than the stored blocks), `unconfirmed`
+    (orphaned payments the node holds unconfirmed again), `forked` and
+    `blocks_done` (what follows the blocks: confirmations, a mempool).
+    """
+
+    step_blocks = 25  # blocks per `advance`; a run makes several steps
+    deep_walks = 3  # deep fork walks per run, at most
+
+    @abstractmethod
+    def tip(self, run: ScanRun) -> Any:
+        """The node's best block (`.height`, `.hash`); ChainUnavailable while it is not in sync."""
+
+    @abstractmethod
+    def advance(
+        self, run: ScanRun, *, recent: list[BlockRef], start_height: int | None, max_blocks: int
+    ) -> ChainStep: ...
+
+    @abstractmethod
+    def first_height(self, run: ScanRun, *, tip_height: int) -> int: ...
+
+    @abstractmethod
+    def block_record(self, run: ScanRun, recorder: Recorder, scan: Any) -> None: ...
+
+    def block_txids(self, scan: Any) -> set[str]:
+        """The txids a block scan will record (a fork leaves their payments to it)."""
+        return set()
+
+    def fork_walk(self, run: ScanRun, fork: Fork) -> Fork | None:
+        """Complete a fork deeper than the stored blocks (`fork.common` is None); None when the node cannot."""
+        return None
+
+    def unconfirmed(self, run: ScanRun, txids: list[str]) -> set[str]:
+        """Which of `txids` (payments of orphaned blocks) the node holds unconfirmed again."""
+        return set()
+
+    def forked(self, run: ScanRun, txids: list[str]) -> None:
+        """After a fork: `txids` are the payments the orphaned blocks carried (e.g. forget them in caches)."""
+
+    def blocks_done(self, run: ScanRun, *, tip: Any, recent: list[BlockRef]) -> None:
+        """After the blocks of a run: bring confirmations up to the tip."""
+        run.confirmations_refresh(tip_height=tip.height)
+
+    def scan(self, run: ScanRun) -> None:
+        report = run.report
+        recent = run.recent()
+        start_height: int | None = None
+        budget = run.max_blocks
+        walks = 0
+        tip: Any = None
+        while True:
+            if not recent and start_height is None:
+                # No cursor yet: start where a payment to a watched destination may be.
+                start_height = self.first_height(run, tip_height=self.tip(run).height)
+            step = self.advance(run, recent=recent, start_height=start_height, max_blocks=min(self.step_blocks, budget))
+            tip = step.tip
+            report.tip_height = tip.height
+            if step.fork is not None and step.fork.common is None and walks < self.deep_walks:
+                # Deeper than the stored blocks: find the real fork point, then scan from it.
+                walks += 1
+                deep = self.fork_walk(run, step.fork)
+                if deep is not None:
+                    self.forked(run, run.fork_apply(deep, unconfirmed=lambda t: self.unconfirmed(run, t)))
+                    recent = run.recent()
+                    continue
+            if step.fork is not None:
+                again = set().union(*(self.block_txids(b) for b in step.blocks)) if step.blocks else set()
+                self.forked(run, run.fork_apply(step.fork, again=again, unconfirmed=lambda t: self.unconfirmed(run, t)))
+            for block in step.blocks:
+                with run.block(block.block, previous_hash=block.previous_hash) as recorder:
+                    self.block_record(run, recorder, block)
+            budget -= len(step.blocks)
+            report.height = step.tip_scanned.height if step.tip_scanned else None
+            report.caught_up = step.caught_up
+            if step.blocks or step.fork:
+                run.line(
+                    f"{report.currency}: scanned to {report.height} of {tip.height}"
+                    f" ({report.blocks} block(s), {report.recorded} payment(s) so far)"
+                )
+            recent = run.recent()
+            if step.caught_up or budget <= 0 or not step.blocks:
+                break
+        self.blocks_done(run, tip=tip, recent=recent)

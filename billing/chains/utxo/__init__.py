@@ -1,0 +1,17 @@
+"""The UTXO family: BTC on Bitcoin Core, LTC on Litecoin Core.
+
+    rpc        JSON-RPC client of both nodes
+    scanner    blocks and mempool matched against open scripts (no database)
+    family     what the family knows about its destinations (addresses, URIs, settings)
+    watcher    the watcher of each chain on the shared block walk, plus the mempool
+
+Only `family` and `watcher` touch Django; this module stays importable before
+Django is set up (config/settings.py reads `CHAINS` for the beat schedule).
+"""
+
+from billing.chains.spec import ChainSpec
+
+CHAINS = (
+    ChainSpec("bitcoin", ("BTC",), "BTC_RPC_URL", ("BTC_XPUB",)),
+    ChainSpec("litecoin", ("LTC",), "LTC_RPC_URL", ("LTC_XPUB",)),
+)

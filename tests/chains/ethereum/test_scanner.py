@@ -1,0 +1,344 @@
+"""The Ethereum scanner against a real anvil node: what it finds in blocks, in each
+detection mode, and how it reads ranges, checks the node and follows forks."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from web3 import Web3
+
+from billing.chains.blocks import BlockRef, fork_find
+from billing.chains.errors import ChainUnavailable, NodeMismatch
+from billing.chains.ethereum.abi import MULTICALL3_ADDRESS
+from billing.chains.ethereum.rpc import EthRpc
+from billing.chains.ethereum.scanner import BALANCE_MODE, EvmScanner
+from billing.chains.ethereum.traces import DEBUG_TRACE, TRACE_BLOCK
+from tests.chains.ethereum.rpc_proxy import logs_span_limit, method_missing
+
+pytestmark = pytest.mark.chain
+
+MODES = [TRACE_BLOCK, DEBUG_TRACE, BALANCE_MODE]
+ETHER = 10**18
+
+
+def cs(address: str) -> str:
+    return Web3.to_checksum_address(address)
+
+
+def read_block(scanner: EvmScanner, node, watched, *, height: int | None = None):
+    """Scan one block (the newest by default) with `watched` as the open set."""
+    height = node.height() if height is None else height
+    base = BlockRef(height - 1, node.block_hash(height - 1))
+    scans = scanner.blocks_read(heights=[height], watched=set(watched), base=base, balance_watched=sorted(watched))
+    assert [s.block.height for s in scans] == [height]
+    return scans[0]
+
+
+def summary(scan) -> list[tuple]:
+    return sorted((t.kind, t.to, t.amount, t.position, t.asset) for t in scan.transfers)
+
+
+def test_ether_from_an_account(evm, node, rpc):
+    to, bystander = evm.address(), evm.address()
+    txid = node.send_eth(to, 3 * ETHER)
+    node.send_eth(bystander, ETHER)
+    node.mine()
+    scan = read_block(EvmScanner(rpc, internal=TRACE_BLOCK), node, {to})
+    [transfer] = scan.transfers
+    assert (transfer.txid, transfer.position, transfer.kind) == (txid, "tx", "native")
+    assert (transfer.to, transfer.amount, transfer.asset) == (to, 3 * ETHER, "")
+    assert transfer.sender == node.payer.lower()
+    assert (transfer.block_height, transfer.block_hash) == (scan.block.height, scan.block.hash)
+    assert scan.tx_count == 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_ether_through_a_contract(evm, node, rpc, mode):
+    to = evm.address()
+    txid = node.transact(evm.forwarder, "forward", cs(to), value=2 * ETHER)
+    node.mine()
+    scan = read_block(EvmScanner(rpc, internal=mode), node, {to})
+    [transfer] = scan.transfers
+    assert (transfer.to, transfer.amount) == (to, 2 * ETHER)
+    if mode == BALANCE_MODE:
+        # No trace: the block, not the transaction, is what the node can name.
+        assert (transfer.kind, transfer.txid, transfer.position) == ("balance", scan.block.hash, f"balance:{to}")
+    else:
+        assert (transfer.kind, transfer.txid, transfer.position) == ("internal", txid, "call:0")
+        assert transfer.sender == evm.forwarder.lower()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_one_call_paying_two_addresses(evm, node, rpc, mode):
+    first, second = evm.address(), evm.address()
+    txid = node.transact(evm.forwarder, "split", [cs(first), cs(second)], [5 * 10**15, 7 * 10**15], value=12 * 10**15)
+    node.mine()
+    scan = read_block(EvmScanner(rpc, internal=mode), node, {first, second})
+    amounts = {t.to: t.amount for t in scan.transfers}
+    assert amounts == {first: 5 * 10**15, second: 7 * 10**15}
+    if mode != BALANCE_MODE:
+        assert {(t.txid, t.position) for t in scan.transfers} == {(txid, "call:0"), (txid, "call:1")}
+
+
+@pytest.mark.parametrize("mode", [TRACE_BLOCK, DEBUG_TRACE])
+def test_transfer_two_calls_deep(evm, node, rpc, mode):
+    to = evm.address()
+    txid = node.transact(evm.relay, "forwardVia", evm.forwarder, cs(to), value=ETHER)
+    node.mine()
+    [transfer] = read_block(EvmScanner(rpc, internal=mode), node, {to}).transfers
+    assert (transfer.txid, transfer.position, transfer.amount) == (txid, "call:0.0", ETHER)
+    assert transfer.sender == evm.forwarder.lower()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reverted_transaction_pays_nothing(evm, node, rpc, mode):
+    to = evm.address()
+    txid = node.transact(evm.forwarder, "forwardThenRevert", cs(to), value=ETHER)
+    node.mine()
+    assert node.receipt(txid)["status"] == "0x0"
+    scan = read_block(EvmScanner(rpc, internal=mode), node, {to})
+    assert scan.transfers == ()
+    assert scan.tx_count == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reverted_inner_call_pays_nothing_but_its_sibling_pays(evm, node, rpc, mode):
+    good, bad = evm.address(), evm.address()
+    txid = node.transact(evm.forwarder, "forwardWithFailedInner", cs(good), cs(bad), value=4 * 10**15)
+    node.mine()
+    assert node.receipt(txid)["status"] == "0x1"
+    scan = read_block(EvmScanner(rpc, internal=mode), node, {good, bad})
+    assert [(t.to, t.amount) for t in scan.transfers] == [(good, 2 * 10**15)]
+
+
+def test_failed_plain_transaction_to_a_watched_contract_is_not_counted(evm, node, rpc):
+    # A watched address with code that refuses ether: the transaction is mined with status 0.
+    txid = node.send({"to": evm.usdt, "value": hex(ETHER), "gas": hex(100_000)})
+    node.mine()
+    assert node.receipt(txid)["status"] == "0x0"
+    assert read_block(EvmScanner(rpc, internal=TRACE_BLOCK), node, {evm.usdt.lower()}).transfers == ()
+
+
+@pytest.mark.parametrize("mode", [TRACE_BLOCK, DEBUG_TRACE])
+def test_selfdestruct_pays_its_beneficiary(evm, node, rpc, mode):
+    to = evm.address()
+    doomed = node.deploy("Forwarder")
+    txid = node.transact(doomed, "destroyTo", cs(to), value=3 * 10**15)
+    node.mine()
+    [transfer] = read_block(EvmScanner(rpc, internal=mode), node, {to}).transfers
+    assert (transfer.txid, transfer.position, transfer.amount) == (txid, "call:0", 3 * 10**15)
+
+
+def test_tokens_by_log_index_and_contract(evm, node, rpc):
+    first, second, stray = evm.address(), evm.address(), evm.address()
+    t1 = node.token_transfer(evm.usdt, first, 25_000_000)
+    t2 = node.transact(evm.usdc, "transferMany", [cs(first), cs(second)], [1_000_000, 2_000_000])
+    t3 = node.token_transfer(evm.other, stray, 5 * ETHER)
+    node.token_transfer(evm.usdt, evm.address(), 999)  # not watched
+    node.mine()
+    scan = read_block(EvmScanner(rpc, internal=TRACE_BLOCK), node, {first, second, stray})
+    by_tx = {}
+    for t in scan.transfers:
+        assert t.kind == "token" and t.position.startswith("log:")
+        by_tx.setdefault(t.txid, []).append((t.to, t.amount, t.asset))
+    assert by_tx == {
+        t1: [(first, 25_000_000, evm.usdt.lower())],
+        t2: [(first, 1_000_000, evm.usdc.lower()), (second, 2_000_000, evm.usdc.lower())],
+        t3: [(stray, 5 * ETHER, evm.other.lower())],
+    }
+    positions = [t.position for t in scan.transfers]
+    assert len(set(positions)) == len(positions)  # log indexes are block-wide
+
+
+def test_reverted_token_transfer_leaves_no_log(evm, node, rpc):
+    to = evm.address()
+    empty = node.accounts[5]
+    txid = node.token_transfer(evm.usdt, to, 10**6, sender=empty)  # holds no USDT
+    node.mine()
+    assert node.receipt(txid)["status"] == "0x0"
+    assert read_block(EvmScanner(rpc, internal=TRACE_BLOCK), node, {to}).transfers == ()
+
+
+def test_only_configured_contracts_when_asked(evm, node, rpc):
+    to = evm.address()
+    node.token_transfer(evm.usdt, to, 7)
+    node.token_transfer(evm.other, to, 8)
+    node.mine()
+    scanner = EvmScanner(rpc, internal=TRACE_BLOCK, token_contracts=[evm.usdt, evm.usdc])
+    assert [(t.asset, t.amount) for t in read_block(scanner, node, {to}).transfers] == [(evm.usdt.lower(), 7)]
+
+
+@pytest.mark.parametrize("multicall", [MULTICALL3_ADDRESS, None], ids=["multicall3", "eth_getBalance"])
+def test_balance_mode_reads_either_way(evm, node, rpc, multicall):
+    paid, idle = evm.address(), evm.address()
+    node.transact(evm.forwarder, "forward", cs(paid), value=123)
+    node.mine()
+    scanner = EvmScanner(rpc, internal=BALANCE_MODE, multicall=multicall, balances_per_call=1)
+    scan = read_block(scanner, node, {paid, idle})
+    assert [(t.to, t.amount) for t in scan.transfers] == [(paid, 123)]
+    assert scanner.balances.method == ("multicall3" if multicall else "eth_getBalance")
+
+
+def test_balance_mode_sees_through_the_address_own_spending(evm, node, rpc):
+    # The watched address pays gas and value in the same block it is paid by a
+    # contract: only the contract's payment is unexplained, and found.
+    watched = node.accounts[3]
+    node.send_eth(evm.address(), 10**15, sender=watched)
+    node.send_eth(watched, 4 * 10**15)  # a plain payment: native, not balance-found
+    node.transact(evm.forwarder, "forward", watched, value=6 * 10**15)
+    node.mine()
+    scan = read_block(EvmScanner(rpc, internal=BALANCE_MODE), node, {watched.lower()})
+    assert summary(scan) == [
+        ("balance", watched.lower(), 6 * 10**15, f"balance:{watched.lower()}", ""),
+        ("native", watched.lower(), 4 * 10**15, "tx", ""),
+    ]
+
+
+def test_balance_mode_follows_consecutive_blocks_with_one_read_each(evm, node, rpc):
+    to = evm.address()
+    node.transact(evm.forwarder, "forward", cs(to), value=10)
+    first = node.mine()
+    node.transact(evm.forwarder, "forward", cs(to), value=20)
+    node.mine()
+    node.mine()
+    scanner = EvmScanner(rpc, internal=BALANCE_MODE, multicall=None)
+    base = BlockRef(first - 1, node.block_hash(first - 1))
+    scans = scanner.blocks_read(heights=[first, first + 1, first + 2], watched={to}, base=base, balance_watched=[to])
+    assert [[(t.amount, t.txid) for t in s.transfers] for s in scans] == [
+        [(10, scans[0].block.hash)],
+        [(20, scans[1].block.hash)],
+        [],
+    ]
+    before = rpc.calls
+    node.mine()
+    [scan] = scanner.blocks_read(heights=[first + 3], watched={to}, base=scans[-1].block, balance_watched=[to])
+    assert scan.transfers == ()
+    # The block, the logs, and one balance (the one before it is remembered).
+    assert rpc.calls - before == 3
+
+
+def test_range_read_groups_by_block(evm, node, rpc):
+    to = evm.address()
+    start = node.height() + 1
+    node.send_eth(to, 1)
+    node.mine()
+    node.mine()
+    node.token_transfer(evm.usdc, to, 2)
+    node.transact(evm.forwarder, "forward", cs(to), value=3)
+    node.mine()
+    scanner = EvmScanner(rpc, internal=DEBUG_TRACE, blocks_per_request=2)
+    base = BlockRef(start - 1, node.block_hash(start - 1))
+    scans = scanner.blocks_read(heights=[start, start + 1, start + 2], watched={to}, base=base)
+    assert [s.block.height for s in scans] == [start, start + 1, start + 2]
+    assert [sorted((t.kind, t.amount) for t in s.transfers) for s in scans] == [
+        [("native", 1)],
+        [],
+        [("internal", 3), ("token", 2)],
+    ]
+    assert all(s.parent_hash == p.block.hash for p, s in itertools.pairwise(scans))
+
+
+def test_blocks_that_do_not_link_onto_the_cursor_are_not_read(evm, node, rpc):
+    height = node.mine()
+    scanner = EvmScanner(rpc, internal=TRACE_BLOCK)
+    wrong = BlockRef(height - 1, "0x" + "ab" * 32)
+    assert scanner.blocks_read(heights=[height], watched=set(), base=wrong) == []
+    assert scanner.blocks_read(heights=[height + 5], watched=set(), base=None) == []  # above the tip
+
+
+def test_wide_log_ranges_are_split_when_refused(evm, node, proxy):
+    proxy.rules.append(logs_span_limit(2))
+    to = evm.address()
+    start = node.height() + 1
+    for amount in (1, 2, 3, 4, 5):
+        node.token_transfer(evm.usdt, to, amount)
+        node.mine()
+    with EthRpc(proxy.url) as client:
+        scanner = EvmScanner(client, internal=TRACE_BLOCK, log_span=1000)
+        base = BlockRef(start - 1, node.block_hash(start - 1))
+        scans = scanner.blocks_read(heights=list(range(start, start + 5)), watched={to}, base=base)
+    assert [[t.amount for t in s.transfers] for s in scans] == [[1], [2], [3], [4], [5]]
+    assert scanner.logs.splits >= 1
+    assert scanner.logs.span <= 2  # remembered for the next ranges
+
+
+def test_a_single_block_refused_is_an_error(evm, node, proxy):
+    proxy.rules.append(logs_span_limit(0))
+    node.mine()
+    with EthRpc(proxy.url) as client:
+        scanner = EvmScanner(client, internal=TRACE_BLOCK)
+        with pytest.raises(Exception, match="max block range"):
+            read_block(scanner, node, set())
+
+
+def test_mode_is_probed_once(evm, node, proxy):
+    node.mine()
+    with EthRpc(node.url) as client:
+        assert EvmScanner(client).internal_mode(probe_height=node.height()) == TRACE_BLOCK
+    proxy.rules.append(method_missing("trace_block"))
+    with EthRpc(proxy.url) as client:
+        scanner = EvmScanner(client)
+        assert scanner.internal_mode(probe_height=node.height()) == DEBUG_TRACE
+        proxy.rules.append(method_missing("debug_traceBlockByNumber"))
+        assert scanner.internal_mode(probe_height=node.height()) == DEBUG_TRACE  # remembered
+    with EthRpc(proxy.url) as client:
+        assert EvmScanner(client).internal_mode(probe_height=node.height()) == BALANCE_MODE
+
+
+def test_auto_mode_without_a_trace_api_still_finds_internal_transfers(evm, node, proxy):
+    proxy.rules.append(method_missing("trace_block", "debug_traceBlockByNumber"))
+    to = evm.address()
+    node.transact(evm.forwarder, "forward", cs(to), value=77)
+    node.mine()
+    with EthRpc(proxy.url) as client:
+        scan = read_block(EvmScanner(client), node, {to})
+    assert [(t.kind, t.amount) for t in scan.transfers] == [("balance", 77)]
+
+
+def test_node_checks(evm, node, rpc):
+    scanner = EvmScanner(rpc)
+    scanner.chain_id_check(expected=node.chain_id)
+    with pytest.raises(NodeMismatch, match="chain id 31337, but ETH_CHAIN_ID is 1"):
+        scanner.chain_id_check(expected=1)
+    scanner.sync_check()
+    scanner.decimals_check({evm.usdt: ("USDT_CONTRACT", 6), evm.usdc: ("USDC_CONTRACT", 6)})
+    with pytest.raises(ChainUnavailable, match="USDT_CONTRACT .* has 18 decimals; expected 6") as refused:
+        scanner.decimals_check({evm.other: ("USDT_CONTRACT", 6)})
+    assert refused.value.reason == "misconfigured"
+    with pytest.raises(ChainUnavailable, match="has no decimals"):
+        scanner.decimals_check({evm.address(): ("USDC_CONTRACT", 6)})
+
+
+def test_tip_and_finalized(evm, node, rpc):
+    height = node.mine(6)
+    tip = EvmScanner(rpc).tip(finalized=True)
+    assert (tip.height, tip.hash) == (height, node.block_hash(height))
+    # Two epochs of two slots below the newest block.
+    assert tip.finalized == height - 4
+    assert EvmScanner(rpc).tip().finalized is None
+
+
+def test_height_at_time(evm, node, rpc):
+    node.mine()
+    scanner = EvmScanner(rpc)
+    tip = node.height()
+    middle = tip // 2
+    at = int(node.block(middle)["timestamp"], 16)
+    found = scanner.height_at_time(at=at, tip_height=tip)
+    assert int(node.block(found)["timestamp"], 16) >= at
+    assert found == 0 or int(node.block(found - 1)["timestamp"], 16) < at
+    assert scanner.height_at_time(at=at + 10**9, tip_height=tip) == tip
+
+
+def test_fork_found_after_a_reorg(evm, node, rpc):
+    node.mine(3)
+    tip = node.height()
+    stored = [BlockRef(h, node.block_hash(h)) for h in range(tip - 3, tip + 1)]
+    scanner = EvmScanner(rpc)
+    assert fork_find(scanner, recent=stored) is None
+    node.reorg(2, [({"from": node.payer, "to": evm.address(), "value": hex(1)}, 0)])  # a branch unlike the old one
+    fork = fork_find(scanner, recent=stored)
+    assert fork is not None
+    assert fork.common == stored[1]
+    assert fork.orphaned == tuple(stored[2:])
