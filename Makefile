@@ -60,10 +60,12 @@ screenshots: install services browser
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 	  $(PY) -m pytest -q tests/billing/checkout_screenshots.py tests/rentals/admin_screenshots.py
 
-# Static checks: lint and formatting (ruff). .ci/run runs them before the tests.
+# Static checks: lint and formatting (ruff), and which way imports point
+# (import-linter, contracts in .importlinter). .ci/run runs them before the tests.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 check: lint
 	DEBUG=1 $(PY) manage.py check

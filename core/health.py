@@ -43,7 +43,7 @@ def check_database() -> CheckResult:
 
 
 def check_broker() -> CheckResult:
-    from config.celery import app
+    from celery import current_app as app
 
     url = settings.CELERY_BROKER_URL
     scheme = url.split(":", 1)[0]

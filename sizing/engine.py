@@ -550,7 +550,13 @@ def launch_line(*, workload: Workload, gpu_count: int, utilization: Decimal, bat
 
 
 def launch_utilization(required_min: Decimal, maximum: Decimal) -> Decimal:
-    return min(maximum, max(required_min, LAUNCH_UTILIZATION_FLOOR))
+    """The --gpu-memory-utilization of the launch line: vLLM's own default (0.90)
+    when the workload fits under it; above it, the most the setting allows, not
+    the bare minimum, so that an engine whose own memory comes out a little
+    larger than estimated still keeps the KV cache the workload was sold on."""
+    if required_min <= LAUNCH_UTILIZATION_FLOOR:
+        return min(maximum, LAUNCH_UTILIZATION_FLOOR)
+    return maximum
 
 
 # --- The check ---------------------------------------------------------------------------------------

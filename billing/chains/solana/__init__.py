@@ -1,6 +1,18 @@
 """The Solana family: SOL by Solana Pay transfer requests, one reference per invoice.
 
-    family     what the family knows about its destinations (recipient, references, URIs)
+Every SOL invoice asks for a transfer to one recipient address (`SOL_RECIPIENT`)
+carrying a fresh `reference` public key. Watching it means, for each open
+invoice, listing the transactions that carry its reference
+(`getSignaturesForAddress`), fetching them (`getTransaction`) and checking each
+the way Solana Pay's own `validateTransfer` does: no error, the reference among
+the account keys, the amount the recipient's own balance change.
+
+    family        what the family knows about its destinations (recipient, references, URIs)
+    rpc           the JSON-RPC client (batches, 429 back-off, request pacing)
+    transactions  a `getTransaction` answer read into what validation needs, and the validation
+    cluster       which cluster a node follows (its genesis hash), and blockhash expiry
+    scan          one pass over the references and the recipient, with paging and cursors,
+                  producing observations for the billing state machine (no database access)
 
 No watcher yet: SOL payments are recorded by staff. Only `family` touches
 Django; this module stays importable before Django is set up

@@ -1,0 +1,931 @@
+"""A loopback Solana JSON-RPC node for tests, benchmarks and local runs.
+
+No Solana validator can be installed from the package registries this project
+reaches, so the Solana watcher is proven against this server instead. What it
+holds is real; only the cluster around it is small:
+
+- Transactions are built and signed with `solders` (real keypairs, real
+  signatures, legacy and version 0 messages), executed by LiteSVM
+  (`solders.litesvm`, the Solana runtime in a library), and their balances
+  before and after are read from it: a transfer that fails really fails (its
+  fee is still charged), a lookup table is created and extended by the real
+  Address Lookup Table program and its addresses are really loaded.
+- The answers have the exact shapes of a cluster's (keys sorted as the
+  node's JSON is): `getSignaturesForAddress` (`before`, `until`, `limit` up to
+  1,000), `getTransaction` (`json`, `jsonParsed`, `base64`, `base58`;
+  `maxSupportedTransactionVersion`, `loadedAddresses` for version 0),
+  `getGenesisHash`, `getSlot`, `getBlockHeight`, `getLatestBlockhash`,
+  `isBlockhashValid`, `getSignatureStatuses`, `getBalance`, `getHealth`,
+  `getVersion`, JSON-RPC batches, and the node's error codes and messages.
+  tests/chains/solana/fixtures holds recorded answers of real clusters, each
+  naming its source, and the tests compare these shapes against them.
+- Commitment is explicit: a transaction is `confirmed` once its block is made,
+  `finalized` when `finalize()` says so; `drop()` abandons a confirmed
+  transaction with its fork (its balances are put back), `advance()` makes
+  empty blocks so blockhashes expire (150 blocks).
+- Rate limiting on demand: `rate_limit(n)` answers the next `n` HTTP requests
+  with 429 (optionally a `Retry-After`, or a JSON-RPC error in a 200 answer,
+  as some providers do). `stats` counts HTTP requests and calls per method.
+
+Never imported by production code. `python -m devtools.solana_rpc` runs one
+on a port for a local try-out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import itertools
+import json
+import os
+import struct
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from bip_utils import Base58Encoder
+from solders.account import Account
+from solders.address_lookup_table_account import (
+    ID as LOOKUP_TABLE_PROGRAM,
+)
+from solders.address_lookup_table_account import (
+    AddressLookupTable,
+    AddressLookupTableAccount,
+    derive_lookup_table_address,
+)
+from solders.hash import Hash
+from solders.instruction import AccountMeta, Instruction
+from solders.keypair import Keypair
+from solders.litesvm import LiteSVM
+from solders.message import Message, MessageV0
+from solders.pubkey import Pubkey
+from solders.signature import Signature
+from solders.system_program import ID as SYSTEM_PROGRAM
+from solders.system_program import TransferParams, transfer
+from solders.transaction import VersionedTransaction
+from solders.transaction_metadata import FailedTransactionMetadata
+
+from billing.chains.solana.cluster import GENESIS_HASHES, MAX_PROCESSING_AGE
+
+LAMPORTS_PER_SOL = 1_000_000_000
+MEMO_PROGRAM = Pubkey.from_string("MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr")
+MEMO_PROGRAM_V1 = Pubkey.from_string("Memo1UhkJRfHyvLMcVucJwxXeuD728EqVDDwQDxFMNo")
+API_VERSION = "2.2.7"
+FEATURE_SET = 3294202862
+MAX_SIGNATURES_LIMIT = 1000
+_SYSVAR_PREFIX = "Sysvar"
+
+# Error codes and messages of the Solana JSON-RPC (agave rpc-client-api custom errors).
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
+UNSUPPORTED_TRANSACTION_VERSION = -32015
+
+
+class RpcFault(Exception):
+    """A JSON-RPC error answer."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+    def as_json(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class TransactionRejected(Exception):
+    """The cluster refused the transaction before executing it (bad blockhash,
+    unknown fee payer...): it is in no block and has no history."""
+
+
+def _b58(data: bytes) -> str:
+    return Base58Encoder.Encode(data) if data else ""
+
+
+def _enum_name(value: Any) -> str:
+    return str(value).rsplit(".", 1)[-1]
+
+
+def _instruction_error_json(err: Any) -> Any:
+    name = type(err).__name__
+    if name == "InstructionErrorCustom":
+        return {"Custom": err.code}
+    if name == "InstructionErrorBorshIO":
+        return {"BorshIoError": err.value}
+    return _enum_name(err)
+
+
+def transaction_error_json(err: Any) -> Any:
+    """A solders TransactionError as the node writes it in JSON."""
+    name = type(err).__name__
+    if name == "TransactionErrorInstructionError":
+        return {"InstructionError": [err.index, _instruction_error_json(err.err)]}
+    if name == "TransactionErrorInsufficientFundsForRent":
+        return {"InsufficientFundsForRent": {"account_index": err.account_index}}
+    if name == "TransactionErrorProgramExecutionTemporarilyRestricted":
+        return {"ProgramExecutionTemporarilyRestricted": {"account_index": err.account_index}}
+    if name == "TransactionErrorDuplicateInstruction":
+        return {"DuplicateInstruction": err.index}
+    return _enum_name(err)
+
+
+@dataclass
+class LedgerTx:
+    """One transaction in a block, with what the node keeps about it."""
+
+    signature: str
+    sequence: int
+    slot: int
+    block_time: int
+    tx: VersionedTransaction
+    static_keys: list[Pubkey]
+    loaded_writable: list[Pubkey]
+    loaded_readonly: list[Pubkey]
+    pre_balances: list[int]
+    post_balances: list[int]
+    fee: int
+    err: Any  # JSON of the error, or None
+    logs: list[str]
+    inner: list[list[tuple[Any, int | None]]]  # per instruction: (CompiledInstruction, stack height)
+    compute_units: int
+    dropped: bool = False
+
+    @property
+    def version(self) -> str | int:
+        return 0 if isinstance(self.tx.message, MessageV0) else "legacy"
+
+    @property
+    def account_keys(self) -> list[Pubkey]:
+        return self.static_keys + self.loaded_writable + self.loaded_readonly
+
+    def memo(self) -> str | None:
+        """The `memo` field of getSignaturesForAddress: "[len] text" per memo instruction."""
+        keys = self.account_keys
+        memos = []
+        for ix in self.tx.message.instructions:
+            if keys[ix.program_id_index] in (MEMO_PROGRAM, MEMO_PROGRAM_V1):
+                text = bytes(ix.data).decode("utf-8", errors="replace")
+                memos.append(f"[{len(ix.data)}] {text}")
+        return "; ".join(memos) if memos else None
+
+
+@dataclass
+class Block:
+    slot: int
+    height: int
+    blockhash: str
+    block_time: int
+
+
+@dataclass
+class SolanaLedger:
+    """A small cluster: LiteSVM for execution, plus the history an RPC node keeps."""
+
+    genesis_hash: str = ""
+    block_time_start: int = 0
+    svm: LiteSVM = field(default_factory=LiteSVM)
+
+    def __post_init__(self) -> None:
+        self.genesis_hash = self.genesis_hash or str(Hash(os.urandom(32)))
+        self.block_time_start = self.block_time_start or int(time.time())
+        self._lock = threading.RLock()
+        self._sequence = itertools.count()
+        self._txs: dict[str, LedgerTx] = {}
+        self._by_address: dict[str, list[str]] = {}
+        self.slot = int(self.svm.get_clock().slot)  # the slot the next transaction lands in
+        first_height = self.slot - 20_000_000  # block height trails the slot (skipped slots)
+        self._blocks: dict[int, Block] = {
+            self.slot - 1: Block(self.slot - 1, first_height, str(self.svm.latest_blockhash()), self.block_time_start)
+        }
+        self._height_of: dict[str, int] = {str(self.svm.latest_blockhash()): first_height}
+        self.confirmed_slot = self.slot - 1
+        self.finalized_slot = self.slot - 1
+
+    # --- blocks and commitment ---------------------------------------------------
+
+    @classmethod
+    def posing_as(cls, cluster: str) -> SolanaLedger:
+        """A ledger that answers the genesis hash of a public cluster."""
+        return cls(genesis_hash=GENESIS_HASHES[cluster])
+
+    def _block_make(self) -> Block:
+        """Close the open slot as a block; the next transactions land in the next slot."""
+        last = self._blocks[self.confirmed_slot]
+        self.svm.warp_to_slot(self.slot + 1)
+        self.svm.expire_blockhash()
+        block = Block(
+            slot=self.slot,
+            height=last.height + 1,
+            blockhash=str(self.svm.latest_blockhash()),
+            block_time=self.block_time_start + (self.slot - self._first_slot) * 2 // 5,
+        )
+        self._blocks[self.slot] = block
+        self._height_of[block.blockhash] = block.height
+        self.confirmed_slot = self.slot
+        self.slot += 1
+        return block
+
+    @property
+    def _first_slot(self) -> int:
+        return min(self._blocks)
+
+    def advance(self, blocks: int = 1) -> None:
+        """Make `blocks` empty blocks (time passes, blockhashes age)."""
+        with self._lock:
+            for _ in range(blocks):
+                self._block_make()
+
+    def finalize(self, slot: int | None = None) -> int:
+        """Root everything up to `slot` (default: the newest confirmed block)."""
+        with self._lock:
+            target = self.confirmed_slot if slot is None else min(slot, self.confirmed_slot)
+            self.finalized_slot = max(self.finalized_slot, target)
+            return self.finalized_slot
+
+    def block_height(self, commitment: str = "finalized") -> int:
+        return self._blocks[self._slot_at(commitment)].height
+
+    def _slot_at(self, commitment: str) -> int:
+        return self.finalized_slot if commitment == "finalized" else self.confirmed_slot
+
+    @property
+    def latest_blockhash(self) -> Hash:
+        return self.svm.latest_blockhash()
+
+    def blockhash_valid(self, blockhash: str, commitment: str = "finalized") -> bool:
+        height = self._height_of.get(blockhash)
+        return height is not None and self.block_height(commitment) <= height + MAX_PROCESSING_AGE
+
+    # --- accounts -------------------------------------------------------------------
+
+    def fund(self, pubkey: Pubkey, lamports: int) -> None:
+        """Give an account lamports out of nothing (a genesis allocation: no transaction)."""
+        with self._lock:
+            current = self.svm.get_account(pubkey)
+            if current is None:
+                self.svm.set_account(pubkey, Account(lamports, b"", SYSTEM_PROGRAM, False, 0))
+            else:
+                self.svm.set_account(
+                    pubkey,
+                    Account(current.lamports + lamports, current.data, current.owner, current.executable, 0),
+                )
+
+    def keypair_funded(self, lamports: int = 10 * LAMPORTS_PER_SOL) -> Keypair:
+        keypair = Keypair()
+        self.fund(keypair.pubkey(), lamports)
+        return keypair
+
+    def balance(self, pubkey: Pubkey | str) -> int:
+        key = Pubkey.from_string(pubkey) if isinstance(pubkey, str) else pubkey
+        return self.svm.get_balance(key) or 0
+
+    def _balance_set(self, pubkey: Pubkey, lamports: int) -> None:
+        current = self.svm.get_account(pubkey)
+        if current is None:
+            current = Account(0, b"", SYSTEM_PROGRAM, False, 0)
+        self.svm.set_account(pubkey, Account(lamports, current.data, current.owner, current.executable, 0))
+
+    # --- building transactions -----------------------------------------------------------
+
+    @staticmethod
+    def payment_instructions(
+        *,
+        payer: Pubkey,
+        recipient: Pubkey | str,
+        lamports: int,
+        references: Iterable[Pubkey | str] = (),
+        memo: str | None = None,
+    ) -> list[Instruction]:
+        """A Solana Pay transfer: an optional memo, then a System Program transfer
+        carrying each reference as a read-only, non-signer account."""
+        to = Pubkey.from_string(recipient) if isinstance(recipient, str) else recipient
+        instructions = []
+        if memo is not None:
+            instructions.append(Instruction(MEMO_PROGRAM, memo.encode(), []))
+        ix = transfer(TransferParams(from_pubkey=payer, to_pubkey=to, lamports=lamports))
+        extra = [AccountMeta(Pubkey.from_string(r) if isinstance(r, str) else r, False, False) for r in references]
+        instructions.append(Instruction(ix.program_id, ix.data, [*ix.accounts, *extra]))
+        return instructions
+
+    def build(
+        self,
+        payer: Keypair,
+        instructions: Sequence[Instruction],
+        *,
+        version: str | int = "legacy",
+        lookup_tables: Sequence[AddressLookupTableAccount] = (),
+        signers: Sequence[Keypair] = (),
+    ) -> VersionedTransaction:
+        """A signed transaction with the ledger's latest blockhash."""
+        blockhash = self.latest_blockhash
+        if version == "legacy":
+            message: Message | MessageV0 = Message.new_with_blockhash(list(instructions), payer.pubkey(), blockhash)
+        else:
+            message = MessageV0.try_compile(payer.pubkey(), list(instructions), list(lookup_tables), blockhash)
+        return VersionedTransaction(message, [payer, *signers])
+
+    def pay(
+        self,
+        payer: Keypair,
+        recipient: Pubkey | str,
+        lamports: int,
+        *,
+        references: Iterable[Pubkey | str] = (),
+        memo: str | None = None,
+        version: str | int = "legacy",
+        lookup_tables: Sequence[AddressLookupTableAccount] = (),
+    ) -> str:
+        """Build, sign and submit a Solana Pay transfer; its signature."""
+        instructions = self.payment_instructions(
+            payer=payer.pubkey(), recipient=recipient, lamports=lamports, references=references, memo=memo
+        )
+        return self.submit(self.build(payer, instructions, version=version, lookup_tables=lookup_tables))
+
+    def lookup_table_create(self, authority: Keypair, addresses: Sequence[Pubkey]) -> AddressLookupTableAccount:
+        """Create and extend an address lookup table with the real program, then
+        make a block so its addresses can be loaded (they are usable from the
+        slot after the one that added them)."""
+        with self._lock:
+            recent_slot = max(s for s, _ in self.svm.get_slot_hashes())
+            table, bump = derive_lookup_table_address(authority.pubkey(), recent_slot)
+            metas = [
+                AccountMeta(table, False, True),
+                AccountMeta(authority.pubkey(), True, False),
+                AccountMeta(authority.pubkey(), True, True),
+                AccountMeta(SYSTEM_PROGRAM, False, False),
+            ]
+            create = Instruction(LOOKUP_TABLE_PROGRAM, struct.pack("<IQB", 0, recent_slot, bump), metas)
+            extend = Instruction(
+                LOOKUP_TABLE_PROGRAM,
+                struct.pack("<IQ", 2, len(addresses)) + b"".join(bytes(a) for a in addresses),
+                metas,
+            )
+            self.submit(self.build(authority, [create, extend]))
+            return AddressLookupTableAccount(table, list(addresses))
+
+    # --- executing ----------------------------------------------------------------------------
+
+    def _lookups_resolve(self, message: MessageV0) -> tuple[list[Pubkey], list[Pubkey]]:
+        writable: list[Pubkey] = []
+        readonly: list[Pubkey] = []
+        for lookup in message.address_table_lookups:
+            account = self.svm.get_account(lookup.account_key)
+            if account is None:
+                raise TransactionRejected(f"AddressLookupTableNotFound: {lookup.account_key}")
+            addresses = AddressLookupTable.deserialize(bytes(account.data)).addresses
+            try:
+                writable += [addresses[i] for i in lookup.writable_indexes]
+                readonly += [addresses[i] for i in lookup.readonly_indexes]
+            except IndexError:
+                raise TransactionRejected("InvalidAddressLookupTableIndex") from None
+        return writable, readonly
+
+    def submit(self, tx: VersionedTransaction) -> str:
+        """Execute `tx` in the open slot, keep it in history, make its block.
+        A transaction the runtime refuses outright raises `TransactionRejected`;
+        one that fails while executing is kept, with its error (its fee was paid)."""
+        with self._lock:
+            message = tx.message
+            static = list(message.account_keys)
+            writable, readonly = self._lookups_resolve(message) if isinstance(message, MessageV0) else ([], [])
+            keys = static + writable + readonly
+            pre = [self.svm.get_balance(k) or 0 for k in keys]
+            result = self.svm.send_transaction(tx)
+            post = [self.svm.get_balance(k) or 0 for k in keys]
+            if isinstance(result, FailedTransactionMetadata):
+                meta, err = result.meta(), transaction_error_json(result.err())
+                if pre == post:  # nothing charged: never made it into a block
+                    raise TransactionRejected(json.dumps(err))
+            else:
+                meta, err = result, None
+            signature = str(tx.signatures[0])
+            record = LedgerTx(
+                signature=signature,
+                sequence=next(self._sequence),
+                slot=self.slot,
+                block_time=0,
+                tx=tx,
+                static_keys=static,
+                loaded_writable=writable,
+                loaded_readonly=readonly,
+                pre_balances=pre,
+                post_balances=post,
+                fee=int(meta.fee()),
+                err=err,
+                logs=list(meta.logs()),
+                inner=[[(i.instruction, i.stack_height) for i in group] for group in meta.inner_instructions()],
+                compute_units=int(meta.compute_units_consumed()),
+            )
+            block = self._block_make()
+            record.block_time = block.block_time
+            self._txs[signature] = record
+            for key in dict.fromkeys(str(k) for k in keys):
+                self._by_address.setdefault(key, []).append(signature)
+            return signature
+
+    def drop(self, signature: str) -> None:
+        """The fork holding `signature` is abandoned: the transaction leaves the
+        history and its balance changes are undone. Refused once finalized."""
+        with self._lock:
+            record = self._txs[signature]
+            if record.slot <= self.finalized_slot:
+                raise ValueError(f"{signature} is finalized: no fork can remove it")
+            record.dropped = True
+            for key, pre, post in zip(record.account_keys, record.pre_balances, record.post_balances, strict=True):
+                if post != pre:
+                    self._balance_set(key, self.balance(key) - (post - pre))
+
+    def transaction(self, signature: str) -> LedgerTx | None:
+        return self._txs.get(signature)
+
+    # --- what the RPC sees ------------------------------------------------------------------------
+
+    def _visible(self, record: LedgerTx | None, commitment: str) -> bool:
+        return record is not None and not record.dropped and record.slot <= self._slot_at(commitment)
+
+    def status(self, record: LedgerTx) -> str:
+        return "finalized" if record.slot <= self.finalized_slot else "confirmed"
+
+    def signatures_for_address(
+        self, address: str, *, before: str | None, until: str | None, limit: int, commitment: str
+    ) -> list[dict[str, Any]]:
+        with self._lock:
+            visible = [
+                self._txs[s] for s in self._by_address.get(address, []) if self._visible(self._txs[s], commitment)
+            ]
+            visible.sort(key=lambda r: (r.slot, r.sequence), reverse=True)
+            start = 0
+            if before is not None:
+                index = next((i for i, r in enumerate(visible) if r.signature == before), None)
+                if index is None:
+                    return []  # as the node: an unknown `before` finds nothing
+                start = index + 1
+            out = []
+            for record in visible[start:]:
+                if record.signature == until or len(out) >= limit:
+                    break
+                out.append(
+                    {
+                        "blockTime": record.block_time,
+                        "confirmationStatus": self.status(record),
+                        "err": record.err,
+                        "memo": record.memo(),
+                        "signature": record.signature,
+                        "slot": record.slot,
+                    }
+                )
+            return out
+
+    def visible_transaction(self, signature: str, commitment: str) -> LedgerTx | None:
+        record = self._txs.get(signature)
+        return record if self._visible(record, commitment) else None
+
+
+# --- Rendering transactions as the node does ---------------------------------------------------
+
+
+def _header_json(message: Message | MessageV0) -> dict[str, int]:
+    header = message.header
+    return {
+        "numReadonlySignedAccounts": header.num_readonly_signed_accounts,
+        "numReadonlyUnsignedAccounts": header.num_readonly_unsigned_accounts,
+        "numRequiredSignatures": header.num_required_signatures,
+    }
+
+
+def _lookups_json(message: Message | MessageV0) -> list[dict[str, Any]] | None:
+    if not isinstance(message, MessageV0):
+        return None
+    return [
+        {
+            "accountKey": str(lookup.account_key),
+            "readonlyIndexes": list(lookup.readonly_indexes),
+            "writableIndexes": list(lookup.writable_indexes),
+        }
+        for lookup in message.address_table_lookups
+    ]
+
+
+def _compiled_json(ix: Any, stack_height: int | None) -> dict[str, Any]:
+    return {
+        "accounts": list(ix.accounts),
+        "data": _b58(bytes(ix.data)),
+        "programIdIndex": ix.program_id_index,
+        "stackHeight": stack_height,
+    }
+
+
+def _inner_json(record: LedgerTx, render) -> list[dict[str, Any]]:
+    return [
+        {"index": index, "instructions": [render(ix, height) for ix, height in group]}
+        for index, group in enumerate(record.inner)
+        if group
+    ]
+
+
+def _writable(record: LedgerTx, index: int) -> bool:
+    message = record.tx.message
+    header = message.header
+    static = len(record.static_keys)
+    if index >= static:
+        return index < static + len(record.loaded_writable)
+    key = record.static_keys[index]
+    signed = header.num_required_signatures
+    if index < signed:
+        writable = index < signed - header.num_readonly_signed_accounts
+    else:
+        writable = index < static - header.num_readonly_unsigned_accounts
+    # As the runtime: programs called and reserved accounts are demoted to read-only.
+    called = any(ix.program_id_index == index for ix in message.instructions)
+    reserved = key == SYSTEM_PROGRAM or str(key).startswith(_SYSVAR_PREFIX)
+    return writable and not called and not reserved
+
+
+def _parsed_instruction(record: LedgerTx, ix: Any, stack_height: int | None) -> dict[str, Any]:
+    keys = record.account_keys
+    program = keys[ix.program_id_index]
+    accounts = [str(keys[i]) for i in ix.accounts]
+    data = bytes(ix.data)
+    base = {"programId": str(program), "stackHeight": stack_height}
+    if program == SYSTEM_PROGRAM and len(data) >= 12 and struct.unpack_from("<I", data)[0] == 2:
+        (lamports,) = struct.unpack_from("<Q", data, 4)
+        info = {"destination": accounts[1], "lamports": lamports, "source": accounts[0]}
+        return {**base, "parsed": {"info": info, "type": "transfer"}, "program": "system"}
+    if program in (MEMO_PROGRAM, MEMO_PROGRAM_V1):
+        return {**base, "parsed": data.decode("utf-8", errors="replace"), "program": "spl-memo"}
+    return {**base, "accounts": accounts, "data": _b58(data)}
+
+
+def transaction_json(record: LedgerTx, *, encoding: str, with_version: bool) -> dict[str, Any]:
+    """The `getTransaction` result for `record` in `encoding`."""
+    tx, message = record.tx, record.tx.message
+    meta: dict[str, Any] = {
+        "computeUnitsConsumed": record.compute_units,
+        "err": record.err,
+        "fee": record.fee,
+        "logMessages": record.logs,
+        "postBalances": record.post_balances,
+        "postTokenBalances": [],
+        "preBalances": record.pre_balances,
+        "preTokenBalances": [],
+        "rewards": [],
+        "status": {"Ok": None} if record.err is None else {"Err": record.err},
+    }
+    if encoding == "jsonParsed":
+        meta["innerInstructions"] = _inner_json(record, lambda ix, h: _parsed_instruction(record, ix, h))
+        source = ["transaction"] * len(record.static_keys) + ["lookupTable"] * (
+            len(record.loaded_writable) + len(record.loaded_readonly)
+        )
+        body: dict[str, Any] = {
+            "accountKeys": [
+                {
+                    "pubkey": str(key),
+                    "signer": i < message.header.num_required_signatures,
+                    "source": source[i],
+                    "writable": _writable(record, i),
+                }
+                for i, key in enumerate(record.account_keys)
+            ],
+            "instructions": [_parsed_instruction(record, ix, None) for ix in message.instructions],
+            "recentBlockhash": str(message.recent_blockhash),
+        }
+        lookups = _lookups_json(message)
+        if lookups is not None:
+            body["addressTableLookups"] = lookups
+        transaction: Any = {"message": body, "signatures": [str(s) for s in tx.signatures]}
+    else:
+        meta["innerInstructions"] = _inner_json(record, _compiled_json)
+        meta["loadedAddresses"] = {
+            "readonly": [str(k) for k in record.loaded_readonly],
+            "writable": [str(k) for k in record.loaded_writable],
+        }
+        if encoding == "json":
+            body = {
+                "accountKeys": [str(k) for k in record.static_keys],
+                "header": _header_json(message),
+                "instructions": [_compiled_json(ix, None) for ix in message.instructions],
+                "recentBlockhash": str(message.recent_blockhash),
+            }
+            lookups = _lookups_json(message)
+            if lookups is not None:
+                body["addressTableLookups"] = lookups
+            transaction = {"message": body, "signatures": [str(s) for s in tx.signatures]}
+        elif encoding == "base64":
+            transaction = [base64.b64encode(bytes(tx)).decode(), "base64"]
+        else:
+            transaction = [_b58(bytes(tx)), "base58"]
+    result = {"blockTime": record.block_time, "meta": meta, "slot": record.slot, "transaction": transaction}
+    if with_version:
+        result["version"] = record.version
+    return result
+
+
+# --- JSON-RPC methods -------------------------------------------------------------------------------
+
+
+def _config(params: list[Any], index: int) -> dict[str, Any]:
+    value = params[index] if len(params) > index else None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RpcFault(INVALID_PARAMS, "Invalid params: invalid type: expected a map.")
+    return value
+
+
+def _commitment(config: dict[str, Any], *, minimum_confirmed: bool = False) -> str:
+    commitment = config.get("commitment", "finalized")
+    if commitment not in ("processed", "confirmed", "finalized"):
+        raise RpcFault(INVALID_PARAMS, f"Invalid params: unknown variant `{commitment}`.")
+    if minimum_confirmed and commitment == "processed":
+        raise RpcFault(INVALID_PARAMS, "Method does not support commitment below `confirmed`")
+    return commitment
+
+
+def _pubkey(value: Any) -> str:
+    try:
+        return str(Pubkey.from_string(str(value)))
+    except ValueError:
+        raise RpcFault(INVALID_PARAMS, "Invalid param: WrongSize") from None
+
+
+def _signature(value: Any) -> str:
+    try:
+        return str(Signature.from_string(str(value)))
+    except ValueError:
+        raise RpcFault(INVALID_PARAMS, "Invalid param: WrongSize") from None
+
+
+class SolanaRpcHandler:
+    """The JSON-RPC methods over one ledger."""
+
+    def __init__(self, ledger: SolanaLedger) -> None:
+        self.ledger = ledger
+
+    def _context(self, commitment: str = "finalized") -> dict[str, Any]:
+        return {"apiVersion": API_VERSION, "slot": self.ledger._slot_at(commitment)}
+
+    def dispatch(self, method: str, params: list[Any]) -> Any:
+        handler = getattr(self, f"rpc_{method}", None)
+        if handler is None:
+            raise RpcFault(METHOD_NOT_FOUND, "Method not found")
+        with self.ledger._lock:
+            return handler(params)
+
+    def rpc_getGenesisHash(self, params: list[Any]) -> str:
+        return self.ledger.genesis_hash
+
+    def rpc_getHealth(self, params: list[Any]) -> str:
+        return "ok"
+
+    def rpc_getVersion(self, params: list[Any]) -> dict[str, Any]:
+        return {"feature-set": FEATURE_SET, "solana-core": API_VERSION}
+
+    def rpc_getSlot(self, params: list[Any]) -> int:
+        return self.ledger._slot_at(_commitment(_config(params, 0)))
+
+    def rpc_getBlockHeight(self, params: list[Any]) -> int:
+        return self.ledger.block_height(_commitment(_config(params, 0)))
+
+    def rpc_getLatestBlockhash(self, params: list[Any]) -> dict[str, Any]:
+        commitment = _commitment(_config(params, 0))
+        block = self.ledger._blocks[self.ledger._slot_at(commitment)]
+        return {
+            "context": self._context(commitment),
+            "value": {"blockhash": block.blockhash, "lastValidBlockHeight": block.height + MAX_PROCESSING_AGE},
+        }
+
+    def rpc_isBlockhashValid(self, params: list[Any]) -> dict[str, Any]:
+        if not params:
+            raise RpcFault(INVALID_PARAMS, "Invalid params: invalid length 0, expected at least 1 element.")
+        try:
+            blockhash = str(Hash.from_string(str(params[0])))
+        except ValueError:
+            raise RpcFault(INVALID_PARAMS, "Invalid param: WrongSize") from None
+        commitment = _commitment(_config(params, 1))
+        return {"context": self._context(commitment), "value": self.ledger.blockhash_valid(blockhash, commitment)}
+
+    def rpc_getBalance(self, params: list[Any]) -> dict[str, Any]:
+        if not params:
+            raise RpcFault(INVALID_PARAMS, "Invalid params: invalid length 0, expected at least 1 element.")
+        commitment = _commitment(_config(params, 1))
+        return {"context": self._context(commitment), "value": self.ledger.balance(_pubkey(params[0]))}
+
+    def rpc_getSignatureStatuses(self, params: list[Any]) -> dict[str, Any]:
+        if not params or not isinstance(params[0], list):
+            raise RpcFault(INVALID_PARAMS, "Invalid params: invalid type: expected a sequence.")
+        if len(params[0]) > 256:
+            raise RpcFault(INVALID_PARAMS, "Too many inputs provided; max 256")
+        values = []
+        for value in params[0]:
+            record = self.ledger.visible_transaction(_signature(value), "confirmed")
+            if record is None:
+                values.append(None)
+                continue
+            status = self.ledger.status(record)
+            values.append(
+                {
+                    "confirmationStatus": status,
+                    "confirmations": None if status == "finalized" else self.ledger.confirmed_slot - record.slot,
+                    "err": record.err,
+                    "slot": record.slot,
+                    "status": {"Ok": None} if record.err is None else {"Err": record.err},
+                }
+            )
+        return {"context": self._context("confirmed"), "value": values}
+
+    def rpc_getSignaturesForAddress(self, params: list[Any]) -> list[dict[str, Any]]:
+        if not params:
+            raise RpcFault(INVALID_PARAMS, "Invalid params: invalid length 0, expected at least 1 element.")
+        address = _pubkey(params[0])
+        config = _config(params, 1)
+        limit = config.get("limit", MAX_SIGNATURES_LIMIT)
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_SIGNATURES_LIMIT:
+            raise RpcFault(INVALID_PARAMS, f"Invalid limit; max {MAX_SIGNATURES_LIMIT}")
+        before = _signature(config["before"]) if config.get("before") is not None else None
+        until = _signature(config["until"]) if config.get("until") is not None else None
+        commitment = _commitment(config, minimum_confirmed=True)
+        return self.ledger.signatures_for_address(
+            address, before=before, until=until, limit=limit, commitment=commitment
+        )
+
+    def rpc_getTransaction(self, params: list[Any]) -> dict[str, Any] | None:
+        if not params:
+            raise RpcFault(INVALID_PARAMS, "Invalid params: invalid length 0, expected at least 1 element.")
+        signature = _signature(params[0])
+        config = {"encoding": params[1]} if len(params) > 1 and isinstance(params[1], str) else _config(params, 1)
+        encoding = config.get("encoding") or "json"
+        if encoding not in ("json", "jsonParsed", "base64", "base58", "binary"):
+            raise RpcFault(INVALID_PARAMS, f"Invalid params: unknown variant `{encoding}`.")
+        commitment = _commitment(config, minimum_confirmed=True)
+        max_version = config.get("maxSupportedTransactionVersion")
+        record = self.ledger.visible_transaction(signature, commitment)
+        if record is None:
+            return None
+        if record.version == 0 and (max_version is None or max_version < 0):
+            raise RpcFault(
+                UNSUPPORTED_TRANSACTION_VERSION,
+                "Transaction version (0) is not supported by the requesting client. Please try the request "
+                'again with the following configuration parameter: "maxSupportedTransactionVersion": 0',
+            )
+        return transaction_json(
+            record, encoding="base58" if encoding == "binary" else encoding, with_version=max_version is not None
+        )
+
+
+# --- HTTP -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ServerStats:
+    http_requests: int = 0
+    rate_limited: int = 0
+    calls: Counter = field(default_factory=Counter)
+
+    @property
+    def total_calls(self) -> int:
+        return sum(self.calls.values())
+
+
+class SolanaRpcServer:
+    """The ledger's JSON-RPC over HTTP on a loopback port, in a background thread."""
+
+    def __init__(self, ledger: SolanaLedger | None = None, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.ledger = ledger or SolanaLedger()
+        self.handler = SolanaRpcHandler(self.ledger)
+        self.stats = ServerStats()
+        self._limits: list[tuple[float | None, str]] = []
+        self._stats_lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer((host, port), self._request_handler())
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> SolanaRpcServer:
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="solana-rpc", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> SolanaRpcServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def rate_limit(self, requests: int = 1, *, retry_after: float | None = None, style: str = "http") -> None:
+        """Answer the next `requests` HTTP requests as a provider over its limit:
+        HTTP 429 (`style="http"`, with `Retry-After` when given) or a JSON-RPC
+        error 429 in a 200 answer (`style="jsonrpc"`)."""
+        with self._stats_lock:
+            self._limits.extend([(retry_after, style)] * requests)
+
+    def stats_reset(self) -> ServerStats:
+        with self._stats_lock:
+            stats, self.stats = self.stats, ServerStats()
+        return stats
+
+    def _limited(self) -> tuple[float | None, str] | None:
+        with self._stats_lock:
+            self.stats.http_requests += 1
+            if self._limits:
+                self.stats.rate_limited += 1
+                return self._limits.pop(0)
+            return None
+
+    def _answer(self, request: Any) -> dict[str, Any] | None:
+        if not isinstance(request, dict) or request.get("jsonrpc") != "2.0" or "method" not in request:
+            return {"error": RpcFault(INVALID_REQUEST, "Invalid request").as_json(), "id": None, "jsonrpc": "2.0"}
+        method, params, rid = request["method"], request.get("params") or [], request.get("id")
+        with self._stats_lock:
+            self.stats.calls[str(method)] += 1
+        try:
+            if not isinstance(params, list):
+                raise RpcFault(INVALID_PARAMS, "Invalid params: invalid type: map, expected a sequence.")
+            return {"id": rid, "jsonrpc": "2.0", "result": self.handler.dispatch(str(method), params)}
+        except RpcFault as fault:
+            return {"error": fault.as_json(), "id": rid, "jsonrpc": "2.0"}
+
+    def _request_handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # answers go out at once, not after a delayed ACK
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read stats instead
+                return
+
+            def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+                limit = server._limited()
+                if limit is not None:
+                    retry_after, style = limit
+                    error = {"code": 429, "message": "Too many requests for a specific RPC call"}
+                    body = {"error": error, "id": None, "jsonrpc": "2.0"}
+                    if style == "jsonrpc":
+                        self._send(200, body)
+                    else:
+                        headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
+                        self._send(429, body, headers)
+                    return
+                try:
+                    request = json.loads(raw)
+                except ValueError:
+                    self._send(
+                        200, {"error": {"code": PARSE_ERROR, "message": "Parse error"}, "id": None, "jsonrpc": "2.0"}
+                    )
+                    return
+                if isinstance(request, list):
+                    if not request:
+                        self._send(200, server._answer(None))
+                        return
+                    self._send(200, [server._answer(item) for item in request])
+                else:
+                    self._send(200, server._answer(request))
+
+        return Handler
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Run a loopback Solana JSON-RPC node (LiteSVM inside).")
+    parser.add_argument("--port", type=int, default=8899)
+    parser.add_argument("--cluster", choices=["localnet", *GENESIS_HASHES], default="localnet")
+    args = parser.parse_args(argv)
+    ledger = SolanaLedger.posing_as(args.cluster) if args.cluster != "localnet" else SolanaLedger()
+    server = SolanaRpcServer(ledger, port=args.port).start()
+    print(f"Solana loopback RPC at {server.url} (genesis hash {ledger.genesis_hash}); Ctrl-C stops it.")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
