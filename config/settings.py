@@ -21,12 +21,13 @@ env = environ.Env()
 DATA_DIR = Path(env.str("DATA_DIR", default=str(BASE_DIR / "data")))
 DEBUG = env.bool("DEBUG", default=False)
 
-# The local sandbox (`make run` with litecoind installed) writes the LTC settings of
-# its regtest node to this file while it runs. Local runs (DEBUG only) read it, so
-# commands in another shell (`manage.py sandbox_pay`) see the sandbox too; it never
-# overrides the environment, and is not read when LTC is configured there.
+# The local sandbox (`make run` with litecoind or anvil installed) writes the LTC and
+# ETH settings of its nodes to this file while it runs. Local runs (DEBUG only) read
+# it, so commands in another shell (`manage.py sandbox_pay`) see the sandbox too; it
+# never overrides the environment, and is not read when LTC or ETH is configured there.
 SANDBOX_ENV_FILE = DATA_DIR / "sandbox" / "sandbox.env"
-if DEBUG and SANDBOX_ENV_FILE.is_file() and not (env.str("LTC_XPUB", default="") or env.str("LTC_RPC_URL", default="")):
+_CHAINS_CONFIGURED = any(env.str(name, default="") for name in ("LTC_XPUB", "LTC_RPC_URL", "ETH_XPUB", "ETH_RPC_URL"))
+if DEBUG and SANDBOX_ENV_FILE.is_file() and not _CHAINS_CONFIGURED:
     environ.Env.read_env(SANDBOX_ENV_FILE)
 
 
@@ -318,6 +319,17 @@ ETH_XPUB = env.str("ETH_XPUB", default="")
 ETH_CHAIN_ID = env.int("ETH_CHAIN_ID", default=1)
 USDT_CONTRACT = env.str("USDT_CONTRACT", default="0xdAC17F958D2ee523a2206206994597C13D831ec7")
 USDC_CONTRACT = env.str("USDC_CONTRACT", default="0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48")
+# The Ethereum watcher (docs/chains/ethereum.md): an execution client's or provider's
+# HTTP JSON-RPC; settle at CONFIRMATIONS_* blocks or at the node's `finalized` block;
+# how ether sent by contracts is found (auto: trace_block, else debug_trace, else balance).
+ETH_RPC_URL = env.str("ETH_RPC_URL", default="")
+ETH_FINALITY = env.str("ETH_FINALITY", default="confirmations")  # confirmations | finalized
+ETH_INTERNAL_TRANSFERS = env.str("ETH_INTERNAL_TRANSFERS", default="auto")  # auto|trace_block|debug_trace|balance
+ETH_MULTICALL3_ADDRESS = env.str("ETH_MULTICALL3_ADDRESS", default="0xcA11bde05977b3631167028862bE2a173976CA11")
+ETH_STRAY_TOKENS = env.bool("ETH_STRAY_TOKENS", default=True)  # tell staff about tokens nobody credits
+ETH_LOG_BLOCK_RANGE = env.int("ETH_LOG_BLOCK_RANGE", default=1000)  # widest eth_getLogs; halved when refused
+ETH_RPC_BATCH_SIZE = env.int("ETH_RPC_BATCH_SIZE", default=100)
+ETH_RPC_TIMEOUT_SECONDS = env.float("ETH_RPC_TIMEOUT_SECONDS", default=30.0)
 XMR_ADDRESS = env.str("XMR_ADDRESS", default="")
 XMR_VIEW_KEY = env.str("XMR_VIEW_KEY", default="")
 SOL_RECIPIENT = env.str("SOL_RECIPIENT", default="")

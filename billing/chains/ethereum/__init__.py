@@ -16,4 +16,4 @@ Django is set up (config/settings.py reads `CHAINS` for the beat schedule).
 
 from billing.chains.spec import ChainSpec
 
-CHAINS: tuple[ChainSpec, ...] = ()
+CHAINS = (ChainSpec("ethereum", ("ETH", "USDT", "USDC"), "ETH_RPC_URL", ("ETH_XPUB",)),)

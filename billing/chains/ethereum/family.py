@@ -27,6 +27,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from billing.chains import keys, uris
+from billing.chains.ethereum import CHAINS
 from billing.chains.interface import ChainFamily, Destination, Watcher, setting_value
 
 TOKEN_SETTINGS = {"USDT": "USDT_CONTRACT", "USDC": "USDC_CONTRACT"}
@@ -146,7 +147,9 @@ class EthereumFamily(ChainFamily):
         return "tx" if code == "ETH" else f"log:{index}"
 
     def watchers(self) -> Sequence[Watcher]:
-        return ()
+        from billing.chains.ethereum.watcher import EthereumWatcher
+
+        return (EthereumWatcher(CHAINS[0]),)
 
 
 FAMILY = EthereumFamily()

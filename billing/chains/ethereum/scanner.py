@@ -174,6 +174,11 @@ class EvmScanner:
                 low = middle + 1
         return low
 
+    @property
+    def mode(self) -> str:
+        """The internal-transfer mode in use ("" until `auto` has probed the node)."""
+        return self._internal or ""
+
     def internal_mode(self, *, probe_height: int) -> str:
         """How internal transfers are found on this node (probed once in `auto`)."""
         if self._internal is None:

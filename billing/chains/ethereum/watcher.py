@@ -128,7 +128,6 @@ class EthereumWatcher(BlockWatcher):
             scanner.decimals_check(contracts)
             _checked.add(key)
         scanner.sync_check()
-        run.report.mode = scanner.internal_setting if scanner.internal_setting != "auto" else ""
 
     # --- the walk ------------------------------------------------------------------------
 
@@ -248,6 +247,7 @@ class EthereumWatcher(BlockWatcher):
     def blocks_done(self, run: ScanRun, *, tip: Any, recent: list[BlockRef]) -> None:
         final = tip.finalized if self._final() else None
         run.confirmations_refresh(tip_height=tip.height, final_height=final)
+        run.report.mode = self.scanner(run.client).mode
 
     # --- operators -------------------------------------------------------------------------
 

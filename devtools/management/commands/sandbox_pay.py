@@ -3,30 +3,46 @@ from django.core.management.base import BaseCommand, CommandError
 from billing.currencies import CURRENCIES
 from billing.models import Invoice
 from billing.serializers import checkout_url
-from core.errors import DomainError
+from core.errors import DomainError, NotFound
+from devtools.ethereum_sandbox import ETHEREUM_CURRENCIES, eth_sandbox_invoice_pay
 from devtools.sandbox import sandbox_invoice_pay
 
 
 class Command(BaseCommand):
     help = (
-        "Sandbox only (make run with litecoind installed): pay an invoice's LTC address from the "
-        "regtest node's wallet; with --confirm, also mine the blocks the confirmation policy wants."
+        "Sandbox only (make run with litecoind or anvil installed): pay an invoice from the sandbox's "
+        "node: LTC from the regtest node's wallet, ETH, USDT or USDC from an anvil dev account. With "
+        "--confirm, also mine the blocks the confirmation policy wants."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("invoice_number")
         parser.add_argument(
-            "--amount", type=int, default=None, help="Litoshi (1e-8 LTC); default: what is still due on the invoice."
+            "--amount",
+            type=int,
+            default=None,
+            help="Base units (litoshi, wei, or token units of 1e-6); default: what is still due on the invoice.",
         )
         parser.add_argument("--confirm", action="store_true", help="Mine the blocks that settle it.")
 
     def handle(self, *args, **o):
         try:
-            paid = sandbox_invoice_pay(invoice_number=o["invoice_number"], amount=o["amount"], confirm=o["confirm"])
+            invoice = Invoice.objects.filter(number=o["invoice_number"]).first()
+            if invoice is None:
+                raise NotFound(f"No invoice {o['invoice_number']}.")
+            request = invoice.active_request or invoice.requests.order_by("-created_at", "-id").first()
+            if request is not None and request.currency in ETHEREUM_CURRENCIES:
+                paid = eth_sandbox_invoice_pay(invoice_number=invoice.number, amount=o["amount"], confirm=o["confirm"])
+                currency = paid.currency
+            else:
+                paid = sandbox_invoice_pay(invoice_number=invoice.number, amount=o["amount"], confirm=o["confirm"])
+                currency = "LTC"
         except DomainError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from exc
-        coins = CURRENCIES["LTC"].coins_str(paid.amount)
-        self.stdout.write(f"Paid {coins} LTC ({paid.amount} litoshi) to {paid.address}: {paid.txid}")
+        coins = CURRENCIES[currency].coins_str(paid.amount)
+        unit = CURRENCIES[currency].unit
+        unit = f"{unit}s" if unit.endswith("unit") else unit  # "token units"; litoshi and wei stay as they are
+        self.stdout.write(f"Paid {coins} {currency} ({paid.amount} {unit}) to {paid.address}: {paid.txid}")
         if paid.blocks_mined:
             self.stdout.write(f"Mined {paid.blocks_mined} block(s).")
         self.stdout.write(paid.scan.summary())

@@ -1,9 +1,11 @@
 """`make run`: prepare the embedded default and run web + worker + beat in the
-foreground, with the LTC sandbox when litecoind is installed. Ctrl-C stops
+foreground, with the LTC sandbox when litecoind is installed and the ETH sandbox
+when anvil is. Ctrl-C stops
 them all. Development only (devtools is installed when DEBUG is on)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -100,6 +102,7 @@ class Command(BaseCommand):
             ],
         }
         sandbox = self._sandbox_start()
+        eth_sandbox = self._eth_sandbox_start(ltc_env=sandbox.env if sandbox else {})
         running: dict[str, subprocess.Popen] = {}
         stopping = False
 
@@ -112,14 +115,23 @@ class Command(BaseCommand):
         try:
             # The children are separate processes: they see the sandbox through their environment,
             # and invoices' checkout links point at this server unless SITE_URL says otherwise.
-            env = {**os.environ, **(sandbox.env if sandbox else {})}
+            env = {
+                **os.environ,
+                **(sandbox.env if sandbox else {}),
+                **({**eth_sandbox.env, "SANDBOX": "1"} if eth_sandbox else {}),
+            }
             env.setdefault("SITE_URL", base)
             demo = None
-            if sandbox:
+            if sandbox or eth_sandbox:
+                # Commands run from another shell (sandbox_pay) read the sandbox's settings file.
+                extra = {**(eth_sandbox.env if eth_sandbox else {})}
                 if "SITE_URL" not in os.environ:
-                    # Commands run from another shell (sandbox_pay) read the sandbox's settings file.
-                    with open(sandbox.env_file, "a") as handle:
-                        handle.write(f"SITE_URL='{base}'\n")
+                    extra["SITE_URL"] = base
+                env_file = sandbox.env_file if sandbox else eth_sandbox_env_file(settings.SANDBOX_ENV_FILE, extra)
+                if sandbox:
+                    with open(env_file, "a") as handle:
+                        handle.writelines(f"{key}='{value}'\n" for key, value in extra.items())
+            if sandbox:
                 demo = self._sandbox_demo_invoice(env)
             for name, cmd in procs.items():
                 running[name] = subprocess.Popen(cmd, env=env)
@@ -144,6 +156,15 @@ class Command(BaseCommand):
                         f"    DEBUG=1 .venv/bin/python manage.py sandbox_pay {demo['number'] if demo else '<invoice-number>'} --confirm\n"
                     )
                 )
+            if eth_sandbox:
+                self.stdout.write(
+                    self.style.SUCCESS(
+                        f"ETH sandbox: an anvil node at {eth_sandbox.node.url} (chain 31337, kept in "
+                        f"{settings.SANDBOX_ENV_FILE.parent}), test USDT {eth_sandbox.usdt} and USDC {eth_sandbox.usdc}.\n"
+                        "    Order or invoice in ETH, USDT or USDC, then pay it from an anvil account:\n"
+                        "    DEBUG=1 .venv/bin/python manage.py sandbox_pay <invoice-number> --confirm\n"
+                    )
+                )
             while not stopping:
                 for name, proc in running.items():
                     if proc.poll() is not None:
@@ -163,6 +184,10 @@ class Command(BaseCommand):
                     proc.kill()
             if sandbox:
                 sandbox.stop()
+            if eth_sandbox:
+                eth_sandbox.stop()
+                with contextlib.suppress(OSError):
+                    settings.SANDBOX_ENV_FILE.unlink()
             self.stdout.write("Stopped.")
 
     def _sandbox_demo_invoice(self, env: dict[str, str]) -> dict[str, str] | None:
@@ -206,3 +231,34 @@ class Command(BaseCommand):
         except (NodeStartError, ChainUnavailable, RpcError, OSError) as exc:
             self.stderr.write(f"The LTC sandbox did not start: {exc}")
             return None
+
+    def _eth_sandbox_start(self, *, ltc_env: dict[str, str]):
+        """An anvil node with the test tokens, when anvil is installed and ETH is not
+        configured otherwise (SANDBOX=0 turns it off)."""
+        if not settings.DEBUG or os.environ.get("SANDBOX", "").strip().lower() in ("0", "false", "no", "off"):
+            return None
+        if (settings.ETH_XPUB or settings.ETH_RPC_URL) and not settings.SANDBOX:
+            return None  # ETH is configured: no sandbox
+        from devtools.anvil import NodeStartError, anvil_installed
+        from devtools.ethereum_sandbox import eth_sandbox_start
+
+        if not anvil_installed():
+            self.stdout.write("No ETH sandbox: install anvil (bash tests/ensure-chain-nodes.sh) to get one.")
+            return None
+        self.stdout.write("Starting the ETH sandbox (anvil, with test USDT and USDC) ...")
+        rates = ltc_env.get("MANUAL_RATES_USD", settings.MANUAL_RATES_USD)
+        try:
+            return eth_sandbox_start(folder=settings.SANDBOX_ENV_FILE.parent, manual_rates=rates)
+        except (NodeStartError, OSError, RuntimeError) as exc:
+            self.stderr.write(f"The ETH sandbox did not start: {exc}")
+            return None
+
+
+def eth_sandbox_env_file(path, env: dict[str, str]):
+    """The sandbox's settings file when only the ETH sandbox runs (mode 0600, SANDBOX=1)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write("# Written by the sandbox while `make run` runs; removed when it stops.\n")
+        handle.writelines(f"{key}='{value}'\n" for key, value in {**env, "SANDBOX": "1"}.items())
+    return path

@@ -1,0 +1,84 @@
+"""End to end on anvil: an order paid in USDT goes from invoice to an active rental
+through the real watcher task, the way it runs in production."""
+
+from __future__ import annotations
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from accounts.services import ssh_key_add
+from billing.tasks import chain_scan as chain_scan_task
+from rentals.models import ProvisioningJob
+from rentals.services import rental_activate
+
+pytestmark = [pytest.mark.chain, pytest.mark.django_db]
+
+
+def scan(capture, currency: str = "USDT") -> dict:
+    """One run of the periodic task, with what its commits trigger (signals to rentals)."""
+    with capture(execute=True):
+        result = chain_scan_task.apply(args=[currency]).get()
+    assert result["error"] == "" and result["skipped"] == "", result
+    return result
+
+
+def test_order_paid_in_usdt_on_anvil_becomes_a_rental(
+    eth, catalog, customer, customer_api, django_capture_on_commit_callbacks
+):
+    public_key = (
+        ed25519.Ed25519PrivateKey.generate()
+        .public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
+    key = ssh_key_add(account=customer, public_key=public_key, name="laptop")
+    created = customer_api.post(
+        "/api/v1/orders",
+        {
+            "region": "PDX-1",
+            "gpu": "l4",
+            "gpu_count": 1,
+            "term": "weekly",
+            "terms": 1,
+            "template": "ubuntu-24.04",
+            "addons": [],
+            "ssh_keys": [key.pk],
+            "pay_currency": "USDT",
+        },
+        format="json",
+    )
+    assert created.status_code == 201, created.json()
+    order = created.json()
+    invoice = order["invoice"]
+    assert (order["status"], invoice["status"], invoice["pay_currency"]) == ("awaiting_payment", "new", "USDT")
+    assert invoice["amount_usd"] == "70.00" and invoice["amount"] == "70000000"  # 6 decimals
+    assert invoice["payment_uri"].startswith(f"ethereum:{eth.evm.usdt}@{eth.node.chain_id}/transfer?address=")
+
+    txid = eth.node.token_transfer(eth.evm.usdt, invoice["address"], int(invoice["amount"]))
+    eth.node.mine()
+    assert scan(django_capture_on_commit_callbacks)["recorded"] == 1
+    body = customer_api.get(f"/api/v1/invoices/{invoice['id']}").json()
+    assert body["status"] == "processing"
+    assert customer_api.get(f"/api/v1/orders/{order['id']}").json()["status"] == "awaiting_payment"
+
+    eth.node.mine(2)  # 3 confirmations in these tests
+    assert scan(django_capture_on_commit_callbacks, "ETH")["blocks"] == 2  # one scan serves the chain's currencies
+    body = customer_api.get(f"/api/v1/invoices/{invoice['id']}").json()
+    assert (body["status"], body["exception"]) == ("settled", "none")
+    assert customer_api.get(f"/api/v1/orders/{order['id']}").json()["status"] == "paid"
+    [rental] = customer_api.get("/api/v1/rentals").json()
+    assert (rental["status"], rental["gpu"], rental["region"]) == ("provisioning", "l4", "PDX-1")
+    job = ProvisioningJob.objects.get(rental_id=rental["id"])
+    assert job.action == "provision" and job.payload["rental"]["ssh_keys"] == [public_key]
+
+    rental_activate(
+        rental_id=rental["id"], ipv4="203.0.113.7", ipv6_prefix="2001:db8:7::/64", actor=None, reason="handed over"
+    )
+    [rental] = customer_api.get("/api/v1/rentals").json()
+    assert (rental["status"], rental["ipv4"]) == ("active", "203.0.113.7")
+    # The payment counted once, and nothing is left for the watcher to do.
+    again = scan(django_capture_on_commit_callbacks)
+    assert (again["blocks"], again["recorded"], again["confirmations_updated"]) == (0, 0, 0)
+    [payment] = customer_api.get(f"/api/v1/invoices/{invoice['id']}").json()["payments"]
+    assert (payment["txid"], payment["position"].startswith("log:")) == (txid, True)
