@@ -36,6 +36,8 @@ from devtools.litecoind import (
     watch_only_account_from_key,
     watch_only_account_generate,
 )
+from rentals.models import Rental
+from rentals.services.lifecycle import rental_activate
 
 SANDBOX_WALLET = "sandbox"
 # Blocks the sandbox chain starts with: 200 mature coinbases (8,750 regtest LTC),
@@ -226,4 +228,23 @@ def sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, confi
     invoice.refresh_from_db()
     return SandboxPayment(
         invoice.number, request.address, amount, txid, len(hashes), invoice.status, invoice.exception, report
+    )
+
+
+SANDBOX_IPV4 = "192.0.2.10"  # TEST-NET-1 (RFC 5737): documentation only, never routed
+
+
+def sandbox_rental_hand_over(*, rental_id: int) -> Rental:
+    """Stand in for the operators' provisioning system in the sandbox: report a
+    provisioning rental's server ready, with documentation addresses (RFC 5737,
+    RFC 3849), as `POST /api/v1/ops/rentals/{id}/ready` would. Refused outside
+    the sandbox."""
+    if not settings.SANDBOX:
+        raise DomainError("sandbox_off", "This works only in the local sandbox (SANDBOX=1, started by `make run`).")
+    return rental_activate(
+        rental_id=rental_id,
+        ipv4=SANDBOX_IPV4,
+        ipv6_prefix=f"2001:db8:{rental_id % 0x10000:x}::/64",
+        actor="sandbox",
+        reason="sandbox: the provisioning system stand-in reported ready",
     )

@@ -98,6 +98,16 @@ def test_sandbox_pay_is_refused_outside_the_sandbox(ltc, settings):
     assert ltc.payments(invoice) == []
 
 
+@pytest.mark.django_db
+def test_sandbox_handover_is_refused_outside_the_sandbox_and_says_why_elsewhere(settings):
+    settings.SANDBOX = False
+    with pytest.raises(CommandError, match="sandbox_off"):
+        _call("sandbox_handover", "1")
+    settings.SANDBOX = True
+    with pytest.raises(CommandError, match="not_found"):
+        _call("sandbox_handover", "999999")
+
+
 @pytest.mark.slow
 def test_production_refuses_the_sandbox_setting():
     env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SANDBOX")}
