@@ -26,7 +26,6 @@ from django.utils import timezone
 from billing import services
 from billing.chains.utxo.rpc import BitcoinRpc, ChainUnavailable, RpcError
 from billing.chains.utxo.watcher import ScanReport, rpc_url
-from billing.chains.watchers import chain_scan
 from billing.models import Invoice, PaymentStatus
 from core.errors import DomainError, NotFound
 from devtools.litecoind import (
@@ -36,6 +35,7 @@ from devtools.litecoind import (
     watch_only_account_from_key,
     watch_only_account_generate,
 )
+from devtools.scanning import chain_scan_now
 from rentals.models import Rental
 from rentals.services.lifecycle import rental_activate
 
@@ -224,7 +224,7 @@ def sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, confi
         )
     except (ChainUnavailable, RpcError) as exc:
         raise DomainError("sandbox_node", f"The sandbox node refused: {exc}") from None
-    report = chain_scan(currency="LTC", force=True)
+    report = chain_scan_now(currency="LTC")
     invoice.refresh_from_db()
     return SandboxPayment(
         invoice.number, request.address, amount, txid, len(hashes), invoice.status, invoice.exception, report
