@@ -7,13 +7,13 @@ which is what the watcher matches. Index i is only a sequence number.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from functools import lru_cache
 
 from django.core.exceptions import ImproperlyConfigured
 
 from billing.chains import keys, uris
-from billing.chains.interface import ChainFamily, Destination, setting_value
+from billing.chains.interface import ChainFamily, Destination, Watcher, setting_value
 from billing.currencies import CURRENCIES
 
 SOL_CLUSTERS = ("mainnet-beta", "devnet", "testnet", "localnet")
@@ -77,6 +77,12 @@ class SolanaFamily(ChainFamily):
 
     def network(self, code: str) -> str:
         return f"solana-{sol_cluster()}"
+
+    def watchers(self) -> Sequence[Watcher]:
+        from billing.chains.solana import CHAINS
+        from billing.chains.solana.watcher import SolanaWatcher
+
+        return (SolanaWatcher(CHAINS[0]),)
 
 
 FAMILY = SolanaFamily()
