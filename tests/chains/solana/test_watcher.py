@@ -366,3 +366,23 @@ def test_a_payment_staff_recorded_first_is_the_one_the_watcher_sees(sol):
 
 def test_the_watcher_is_named_by_currency_or_chain(sol):
     assert watcher_for(currency="sol") is watcher_for(currency="solana")
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "message"),
+    [
+        ("SOL_RPC_URL", "mainnet.example/?api-key=s3cret", "SOL_RPC_URL must look like https://host"),
+        ("SOL_GENESIS_HASH", "not-base58-0OIl", "SOL_GENESIS_HASH is"),
+        ("SOL_CLUSTER", "mainnet", "SOL_CLUSTER is 'mainnet'"),
+    ],
+)
+def test_malformed_watcher_settings_are_refused_at_start_up(sol, settings, setting, value, message):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from billing.chains.config import chain_config_validate
+
+    chain_config_validate()
+    setattr(settings, setting, value)
+    with pytest.raises(ImproperlyConfigured, match=message) as refused:
+        chain_config_validate()
+    assert "s3cret" not in str(refused.value)
