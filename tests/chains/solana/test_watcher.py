@@ -386,3 +386,19 @@ def test_malformed_watcher_settings_are_refused_at_start_up(sol, settings, setti
     with pytest.raises(ImproperlyConfigured, match=message) as refused:
         chain_config_validate()
     assert "s3cret" not in str(refused.value)
+
+
+def test_recipient_only_passes_cost_three_calls_and_still_find_payments(sol, settings):
+    settings.SOL_SCAN_REFERENCES = False
+    invoices = [sol.invoice() for _ in range(3)]
+    sol.scan()  # the recipient's listing starts at its newest finalized transaction
+    sig = sol.pay(invoices[1])
+    sol.ledger.finalize()
+    sol.node.stats_reset()
+    sol.scan()
+    assert [sol.status(i)[0] for i in invoices] == [NEW, SETTLED, NEW]
+    assert sol.payments(invoices[1])[0].txid == sig
+    assert sol.node.stats.calls["getSignaturesForAddress"] == 1  # the recipient's, not one per invoice
+    sol.node.stats_reset()
+    sol.scan()
+    assert dict(sol.node.stats.calls) == {"getGenesisHash": 1, "getSlot": 2, "getSignaturesForAddress": 1}
