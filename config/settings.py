@@ -26,7 +26,10 @@ DEBUG = env.bool("DEBUG", default=False)
 # it, so commands in another shell (`manage.py sandbox_pay`) see the sandbox too; it
 # never overrides the environment, and is not read when LTC or ETH is configured there.
 SANDBOX_ENV_FILE = DATA_DIR / "sandbox" / "sandbox.env"
-_CHAINS_CONFIGURED = any(env.str(name, default="") for name in ("LTC_XPUB", "LTC_RPC_URL", "ETH_XPUB", "ETH_RPC_URL"))
+_CHAINS_CONFIGURED = any(
+    env.str(name, default="")
+    for name in ("LTC_XPUB", "LTC_RPC_URL", "ETH_XPUB", "ETH_RPC_URL", "SOL_RECIPIENT", "SOL_RPC_URL")
+)
 if DEBUG and SANDBOX_ENV_FILE.is_file() and not _CHAINS_CONFIGURED:
     environ.Env.read_env(SANDBOX_ENV_FILE)
 
