@@ -115,11 +115,13 @@ class SolanaWatcher(Watcher):
         report.recorded += recorder.recorded
         report.height = report.tip_height = outcome.confirmed_slot
         report.caught_up = outcome.caught_up
-        run.line(
-            f"{CURRENCY}: {outcome.addresses} address(es) listed ({outcome.listed} signature(s)), "
-            f"{outcome.fetched} transaction(s) fetched, {len(outcome.sightings)} part(s) for invoices, "
-            f"{len(outcome.gone)} gone; slots confirmed {outcome.confirmed_slot}, finalized {outcome.finalized_slot}"
-        )
+        eventful = outcome.fetched or outcome.gone or not outcome.caught_up
+        if eventful or run.progress is not None:  # a quiet periodic pass logs nothing
+            run.line(
+                f"{CURRENCY}: {outcome.addresses} address(es) listed ({outcome.listed} signature(s)), "
+                f"{outcome.fetched} transaction(s) fetched, {len(outcome.sightings)} part(s) for invoices, "
+                f"{len(outcome.gone)} gone; slots confirmed {outcome.confirmed_slot}, finalized {outcome.finalized_slot}"
+            )
 
     def _known_final(self, signatures: Collection[str]) -> Collection[str]:
         """Signatures already recorded at `finalized`: as settled payments, or strays for staff."""
