@@ -27,12 +27,12 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 
 from django.conf import settings
 from django.db import transaction
 
-from billing import services
+from billing import selectors, services
 from billing.chains.blocks import BlockRef
 from billing.chains.interface import Watcher, setting_value
 from billing.chains.machinery import Recorder, ScanRun, chain_state
@@ -41,7 +41,7 @@ from billing.chains.solana.cluster import cluster_check
 from billing.chains.solana.rpc import SolanaRpc
 from billing.chains.solana.scan import AddressCursor, FinalMemory, PendingTx, ScanOutcome, solana_scan
 from billing.chains.spec import ChainSpec
-from billing.models import ChainState, Payment, PaymentRequest, PaymentStatus, StrayTransfer
+from billing.models import ChainState
 from core.audit import audit_record
 
 CURRENCY = "SOL"
@@ -89,15 +89,19 @@ class SolanaWatcher(Watcher):
         extra = run.state().extra or {}
         cursors = {a: AddressCursor.from_json(c) for a, c in (extra.get("cursors") or {}).items()}
         pending = {s: PendingTx.from_json(s, p) for s, p in (extra.get("pending") or {}).items()}
-        references = sorted(run.watched([CURRENCY])) if getattr(settings, "SOL_SCAN_REFERENCES", True) else []
+        # The references of invoices open or in their monitoring window; later money
+        # (credit) reaches the recipient, whose own listing finds it with its reference.
+        references = []
+        if getattr(settings, "SOL_SCAN_REFERENCES", True):
+            references = sorted(selectors.monitored_match_keys(currencies=[CURRENCY], now=run.now))
         outcome = solana_scan(
             rpc,
             recipient=recipient,
             references=references,
             cursors=cursors,
             pending=pending,
-            known_references=_known_references,
-            known_final=self._known_final,
+            known_references=lambda keys: selectors.known_match_keys(currency=CURRENCY, keys=keys),
+            known_final=lambda txids: selectors.txids_recorded_final(chain=self.chain, txids=txids),
             memory=_memory,
             max_pages=max(1, int(getattr(settings, "SOL_SCAN_MAX_PAGES", 5) or 5)),
         )
@@ -107,7 +111,8 @@ class SolanaWatcher(Watcher):
             state.height = state.tip_height = outcome.confirmed_slot
             state.save(update_fields=["height", "tip_height"])
             recorder.extra = {
-                "cursors": {a: c.as_json() for a, c in outcome.cursors.items()},
+                # An address with nothing listed yet needs no cursor (the recipient always keeps its own).
+                "cursors": {a: c.as_json() for a, c in outcome.cursors.items() if c.as_json() or a == recipient},
                 "pending": {s: p.as_json() for s, p in outcome.pending.items()},
                 "finalized_slot": outcome.finalized_slot,
             }
@@ -122,12 +127,6 @@ class SolanaWatcher(Watcher):
                 f"{outcome.fetched} transaction(s) fetched, {len(outcome.sightings)} part(s) for invoices, "
                 f"{len(outcome.gone)} gone; slots confirmed {outcome.confirmed_slot}, finalized {outcome.finalized_slot}"
             )
-
-    def _known_final(self, signatures: Collection[str]) -> Collection[str]:
-        """Signatures already recorded at `finalized`: as settled payments, or strays for staff."""
-        paid = Payment.objects.filter(chain=self.chain, txid__in=list(signatures), status=PaymentStatus.CONFIRMED)
-        strays = StrayTransfer.objects.filter(chain=self.chain, txid__in=list(signatures))
-        return set(paid.values_list("txid", flat=True)) | set(strays.values_list("txid", flat=True))
 
     def _record(self, recorder: Recorder, outcome: ScanOutcome, *, recipient: str) -> None:
         for part in outcome.sightings:
@@ -186,9 +185,3 @@ class SolanaWatcher(Watcher):
 
     def cursor_set_line(self, block: BlockRef) -> str:
         return "SOL listing cursors forgotten: every watched reference is listed again from its first transaction."
-
-
-def _known_references(keys: Collection[str]) -> Collection[str]:
-    """Which of `keys` are SOL invoice references (open or not: late money is credit)."""
-    rows = PaymentRequest.objects.filter(currency=CURRENCY, match_key__in=list(keys))
-    return set(rows.values_list("match_key", flat=True))

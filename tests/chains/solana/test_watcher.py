@@ -198,6 +198,9 @@ def test_a_late_payment_settles_late_inside_the_window_and_is_credit_after_it(so
     sol.scan()
     assert sol.status(late) == (SETTLED, InvoiceException.PAID_LATE)
     assert sol.status(closed) == (EXPIRED, InvoiceException.PAID_LATE)
+    # Past its monitoring window a reference is no longer listed: the recipient's listing found it.
+    cursors = sol.state().extra["cursors"]
+    assert sol.reference(late) in cursors and sol.reference(closed) not in cursors
     [entry] = CreditEntry.objects.filter(invoice=closed)
     assert (entry.kind, entry.amount_usd) == ("late_payment", Decimal("35.00"))
     assert credit_balance_usd(account=customer) == Decimal("35.00")
