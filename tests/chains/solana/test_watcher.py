@@ -124,7 +124,7 @@ def test_a_failed_transaction_counts_nothing(sol):
     assert sol.state().extra["cursors"][sol.reference(invoice)]["until"] == sig  # passed over once final
 
 
-def test_a_transfer_without_a_reference_is_recorded_for_staff_once_final(sol):
+def test_a_transfer_without_a_reference_is_recorded_for_staff_once_final(sol, django_user_model):
     invoice = sol.invoice()
     sol.scan()  # the recipient's listing starts here
     sig = sol.ledger.pay(sol.payer, sol.merchant.pubkey(), 4_000_000)
@@ -137,6 +137,11 @@ def test_a_transfer_without_a_reference_is_recorded_for_staff_once_final(sol):
     assert (stray.address, int(stray.amount), stray.paid_currency) == (sol.recipient, 4_000_000, "SOL")
     assert sol.status(invoice) == (NEW, NONE) and not Payment.objects.exists()
     assert sol.scan().strays == 0 and StrayTransfer.objects.count() == 1
+    staff = django_user_model.objects.create_superuser("operator", "a long staff passphrase")
+    admin = Client()
+    admin.force_login(staff)
+    page = admin.get("/admin/billing/straytransfer/?chain=solana").content.decode()
+    assert sig in page and "no_reference" in page
 
 
 def test_two_invoices_paid_by_one_transaction_each_get_their_part(sol):
