@@ -410,3 +410,40 @@ def test_recipient_only_passes_cost_three_calls_and_still_find_payments(sol, set
     sol.node.stats_reset()
     sol.scan()
     assert dict(sol.node.stats.calls) == {"getGenesisHash": 1, "getSlot": 2, "getSignaturesForAddress": 1}
+
+
+def test_a_run_that_dies_mid_record_commits_nothing_and_the_next_one_records_it_all(sol, monkeypatch):
+    from billing import services
+
+    first, second = sol.invoice(), sol.invoice()
+    sol.pay(first)
+    sol.pay(second)
+    sol.ledger.finalize()
+    real = services.payment_observe
+    seen = []
+
+    def dies_on_the_second(**kwargs):
+        seen.append(kwargs["observation"].txid)
+        if len(seen) == 2:
+            raise RuntimeError("worker killed")
+        return real(**kwargs)
+
+    monkeypatch.setattr(services, "payment_observe", dies_on_the_second)
+    with pytest.raises(RuntimeError, match="worker killed"):
+        chain_scan(currency="SOL", force=True)
+    assert not Payment.objects.exists() and "cursors" not in sol.state().extra
+    assert sol.state().last_error.startswith("internal: RuntimeError")
+    monkeypatch.setattr(services, "payment_observe", real)
+    assert sol.scan().recorded == 2
+    assert sol.status(first) == sol.status(second) == (SETTLED, NONE)
+
+
+def test_the_provider_key_in_the_url_is_never_shown(sol, settings, readiness_checks):
+    settings.SOL_RPC_URL = "http://127.0.0.1:9/v2/k3y-s3cret?api-key=s3cret"  # nothing listens on port 9
+    report = chain_scan(currency="SOL", force=True)
+    assert report.error.startswith("unreachable: ") and "http://127.0.0.1:9" in report.error
+    from billing.chains import watchers
+
+    watchers.readiness_checks_register()
+    check = Client().get("/readyz").json()["checks"]["chain:solana"]
+    assert check["ok"] is False and "s3cret" not in str(check) and "s3cret" not in sol.state().last_error
