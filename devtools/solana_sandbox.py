@@ -34,9 +34,9 @@ from solders.transaction import VersionedTransaction
 
 from billing.chains.interface import ScanReport
 from billing.chains.solana.rpc import SolanaRpc, SolanaRpcError, SolanaUnavailable
-from billing.chains.watchers import chain_scan
 from billing.models import Invoice, PaymentStatus
 from core.errors import DomainError, NotFound
+from devtools.scanning import chain_scan_now
 from devtools.solana_rpc import LAMPORTS_PER_SOL, SolanaLedger, SolanaRpcServer
 
 SANDBOX_SOL_USD = "150"  # the SOL rate quoted in the sandbox when MANUAL_RATES_USD does not name one
@@ -194,7 +194,7 @@ def sol_sandbox_invoice_pay(
             raise DomainError("sandbox_node", f"The sandbox's Solana node refused the payment: {exc}") from None
         if confirm:
             _finalized_wait(rpc, signature, timeout=timeout)
-    report = chain_scan(currency="SOL", force=True)
+    report = chain_scan_now(currency="SOL")
     invoice.refresh_from_db()
     return SolSandboxPayment(
         invoice.number, "SOL", request.address, amount, signature, 0, invoice.status, invoice.exception, report
