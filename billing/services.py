@@ -278,9 +278,28 @@ def invoice_switch_currency(*, invoice_id: int, account: Any, currency: str, now
         )
     if invoice_has_payments(invoice=invoice):
         raise Conflict("invoice_has_payments", "This invoice already received a payment; pay the rest in its currency.")
-    _request_create(invoice=invoice, currency=currency, now=now)
+    code = _currency_enabled(currency)
+    active = invoice.active_request
+    if active is not None and active.currency == code:
+        # A "switch" to the same currency would only hand out a new address and
+        # a new rate lock: a way to hold what the invoice reserves for ever.
+        raise Conflict("currency_unchanged", f"This invoice is already quoted in {code}.", details={"currency": code})
+    _quotes_left(invoice=invoice)
+    _request_create(invoice=invoice, currency=code, now=now)
     invoice.save(update_fields=["expires_at", "monitoring_until"])
     return invoice
+
+
+def _quotes_left(*, invoice: Invoice) -> None:
+    """Each quote (the first, a currency switch, a re-quote) holds what the
+    invoice pays for one more rate lock: INVOICE_MAX_QUOTES bounds the hold."""
+    quotes = invoice.requests.count()
+    if quotes >= settings.INVOICE_MAX_QUOTES:
+        raise Conflict(
+            "quote_limit_reached",
+            f"This invoice has had its {quotes} quotes; place a new order (or ask for a new renewal).",
+            details={"quotes": quotes, "max_quotes": settings.INVOICE_MAX_QUOTES},
+        )
 
 
 @transaction.atomic
@@ -315,6 +334,7 @@ def invoice_requote(
     code = currency or (previous.currency if previous else None)
     if code is None:
         raise DomainError("invalid", "Choose a currency.", details={"field": "currency"})
+    _quotes_left(invoice=invoice)
     hooks.requote_hook_run(invoice=invoice)
     _request_create(invoice=invoice, currency=code, now=now)
     invoice.save(update_fields=["expires_at", "monitoring_until"])
@@ -880,6 +900,20 @@ def invoice_pay_with_credit(*, invoice_id: int, account: Any, now: datetime | No
         invoice=invoice, status=InvoiceStatus.SETTLED, exception=InvoiceException.NONE, now=now, via="credit"
     )
     return invoice
+
+
+def account_closing_check(*, account_id: int) -> None:
+    """An account is not closed while it holds credit: the money is the
+    customer's, and a closed account can neither spend it nor ask for it. Staff
+    refund it first (credit_refund_record); then the account may close."""
+    balance = CreditBalance.objects.select_for_update().filter(account_id=account_id).first()
+    if balance is not None and balance.balance_usd > 0:
+        raise Conflict(
+            "account_has_credit",
+            f"This account holds {balance.balance_usd:.2f} USD of credit. Spend it, or ask staff to refund it, "
+            "before closing the account.",
+            details={"credit_usd": f"{balance.balance_usd:.2f}"},
+        )
 
 
 @transaction.atomic

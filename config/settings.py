@@ -347,6 +347,14 @@ INVOICE_EXPIRY_MINUTES = env.int("INVOICE_EXPIRY_MINUTES", default=30)
 INVOICE_MONITORING_HOURS = env.int("INVOICE_MONITORING_HOURS", default=24)
 INVOICE_UNDERPAYMENT_TOLERANCE_PCT = Decimal(env.str("INVOICE_UNDERPAYMENT_TOLERANCE_PCT", default="0.5"))
 INVOICE_NUMBER_PREFIX = env.str("INVOICE_NUMBER_PREFIX", default="GRH")
+# Quotes an invoice may have (the first, currency switches, re-quotes): each holds what it
+# pays for (an order's GPUs) one more rate lock, so this bounds how long it can be held.
+INVOICE_MAX_QUOTES = env.int("INVOICE_MAX_QUOTES", default=6)
+# POSTs to one checkout page (switch currency, fresh quote), and from one address to any,
+# allowed per window; more answer 429.
+CHECKOUT_POSTS_PER_TOKEN = env.int("CHECKOUT_POSTS_PER_TOKEN", default=10)
+CHECKOUT_POSTS_PER_ADDRESS = env.int("CHECKOUT_POSTS_PER_ADDRESS", default=30)
+CHECKOUT_POST_WINDOW_SECONDS = env.int("CHECKOUT_POST_WINDOW_SECONDS", default=600)
 # Destinations of closed invoices stay watched this long: late money becomes credit.
 WATCH_AFTER_CLOSE_DAYS = env.int("WATCH_AFTER_CLOSE_DAYS", default=30)
 # A watcher without a successful scan for this long is reported unhealthy, and

@@ -621,6 +621,18 @@ def rental_auto_renew_set(*, rental_id: int, account: Any, auto_renew: bool) -> 
     return rental
 
 
+def rentals_auto_renew_off(*, account: Any, reason: str) -> int:
+    """Every rental of the account stops renewing (inside the caller's
+    transaction: the account is closing). Returns how many changed."""
+    changed = 0
+    for rental in Rental.objects.select_for_update().filter(account=account, auto_renew=True):
+        rental.auto_renew = False
+        rental.save(update_fields=["auto_renew"])
+        audit_record(actor=account, action="rental.auto_renew_off", obj=rental, reason=reason)
+        changed += 1
+    return changed
+
+
 # --- Egress usage ------------------------------------------------------------------------
 
 

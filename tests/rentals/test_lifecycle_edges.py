@@ -187,3 +187,15 @@ def test_the_rental_names_its_real_provisioning_job(active_rental):
     job = ProvisioningJob.objects.get(rental=active_rental, action="provision")
     assert active_rental.provision_job == job.pk
     assert job.payload["job"] == str(active_rental.provision_job)
+
+
+# --- Closing the account ----------------------------------------------------------------------------
+
+
+def test_closing_the_account_stops_its_rentals_renewing(active_rental, customer_api):
+    resp = customer_api.delete("/api/v1/account", {"password": "correct horse battery staple"}, format="json")
+    assert resp.status_code == 204
+    rental = Rental.objects.get(pk=active_rental.pk)
+    assert rental.auto_renew is False and rental.status == "active"  # runs to the end of what was paid
+    run_jobs_twice(active_rental.paid_until - timedelta(days=7))
+    assert not Invoice.objects.filter(renewal__rental=active_rental).exists()
