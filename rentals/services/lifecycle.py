@@ -524,8 +524,11 @@ def rental_terminate(*, rental_id: int, actor: Any = None, reason: str, now: dat
         rental.save(update_fields=["status", "terminated_at", "end_reason", "auto_renew"])
         released = catalog.slots_release(holder=rental.holder)
         provisioning_job_create(rental=rental, action=ProvisioningAction.DEPROVISION, now=now)
+        # Renewals no longer buy anything; a usage invoice still bills what was used.
         for invoice in Invoice.objects.filter(
-            renewal__rental=rental, status__in=[InvoiceStatus.NEW, InvoiceStatus.EXPIRED]
+            renewal__rental=rental,
+            renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
+            status__in=[InvoiceStatus.NEW, InvoiceStatus.EXPIRED],
         ):
             if not invoice_has_payments(invoice=invoice):
                 billing.invoice_void(invoice_id=invoice.pk, reason=f"rental {rental.pk} terminated")

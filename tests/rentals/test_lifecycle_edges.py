@@ -171,6 +171,18 @@ def test_a_report_is_corrected_in_its_window_and_billed_after(active_rental, sta
     ]
 
 
+def test_the_usage_invoice_of_a_cancelled_rental_outlives_its_termination(active_rental, customer_api, staff_api):
+    customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel")
+    _usage(staff_api, active_rental, "2026-11", "25", T0 + timedelta(days=1))
+    run_jobs_twice(T0 + timedelta(days=4))
+    usage = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="usage")
+    assert usage.total_usd == Decimal("20.00")
+    run_jobs_twice(active_rental.paid_until)  # the paid period ends: terminated
+    assert Rental.objects.get(pk=active_rental.pk).status == "terminated"
+    assert Invoice.objects.get(pk=usage.pk).status == "expired"  # still owed, not voided
+    assert UsageReport.objects.get().billed_invoice_id == usage.pk
+
+
 def test_usage_still_in_its_window_waits_for_the_next_renewal(active_rental, staff_api, settings):
     settings.USAGE_CORRECTION_DAYS = 30
     _usage(staff_api, active_rental, "2026-11", "30", T0 + timedelta(days=1))
