@@ -306,8 +306,10 @@ def _renewal_invoice(
             now=now,
         )
 
-    if currency is not None:
-        invoice = issue(currency)
+    total = cents(sum((ln.amount_usd for ln in lines), Decimal(0)))
+    from_credit = currency is None and credit_balance_usd(account=rental.account) >= total
+    if currency is not None or from_credit:
+        invoice = issue(currency)  # paid from credit below: no address to hand out
     else:
         try:
             with transaction.atomic():
@@ -327,7 +329,7 @@ def _renewal_invoice(
         rental=rental, invoice=invoice, kind=kind, terms=terms, for_period_end=for_period_end, created_at=now
     )
     # Paid from credit at once when the credit covers it (not when the customer named a currency).
-    if currency is None and credit_balance_usd(account=rental.account) >= invoice.total_usd:
+    if from_credit:
         billing.invoice_pay_with_credit(invoice_id=invoice.pk, account=rental.account, now=now)
         invoice.refresh_from_db()
     if kind != RenewalKind.USAGE:

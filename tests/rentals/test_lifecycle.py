@@ -76,6 +76,7 @@ def test_the_whole_life(ordered, customer, customer_api, staff_api, staff):
         assert run_jobs_twice(end1 - timedelta(days=7)) == [0, 0, 0, 0, 0]
     renewal = Invoice.objects.exclude(pk=invoice["id"]).get()
     assert (renewal.total_usd, renewal.status, renewal.settled_via) == (Decimal("250.00"), "settled", "credit")
+    assert not renewal.requests.exists()  # nothing to pay on chain: no address handed out
     assert [(ln.description, ln.amount_usd) for ln in renewal.lines.all()] == [
         ("L4 GPU, per card and month", Decimal("250.00"))
     ]
