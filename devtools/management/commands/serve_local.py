@@ -121,6 +121,9 @@ class Command(BaseCommand):
                 **({**eth_sandbox.env, "SANDBOX": "1"} if eth_sandbox else {}),
             }
             env.setdefault("SITE_URL", base)
+            # A receiver on this machine (http://127.0.0.1:9000/hook) can be registered and pinged:
+            # make run is a local development server, DEBUG is on (production refuses the setting).
+            env.setdefault("WEBHOOK_ALLOW_PRIVATE_TARGETS", "1")
             demo = None
             if sandbox or eth_sandbox:
                 # Commands run from another shell (sandbox_pay) read the sandbox's settings file.
