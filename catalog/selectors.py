@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import TypeVar
 
-from django.db.models import Count, Q
+from django.db.models import Count, Max, Sum
 
-from catalog.models import GpuModel, Host, Region, SlotStatus
+from catalog.models import (
+    Addon,
+    CatalogVersion,
+    GpuModel,
+    Host,
+    MultiGpuDiscount,
+    Region,
+    Template,
+    TermDiscount,
+)
 from core.errors import DomainError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -20,47 +36,49 @@ class StockRow:
     hosts: int  # active hosts of this card in the region
 
 
-def _hosts_free(region: Region | None = None, gpu: GpuModel | None = None):
+def _hosts_open(region: Region | None = None, gpu: GpuModel | None = None):
     hosts = Host.objects.filter(is_active=True, region__is_active=True, gpu__is_active=True)
     if region is not None:
         hosts = hosts.filter(region=region)
     if gpu is not None:
         hosts = hosts.filter(gpu=gpu)
-    return hosts.annotate(free=Count("slots", filter=Q(slots__status=SlotStatus.FREE)))
+    return hosts
 
 
 def stock(*, region: str | None = None, gpu: str | None = None) -> list[StockRow]:
     """Free GPUs per region and card, and the most one host can still give.
-    One query; rows for every (region, card) that has hosts, free or not."""
-    hosts = _hosts_free()
+    One query over the hosts' free counts (kept by triggers on the slots, see
+    catalog/triggers.py), never a count over the slots; rows for every
+    (region, card) that has hosts, free or not."""
+    hosts = _hosts_open()
     if region is not None:
         hosts = hosts.filter(region__code=region)
     if gpu is not None:
         hosts = hosts.filter(gpu__slug=gpu)
-    totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
-    order: dict[tuple[str, str], tuple[int, int]] = {}
-    for code, slug, free, r_order, g_order in hosts.values_list(
-        "region__code", "gpu__slug", "free", "region__sort_order", "gpu__sort_order"
-    ):
-        row = totals[(code, slug)]
-        row[0] += free
-        row[1] = max(row[1], free)
-        row[2] += 1
-        order[(code, slug)] = (r_order, g_order)
-    keys = sorted(totals, key=lambda k: (order[k], k))
-    return [StockRow(k[0], k[1], *totals[k]) for k in keys]
+    rows = (
+        hosts.values("region__code", "gpu__slug", "region__sort_order", "gpu__sort_order")
+        .annotate(available=Sum("free_slots"), max_per_host=Max("free_slots"), hosts=Count("id"))
+        .order_by("region__sort_order", "gpu__sort_order", "region__code", "gpu__slug")
+    )
+    return [StockRow(r["region__code"], r["gpu__slug"], r["available"], r["max_per_host"], r["hosts"]) for r in rows]
 
 
 def hosts_with_free_slots(*, region: Region, gpu: GpuModel, at_least: int) -> list[tuple[int, int]]:
     """(host id, free slots) of the hosts that can take `at_least` more, best
     fit first (fewest free), then by name for a stable order."""
     rows = (
-        _hosts_free(region=region, gpu=gpu)
-        .filter(free__gte=at_least)
-        .order_by("free", "name")
-        .values_list("pk", "free")
+        _hosts_open(region=region, gpu=gpu)
+        .filter(free_slots__gte=at_least)
+        .order_by("free_slots", "name")
+        .values_list("pk", "free_slots")
     )
     return list(rows)
+
+
+def catalog_version() -> CatalogVersion | None:
+    """The catalog's version and when it last changed (None on a database
+    without one, e.g. right after a flush): one small query."""
+    return CatalogVersion.objects.filter(pk=1).first()
 
 
 def region_get(*, code: str) -> Region:
@@ -115,3 +133,102 @@ def slots_by_status() -> list[dict]:
         for r in rows
         if r["slots__status"] is not None
     ]
+
+
+# --- The catalog held in memory, per version ------------------------------------------------
+#
+# What the hot endpoints read of the catalog (cards, regions, add-ons, templates,
+# discount tiers) changes only when staff edit it, and every such write moves
+# the catalog version in the same transaction (catalog/triggers.py). Each web
+# process keeps what it read for the current version, and answers built from it,
+# so a request costs one small query for the version instead of one per table.
+# The objects kept are shared between requests and threads: read them, never
+# change them.
+
+MEMO_SIZE = 4096  # answers kept per process (quotes, recommendations, rendered lists)
+
+
+@dataclass(frozen=True)
+class CatalogSnapshot:
+    version: int
+    changed_at: datetime
+    regions: dict[str, Region]  # active regions by upper-case code, in display order
+    gpus: dict[str, GpuModel]  # every card by slug (inactive ones too: callers say why they refuse)
+    addons: dict[str, Addon]  # orderable add-ons by slug
+    templates: dict[str, Template]  # active templates by slug, their cards prefetched
+    multi_gpu_tiers: tuple[tuple[int, Decimal], ...]
+    term_tiers: dict[str, tuple[tuple[int, Decimal], ...]]
+    gpu_regions: dict[str, tuple[str, ...]]  # card slug -> codes of the regions with active hosts of it
+
+    def region(self, code: str) -> Region:
+        region = self.regions.get(code.upper())
+        if region is None:
+            raise DomainError("unknown_region", f"No region {code!r}.", details={"regions": list(self.regions)})
+        return region
+
+    def gpu(self, slug: str) -> GpuModel:
+        gpu = self.gpus.get(slug.lower())
+        if gpu is None:
+            active = [g.slug for g in self.gpus.values() if g.is_active]
+            raise DomainError("unknown_gpu", f"No card {slug!r}.", details={"gpus": active})
+        return gpu
+
+
+_memo: OrderedDict[tuple, object] = OrderedDict()
+_memo_lock = threading.Lock()
+
+
+def _memo_get(key: tuple, build: Callable[[], T]) -> T:
+    with _memo_lock:
+        if key in _memo:
+            _memo.move_to_end(key)
+            return _memo[key]  # type: ignore[return-value]
+    value = build()
+    with _memo_lock:
+        _memo[key] = value
+        while len(_memo) > MEMO_SIZE:
+            _memo.popitem(last=False)
+    return value
+
+
+def _snapshot_build(version: CatalogVersion) -> CatalogSnapshot:
+    term_tiers: dict[str, list[tuple[int, Decimal]]] = {}
+    for term, min_terms, percent in TermDiscount.objects.values_list("term", "min_terms", "percent"):
+        term_tiers.setdefault(term, []).append((min_terms, percent))
+    gpu_regions: dict[str, list[str]] = {}
+    for slug, code in (
+        Host.objects.filter(is_active=True, region__is_active=True)
+        .values_list("gpu__slug", "region__code")
+        .distinct()
+        .order_by("gpu__slug", "region__sort_order", "region__code")
+    ):
+        gpu_regions.setdefault(slug, []).append(code)
+    return CatalogSnapshot(
+        version=version.version,
+        changed_at=version.changed_at,
+        regions={r.code.upper(): r for r in Region.objects.filter(is_active=True)},
+        gpus={g.slug: g for g in GpuModel.objects.all()},
+        addons={a.slug: a for a in Addon.objects.filter(is_active=True, is_usage=False)},
+        templates={t.slug: t for t in Template.objects.filter(is_active=True).prefetch_related("gpus")},
+        multi_gpu_tiers=tuple(MultiGpuDiscount.objects.values_list("min_gpus", "percent")),
+        term_tiers={term: tuple(rows) for term, rows in term_tiers.items()},
+        gpu_regions={slug: tuple(codes) for slug, codes in gpu_regions.items()},
+    )
+
+
+def catalog_current() -> CatalogSnapshot:
+    """The catalog as of now: one query for the version, the rest from memory
+    (read afresh once per version and process)."""
+    version = catalog_version()
+    if version is None:  # no version row (a flushed database): read it all, keep nothing
+        return _snapshot_build(CatalogVersion(version=0, changed_at=datetime.now(UTC)))
+    return _memo_get(("catalog", version.version), lambda: _snapshot_build(version))
+
+
+def catalog_memo(snapshot: CatalogSnapshot, key: tuple, build: Callable[[], T]) -> T:
+    """`build()`, kept for this catalog version: for answers that depend on the
+    catalog and the request alone (a quote, a sizing, a rendered list). Version 0
+    (no version row) keeps nothing."""
+    if snapshot.version == 0:
+        return build()
+    return _memo_get(("answer", snapshot.version, *key), build)

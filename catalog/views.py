@@ -1,12 +1,13 @@
 """Public catalog and pricing endpoints (no authentication)."""
 
+from django.utils.http import http_date, parse_http_date_safe
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog import selectors, serializers, services
-from catalog.models import Addon, GpuModel, Region, Template
+from catalog.models import Addon
 from core.errors import DomainError
 
 
@@ -15,24 +16,61 @@ class PublicView(APIView):
     permission_classes = [AllowAny]
 
 
+def _not_modified(request, snapshot: selectors.CatalogSnapshot, etag: str) -> bool:
+    """Whether a conditional GET already has this catalog version."""
+    if_none_match = request.headers.get("If-None-Match")
+    if if_none_match is not None:
+        return if_none_match.strip() == "*" or etag in [e.strip() for e in if_none_match.split(",")]
+    since = parse_http_date_safe(request.headers.get("If-Modified-Since", ""))
+    return since is not None and int(snapshot.changed_at.timestamp()) <= since
+
+
+def catalog_response(request, name: str, build) -> Response:
+    """A catalog list, built once per catalog version and process, with its
+    validators: ETag (the version) and Last-Modified (when it changed); a
+    conditional request that has it already is answered 304 with no body."""
+    snapshot = selectors.catalog_current()
+    etag = f'"catalog-{snapshot.version}"'
+    if snapshot.version and _not_modified(request, snapshot, etag):
+        response = Response(status=304)
+    else:
+        response = Response(selectors.catalog_memo(snapshot, ("list", name), lambda: build(snapshot)))
+    if snapshot.version:
+        response["ETag"] = etag
+        response["Last-Modified"] = http_date(snapshot.changed_at.timestamp())
+        response["Cache-Control"] = "public, max-age=0, must-revalidate"
+    return response
+
+
 class GpuListView(PublicView):
     @extend_schema(responses=serializers.GpuOutput(many=True), summary="The cards on offer")
     def get(self, request):
-        gpus = GpuModel.objects.filter(is_active=True)
-        return Response(serializers.GpuOutput(gpus, many=True).data)
+        def build(snapshot):
+            gpus = [g for g in snapshot.gpus.values() if g.is_active]
+            return serializers.GpuOutput(gpus, many=True).data
+
+        return catalog_response(request, "gpus", build)
 
 
 class RegionListView(PublicView):
     @extend_schema(responses=serializers.RegionOutput(many=True), summary="Regions and the cards each has")
     def get(self, request):
-        by_region: dict[str, list[str]] = {}
-        for row in selectors.stock():
-            by_region.setdefault(row.region, []).append(row.gpu)
-        regions = [
-            {"code": r.code, "name": r.name, "gpus": by_region.get(r.code, [])}
-            for r in Region.objects.filter(is_active=True)
-        ]
-        return Response(serializers.RegionOutput(regions, many=True).data)
+        def build(snapshot):
+            regions = [
+                {
+                    "code": r.code,
+                    "name": r.name,
+                    "gpus": [
+                        g.slug
+                        for g in snapshot.gpus.values()
+                        if g.is_active and r.code in snapshot.gpu_regions.get(g.slug, ())
+                    ],
+                }
+                for r in snapshot.regions.values()
+            ]
+            return serializers.RegionOutput(regions, many=True).data
+
+        return catalog_response(request, "regions", build)
 
 
 class StockView(PublicView):
@@ -49,31 +87,42 @@ class StockView(PublicView):
         query.is_valid(raise_exception=True)
         region = query.validated_data.get("region")
         gpu = query.validated_data.get("gpu")
-        if region is not None:
-            region = selectors.region_get(code=region).code
-        if gpu is not None:
-            gpu = selectors.gpu_get(slug=gpu).slug
+        if region is not None or gpu is not None:
+            snapshot = selectors.catalog_current()
+            region = None if region is None else snapshot.region(region).code
+            gpu = None if gpu is None else snapshot.gpu(gpu).slug
         rows = selectors.stock(region=region, gpu=gpu)
-        return Response(serializers.StockOutput(rows, many=True).data)
+        # Built in StockOutput's shape directly: the answer is public and asked for
+        # often, and its four plain fields need no field-by-field rendering.
+        return Response(
+            [{"region": r.region, "gpu": r.gpu, "available": r.available, "max_per_host": r.max_per_host} for r in rows]
+        )
 
 
 class AddonListView(PublicView):
     @extend_schema(responses=serializers.AddonOutput(many=True), summary="Add-ons and usage charges")
     def get(self, request):
-        return Response(serializers.AddonOutput(Addon.objects.filter(is_active=True), many=True).data)
+        return catalog_response(
+            request,
+            "addons",
+            lambda snapshot: serializers.AddonOutput(Addon.objects.filter(is_active=True), many=True).data,
+        )
 
 
 class TemplateListView(PublicView):
     @extend_schema(responses=serializers.TemplateOutput(many=True), summary="OS templates and the cards they run on")
     def get(self, request):
-        gpus = list(GpuModel.objects.filter(is_active=True))
-        out = []
-        for t in Template.objects.filter(is_active=True).prefetch_related("gpus"):
-            runs_on = [g.slug for g in gpus if t.runs_on(g)]
-            out.append(
-                {"slug": t.slug, "name": t.name, "description": t.description, "stack": t.stack, "gpus": runs_on}
-            )
-        return Response(serializers.TemplateOutput(out, many=True).data)
+        def build(snapshot):
+            gpus = [g for g in snapshot.gpus.values() if g.is_active]
+            out = []
+            for t in snapshot.templates.values():
+                runs_on = [g.slug for g in gpus if t.runs_on(g)]
+                out.append(
+                    {"slug": t.slug, "name": t.name, "description": t.description, "stack": t.stack, "gpus": runs_on}
+                )
+            return serializers.TemplateOutput(out, many=True).data
+
+        return catalog_response(request, "templates", build)
 
 
 class QuoteView(PublicView):
@@ -82,19 +131,33 @@ class QuoteView(PublicView):
         data = serializers.QuoteInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        gpu = selectors.gpu_get(slug=v["gpu"])
-        addons = []
-        for slug in v["addons"]:
-            addon = Addon.objects.filter(slug=slug, is_active=True, is_usage=False).first()
-            if addon is None:
-                raise DomainError("unknown_addon", f"No add-on {slug!r}.", details={"addon": slug})
-            addons.append(addon)
-        template = None
-        if "template" in v:
-            template = Template.objects.filter(slug=v["template"], is_active=True).first()
-            if template is None:
-                raise DomainError("unknown_template", f"No template {v['template']!r}.")
-        q = services.quote(
-            gpu=gpu, gpu_count=v["gpu_count"], term=v["term"], terms=v["terms"], addons=addons, template=template
-        )
-        return Response(serializers.QuoteOutput(q).data)
+        snapshot = selectors.catalog_current()
+        key = ("quote", v["gpu"].lower(), v["gpu_count"], v["term"], v["terms"], tuple(v["addons"]), v.get("template"))
+        return Response(selectors.catalog_memo(snapshot, key, lambda: _quote_payload(snapshot, v)))
+
+
+def _quote_payload(snapshot: selectors.CatalogSnapshot, v: dict) -> dict:
+    """The quote's answer from the catalog of `snapshot` (a refusal raises, and is not kept)."""
+    gpu = snapshot.gpu(v["gpu"])
+    addons = []
+    for slug in v["addons"]:
+        addon = snapshot.addons.get(slug)
+        if addon is None:
+            raise DomainError("unknown_addon", f"No add-on {slug!r}.", details={"addon": slug})
+        addons.append(addon)
+    template = None
+    if "template" in v:
+        template = snapshot.templates.get(v["template"])
+        if template is None:
+            raise DomainError("unknown_template", f"No template {v['template']!r}.")
+    q = services.quote(
+        gpu=gpu,
+        gpu_count=v["gpu_count"],
+        term=v["term"],
+        terms=v["terms"],
+        addons=addons,
+        template=template,
+        multi_gpu_tiers=snapshot.multi_gpu_tiers,
+        term_tiers=snapshot.term_tiers.get(v["term"], ()),
+    )
+    return serializers.QuoteOutput(q).data

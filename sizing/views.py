@@ -1,5 +1,7 @@
 """Sizing endpoints: public, like the catalog (a customer sizes before signing up)."""
 
+import json
+
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
@@ -31,6 +33,16 @@ class CheckView(PublicView):
         return Response(serializers.CheckOutput(serializers.check_payload(result)).data)
 
 
+# Fields of a recommendation that filter or advise; the rest names the workload.
+RECOMMEND_FILTERS = ("region", "vendor", "max_gpus", "gpu_count", "term", "tokens_per_month", "traffic")
+
+
+def _workload_key(body) -> str:
+    """The workload of a request body, as a key for the arithmetic kept per
+    workload (sizing_recommend's memo_key): the body without its filters."""
+    return json.dumps({k: v for k, v in body.items() if k not in RECOMMEND_FILTERS}, sort_keys=True, default=str)
+
+
 class RecommendView(PublicView):
     @extend_schema(
         request=serializers.RecommendInput,
@@ -50,6 +62,7 @@ class RecommendView(PublicView):
             term=v["term"],
             tokens_per_month=v.get("tokens_per_month"),
             traffic=v.get("traffic"),
+            memo_key=_workload_key(request.data),
         )
         # The payload is built in the documented shape (RecommendOutput; a test
         # holds them together) and returned as is: re-rendering up to sixty
