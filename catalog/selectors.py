@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TypeVar
 
-from django.db.models import Count, Max, Sum
+from django.db import connection
+from django.db.models import Count
 
 from catalog.models import (
     Addon,
@@ -45,22 +46,41 @@ def _hosts_open(region: Region | None = None, gpu: GpuModel | None = None):
     return hosts
 
 
-def stock(*, region: str | None = None, gpu: str | None = None) -> list[StockRow]:
+def stock(
+    *, region: str | None = None, gpu: str | None = None, catalog_now: CatalogSnapshot | None = None
+) -> list[StockRow]:
     """Free GPUs per region and card, and the most one host can still give.
     One query over the hosts' free counts (kept by triggers on the slots, see
-    catalog/triggers.py), never a count over the slots; rows for every
-    (region, card) that has hosts, free or not."""
-    hosts = _hosts_open()
-    if region is not None:
-        hosts = hosts.filter(region__code=region)
-    if gpu is not None:
-        hosts = hosts.filter(gpu__slug=gpu)
-    rows = (
-        hosts.values("region__code", "gpu__slug", "region__sort_order", "gpu__sort_order")
-        .annotate(available=Sum("free_slots"), max_per_host=Max("free_slots"), hosts=Count("id"))
-        .order_by("region__sort_order", "gpu__sort_order", "region__code", "gpu__slug")
-    )
-    return [StockRow(r["region__code"], r["gpu__slug"], r["available"], r["max_per_host"], r["hosts"]) for r in rows]
+    catalog/triggers.py), never a count over the slots, and on the host table
+    alone: which regions and cards are active, their codes and their order come
+    from the catalog in memory. Rows for every (region, card) that has hosts,
+    free or not. `catalog_now`: the caller's catalog_current(), when it has it."""
+    snapshot = catalog_now or catalog_current()
+    regions = {r.pk: r for r in snapshot.regions.values() if region is None or r.code == region}
+    gpus = {g.pk: g for g in snapshot.gpus.values() if g.is_active and (gpu is None or g.slug == gpu)}
+    if not regions or not gpus:
+        return []
+    # Written out: the public, most asked read of the API; the ORM would spend
+    # more building it than the database spends answering it.
+    where, params = ["is_active"], []
+    for column, ids in (("region_id", regions), ("gpu_id", gpus)):
+        where.append(f"{column} IN ({', '.join(['%s'] * len(ids))})")
+        params += list(ids)
+    table = connection.ops.quote_name(Host._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT region_id, gpu_id, SUM(free_slots), MAX(free_slots), COUNT(*) FROM {table} "
+            f"WHERE {' AND '.join(where)} GROUP BY region_id, gpu_id",
+            params,
+        )
+        rows = cursor.fetchall()
+    out = [
+        (regions[r], gpus[g], available, top, n)
+        for r, g, available, top, n in rows
+        if r in regions and g in gpus  # a card made inactive in this very moment
+    ]
+    out.sort(key=lambda row: (row[0].sort_order, row[1].sort_order, row[0].code, row[1].slug))
+    return [StockRow(r.code, g.slug, available, top, n) for r, g, available, top, n in out]
 
 
 def hosts_with_free_slots(*, region: Region, gpu: GpuModel, at_least: int) -> list[tuple[int, int]]:
@@ -77,8 +97,20 @@ def hosts_with_free_slots(*, region: Region, gpu: GpuModel, at_least: int) -> li
 
 def catalog_version() -> CatalogVersion | None:
     """The catalog's version and when it last changed (None on a database
-    without one, e.g. right after a flush): one small query."""
-    return CatalogVersion.objects.filter(pk=1).first()
+    without one, e.g. right after a flush): one small query, asked on every
+    request of the hot endpoints, so written out rather than built by the ORM."""
+    table = connection.ops.quote_name(CatalogVersion._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT version, changed_at FROM {table} WHERE id = 1")
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    changed_at = row[1]
+    if isinstance(changed_at, str):  # SQLite hands back text
+        changed_at = datetime.fromisoformat(changed_at).replace(tzinfo=UTC)
+    elif changed_at.tzinfo is None:
+        changed_at = changed_at.replace(tzinfo=UTC)
+    return CatalogVersion(pk=1, version=row[0], changed_at=changed_at)
 
 
 def region_get(*, code: str) -> Region:

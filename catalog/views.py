@@ -83,15 +83,13 @@ class StockView(PublicView):
         summary="Free GPUs per region and card",
     )
     def get(self, request):
-        query = serializers.StockQuery(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        region = query.validated_data.get("region")
-        gpu = query.validated_data.get("gpu")
-        if region is not None or gpu is not None:
-            snapshot = selectors.catalog_current()
-            region = None if region is None else snapshot.region(region).code
-            gpu = None if gpu is None else snapshot.gpu(gpu).slug
-        rows = selectors.stock(region=region, gpu=gpu)
+        # Read as they are (StockQuery documents them): an unknown value is refused below.
+        region = request.query_params.get("region")
+        gpu = request.query_params.get("gpu")
+        snapshot = selectors.catalog_current()
+        region = None if region is None else snapshot.region(region).code
+        gpu = None if gpu is None else snapshot.gpu(gpu).slug
+        rows = selectors.stock(region=region, gpu=gpu, catalog_now=snapshot)
         # Built in StockOutput's shape directly: the answer is public and asked for
         # often, and its four plain fields need no field-by-field rendering.
         return Response(
@@ -128,16 +126,19 @@ class TemplateListView(PublicView):
 class QuoteView(PublicView):
     @extend_schema(request=serializers.QuoteInput, responses=serializers.QuoteOutput, summary="Price an instance")
     def post(self, request):
-        data = serializers.QuoteInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        v = data.validated_data
         snapshot = selectors.catalog_current()
-        key = ("quote", v["gpu"].lower(), v["gpu_count"], v["term"], v["terms"], tuple(v["addons"]), v.get("template"))
-        return Response(selectors.catalog_memo(snapshot, key, lambda: _quote_payload(snapshot, v)))
+        # Kept per catalog version and request body: the same question asked
+        # again is answered without parsing it. A refusal raises and is not kept.
+        return Response(
+            selectors.catalog_memo(snapshot, ("quote", request.body), lambda: _quote_payload(snapshot, request))
+        )
 
 
-def _quote_payload(snapshot: selectors.CatalogSnapshot, v: dict) -> dict:
-    """The quote's answer from the catalog of `snapshot` (a refusal raises, and is not kept)."""
+def _quote_payload(snapshot: selectors.CatalogSnapshot, request) -> dict:
+    """The quote's answer from the catalog of `snapshot`."""
+    data = serializers.QuoteInput(data=request.data)
+    data.is_valid(raise_exception=True)
+    v = data.validated_data
     gpu = snapshot.gpu(v["gpu"])
     addons = []
     for slug in v["addons"]:

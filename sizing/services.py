@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from catalog.models import TERM_HOURS, TERM_MONTHLY, GpuModel
-from catalog.selectors import StockRow, catalog_current, catalog_memo, stock
+from catalog.selectors import CatalogSnapshot, StockRow, catalog_current, catalog_memo, stock
 from catalog.services import Quote, quote
 from core.errors import DomainError
 from core.money import cents
@@ -291,6 +291,7 @@ def sizing_recommend(
     tokens_per_month: int | None = None,
     traffic: str | None = None,
     memo_key: str | None = None,
+    catalog_now: CatalogSnapshot | None = None,
 ) -> Recommendation:
     """Every (card, count) that holds the workload, cheapest first by the term's
     price after discounts. `region` keeps what that region can supply now (an
@@ -300,16 +301,16 @@ def sizing_recommend(
     `memo_key` names the workload (e.g. its request body without the filters):
     with it, the arithmetic of every configuration is kept per workload, term
     and catalog version in this process, and a repeated request only filters it
-    by what is free now."""
+    by what is free now. `catalog_now`: the caller's catalog_current(), when it has it."""
     if term not in TERM_HOURS:
         raise DomainError("invalid_term", f"Terms are {', '.join(TERM_HOURS)}.", details={"term": term})
-    catalog_now = catalog_current()
+    catalog_now = catalog_now or catalog_current()
     all_gpus = [g for g in catalog_now.gpus.values() if g.is_active]
     gpus = [g for g in all_gpus if g.vendor == vendor] if vendor else all_gpus
     supply: dict[str, StockRow] | None = None
     if region is not None:
         region = catalog_now.region(region).code
-        supply = {row.gpu: row for row in stock(region=region)}
+        supply = {row.gpu: row for row in stock(region=region, catalog_now=catalog_now)}
     term_tiers = {t: list(catalog_now.term_tiers.get(t, ())) for t in TERM_HOURS}
 
     def arithmetic() -> list[SizingResult]:

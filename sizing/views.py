@@ -5,7 +5,7 @@ import json
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
-from catalog.selectors import gpu_get
+from catalog.selectors import catalog_current, catalog_memo, gpu_get
 from catalog.views import PublicView
 
 from . import selectors, serializers, services
@@ -50,9 +50,16 @@ class RecommendView(PublicView):
         summary="Every configuration that holds the model, cheapest first",
     )
     def post(self, request):
-        data = serializers.RecommendInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        v = data.validated_data
+        def validated() -> dict:
+            data = serializers.RecommendInput(data=request.data)
+            data.is_valid(raise_exception=True)
+            return data.validated_data
+
+        # The validated request (its architecture read from the database) is kept
+        # per catalog version and body, like the arithmetic it names; what is free
+        # in the region is read anew each time. A refusal raises and is not kept.
+        catalog_now = catalog_current()
+        v = catalog_memo(catalog_now, ("recommend-input", request.body), validated)
         rec = services.sizing_recommend(
             request=v["workload"],
             region=v.get("region"),
@@ -63,6 +70,7 @@ class RecommendView(PublicView):
             tokens_per_month=v.get("tokens_per_month"),
             traffic=v.get("traffic"),
             memo_key=_workload_key(request.data),
+            catalog_now=catalog_now,
         )
         # The payload is built in the documented shape (RecommendOutput; a test
         # holds them together) and returned as is: re-rendering up to sixty

@@ -19,7 +19,7 @@ ORDER_MAX = 19
 STOCK_MAX = 2
 CATALOG_MAX = 1
 QUOTE_MAX = 1
-RECOMMEND_MAX = 6
+RECOMMEND_MAX = 2
 
 
 def order_body(key_id: int, **overrides) -> dict:
