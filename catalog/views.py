@@ -1,8 +1,10 @@
 """Public catalog and pricing endpoints (no authentication)."""
 
+from django.http import HttpResponse
 from django.utils.http import http_date, parse_http_date_safe
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.permissions import AllowAny
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -25,16 +27,25 @@ def _not_modified(request, snapshot: selectors.CatalogSnapshot, etag: str) -> bo
     return since is not None and int(snapshot.changed_at.timestamp()) <= since
 
 
-def catalog_response(request, name: str, build) -> Response:
-    """A catalog list, built once per catalog version and process, with its
-    validators: ETag (the version) and Last-Modified (when it changed); a
-    conditional request that has it already is answered 304 with no body."""
+def rendered(data) -> bytes:
+    return JSONRenderer().render(data)
+
+
+def json_response(body: bytes, status: int = 200) -> HttpResponse:
+    """An answer rendered once and kept (bytes): sent as it is, not rendered again."""
+    return HttpResponse(body, status=status, content_type="application/json")
+
+
+def catalog_response(request, name: str, build) -> HttpResponse:
+    """A catalog list, built and rendered once per catalog version and process,
+    with its validators: ETag (the version) and Last-Modified (when it changed);
+    a conditional request that has it already is answered 304 with no body."""
     snapshot = selectors.catalog_current()
     etag = f'"catalog-{snapshot.version}"'
     if snapshot.version and _not_modified(request, snapshot, etag):
-        response = Response(status=304)
+        response = HttpResponse(status=304)
     else:
-        response = Response(selectors.catalog_memo(snapshot, ("list", name), lambda: build(snapshot)))
+        response = json_response(selectors.catalog_memo(snapshot, ("list", name), lambda: rendered(build(snapshot))))
     if snapshot.version:
         response["ETag"] = etag
         response["Last-Modified"] = http_date(snapshot.changed_at.timestamp())
@@ -129,8 +140,10 @@ class QuoteView(PublicView):
         snapshot = selectors.catalog_current()
         # Kept per catalog version and request body: the same question asked
         # again is answered without parsing it. A refusal raises and is not kept.
-        return Response(
-            selectors.catalog_memo(snapshot, ("quote", request.body), lambda: _quote_payload(snapshot, request))
+        return json_response(
+            selectors.catalog_memo(
+                snapshot, ("quote", request.body), lambda: rendered(_quote_payload(snapshot, request))
+            )
         )
 
 

@@ -292,6 +292,7 @@ def sizing_recommend(
     traffic: str | None = None,
     memo_key: str | None = None,
     catalog_now: CatalogSnapshot | None = None,
+    stock_rows: list[StockRow] | None = None,
 ) -> Recommendation:
     """Every (card, count) that holds the workload, cheapest first by the term's
     price after discounts. `region` keeps what that region can supply now (an
@@ -301,7 +302,8 @@ def sizing_recommend(
     `memo_key` names the workload (e.g. its request body without the filters):
     with it, the arithmetic of every configuration is kept per workload, term
     and catalog version in this process, and a repeated request only filters it
-    by what is free now. `catalog_now`: the caller's catalog_current(), when it has it."""
+    by what is free now. `catalog_now`: the caller's catalog_current(), and
+    `stock_rows`: the region's stock, when the caller has read them."""
     if term not in TERM_HOURS:
         raise DomainError("invalid_term", f"Terms are {', '.join(TERM_HOURS)}.", details={"term": term})
     catalog_now = catalog_now or catalog_current()
@@ -310,7 +312,9 @@ def sizing_recommend(
     supply: dict[str, StockRow] | None = None
     if region is not None:
         region = catalog_now.region(region).code
-        supply = {row.gpu: row for row in stock(region=region, catalog_now=catalog_now)}
+        if stock_rows is None:
+            stock_rows = stock(region=region, catalog_now=catalog_now)
+        supply = {row.gpu: row for row in stock_rows}
     term_tiers = {t: list(catalog_now.term_tiers.get(t, ())) for t in TERM_HOURS}
 
     def arithmetic() -> list[SizingResult]:

@@ -2,10 +2,12 @@
 
 import json
 
+from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
-from catalog.selectors import catalog_current, catalog_memo, gpu_get
+from catalog.selectors import catalog_current, catalog_memo, gpu_get, stock
 from catalog.views import PublicView
 
 from . import selectors, serializers, services
@@ -60,19 +62,32 @@ class RecommendView(PublicView):
         # in the region is read anew each time. A refusal raises and is not kept.
         catalog_now = catalog_current()
         v = catalog_memo(catalog_now, ("recommend-input", request.body), validated)
-        rec = services.sizing_recommend(
-            request=v["workload"],
-            region=v.get("region"),
-            vendor=v.get("vendor"),
-            max_gpus=v.get("max_gpus"),
-            gpu_count=v.get("gpu_count"),
-            term=v["term"],
-            tokens_per_month=v.get("tokens_per_month"),
-            traffic=v.get("traffic"),
-            memo_key=_workload_key(request.data),
-            catalog_now=catalog_now,
-        )
-        # The payload is built in the documented shape (RecommendOutput; a test
-        # holds them together) and returned as is: re-rendering up to sixty
-        # candidates through DRF fields would cost more than the sizing itself.
-        return Response(serializers.recommend_payload(rec))
+        region = v.get("region")
+        rows = None
+        if region is not None:
+            region = catalog_now.region(region).code
+            rows = stock(region=region, catalog_now=catalog_now)
+
+        def answer() -> bytes:
+            rec = services.sizing_recommend(
+                request=v["workload"],
+                region=region,
+                vendor=v.get("vendor"),
+                max_gpus=v.get("max_gpus"),
+                gpu_count=v.get("gpu_count"),
+                term=v["term"],
+                tokens_per_month=v.get("tokens_per_month"),
+                traffic=v.get("traffic"),
+                memo_key=_workload_key(request.data),
+                catalog_now=catalog_now,
+                stock_rows=rows,
+            )
+            # Built in the documented shape (RecommendOutput; a test holds them
+            # together): re-rendering up to sixty candidates through DRF fields
+            # would cost more than the sizing itself.
+            return JSONRenderer().render(serializers.recommend_payload(rec))
+
+        # The whole answer is kept per catalog version, body and the region's
+        # stock as just read: asked again while nothing changed, it is sent as it was.
+        key = ("recommend", request.body, tuple(rows) if rows is not None else None)
+        return HttpResponse(catalog_memo(catalog_now, key, answer), content_type="application/json")
