@@ -357,18 +357,18 @@ class Bench:
         )
         return float(match.group(1)) if match else float("nan")
 
-    def memory_after(self, port: int) -> float:
+    def memory_after(self, port: int) -> tuple[float, int]:
         """Resident MB of one worker (never recycled) after --memory-requests
         mixed requests, counted in its access log."""
         proc = self.gunicorn(port, "--workers", "1", "--max-requests", "0")
         log = self.tmp / f"gunicorn-{port}.log"
-        mixed = [
+        reads = [
             get("/api/v1/catalog/gpus"),
             get("/api/v1/catalog/stock?region=DFW-1"),
             post("/api/v1/pricing/quote", QUOTE),
             post("/api/v1/sizing/recommend", RECOMMEND),
-            *self.order_requests()[:64],
         ]
+        mixed = reads * 4 + self.order_requests()[:: max(1, len(self.order_requests()) // 2)][:2]
         script = self.tmp / "wrk-memory.lua"
         script.write_text(lua_script(mixed))
         load = subprocess.Popen(
@@ -397,11 +397,10 @@ class Bench:
         stop(load)
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
         rss = max(rss_mb(int(pid)) for pid in children)
-        say(f"memory: {served:,} requests served, worker RSS {rss:.0f} MB")
         for p in (load, proc):
             stop(p)
             self.processes.remove(p)
-        return rss
+        return rss, served
 
     # --- checks ----------------------------------------------------------------------
 
@@ -467,9 +466,6 @@ class Bench:
         self.processes.clear()
         made = self.orders_made()
         problems = self.oversold()
-        say("pgbench (TPC-B)")
-        tps = self.pgbench()
-        rss = self.memory_after(port + 1)
         bare = rows[0][1]["rps"]
         print()
         print(machine())
@@ -478,12 +474,16 @@ class Bench:
         print()
         print(table(rows, bare))
         print()
-        print(f"pgbench TPC-B, {self.args.connections} clients: {tps:,.0f} transactions/s")
-        print(f"web worker resident memory after {self.args.memory_requests:,} requests: {rss:.0f} MB")
         print(f"orders: {orders['ok']:,} placed (database: {made:,}), {orders['stock']:,} insufficient_stock, ", end="")
         print(f"{orders['other']:,} other errors; oversold: {'no' if not problems else 'YES'}")
         for p in problems[:20]:
             print("  ", p)
+        sys.stdout.flush()
+        say("pgbench (TPC-B)")
+        tps = self.pgbench()
+        print(f"pgbench TPC-B, {self.args.connections} clients: {tps:,.0f} transactions/s", flush=True)
+        rss, served = self.memory_after(port + 1)
+        print(f"web worker resident memory after {served:,} requests: {rss:.0f} MB")
         return 1 if problems else 0
 
     def run_scale_out(self) -> int:
