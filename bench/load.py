@@ -495,8 +495,12 @@ class Bench:
         d, c = self.args.duration, self.args.connections
         say(f"orders on one instance: {d:g} s at {c} connections")
         one = self.wrk(port, orders, d, c)
+        for proc in (a, b):  # a graceful stop lets the orders in flight finish before the check
+            stop(proc)
+            self.processes.remove(proc)
         made_one, problems = self.orders_made(), self.oversold()
         self.stock_reset()
+        a, b = self.gunicorn(port), self.gunicorn(port + 1)
         say(f"orders on two instances at once: {d:g} s at {c} connections each")
         procs = []
         for p in (port, port + 1):
@@ -529,6 +533,8 @@ class Bench:
             r = json.loads(line[len("BENCH ") :])
             r["rps"] = r["requests"] / (r["duration_us"] / 1e6)
             both.append(r)
+        for proc in (a, b):
+            stop(proc)
         made_two, problems_two = self.orders_made(), self.oversold()
         alive = sum(1 for w in workers if w.poll() is None)
         for proc in (a, b, *workers):
