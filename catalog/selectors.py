@@ -167,6 +167,21 @@ def slots_by_status() -> list[dict]:
     ]
 
 
+def host_gpu_totals() -> dict[tuple[str, str], int]:
+    """GPUs (slots) of the active hosts per (region code, card slug), whatever their status."""
+    return {
+        (code, slug): n
+        for code, slug, n in Host.objects.filter(is_active=True)
+        .values_list("region__code", "gpu__slug")
+        .annotate(n=Count("slots"))
+    }
+
+
+def stock_overview_axes() -> tuple[list[Region], list[GpuModel]]:
+    """The active regions and every card, the two axes of the staff's stock overview."""
+    return list(Region.objects.filter(is_active=True)), list(GpuModel.objects.all())
+
+
 # --- The catalog held in memory, per version ------------------------------------------------
 #
 # What the hot endpoints read of the catalog (cards, regions, add-ons, templates,
