@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 # The most queries each may make. An order is the whole transaction: reads of
 # the catalog it names, the order and its lines, the reservation under the
 # host's lock, the invoice, its payment request and its number, and the answer.
-ORDER_MAX = 19
+ORDER_MAX = 17
 STOCK_MAX = 2
 CATALOG_MAX = 1
 QUOTE_MAX = 1
