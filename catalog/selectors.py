@@ -192,7 +192,10 @@ def stock_overview_axes() -> tuple[list[Region], list[GpuModel]]:
 # The objects kept are shared between requests and threads: read them, never
 # change them.
 
-MEMO_SIZE = 4096  # answers kept per process (quotes, recommendations, rendered lists)
+# What each process keeps, in estimated bytes: keys carry request bodies and the
+# answers can be large (a recommendation's), so the bound is on size, not count.
+MEMO_BYTES = 64 * 1024 * 1024
+MEMO_DEFAULT_COST = 4096  # the estimate for a kept object that is not bytes
 
 
 @dataclass(frozen=True)
@@ -221,20 +224,33 @@ class CatalogSnapshot:
         return gpu
 
 
-_memo: OrderedDict[tuple, object] = OrderedDict()
+_memo: OrderedDict[tuple, tuple[object, int]] = OrderedDict()
 _memo_lock = threading.Lock()
+_memo_bytes = 0
 
 
-def _memo_get(key: tuple, build: Callable[[], T]) -> T:
+def _memo_cost(key: tuple, value: object, cost: int | None) -> int:
+    size = sum(len(part) for part in key if isinstance(part, bytes | str))
+    if cost is not None:
+        return size + cost
+    return size + (len(value) if isinstance(value, bytes) else MEMO_DEFAULT_COST)
+
+
+def _memo_get(key: tuple, build: Callable[[], T], cost: int | None = None) -> T:
+    """`build()`, kept under `key` (least recently used first out, within MEMO_BYTES)."""
+    global _memo_bytes
     with _memo_lock:
         if key in _memo:
             _memo.move_to_end(key)
-            return _memo[key]  # type: ignore[return-value]
+            return _memo[key][0]  # type: ignore[return-value]
     value = build()
+    size = _memo_cost(key, value, cost(value) if callable(cost) else cost)
     with _memo_lock:
-        _memo[key] = value
-        while len(_memo) > MEMO_SIZE:
-            _memo.popitem(last=False)
+        if key not in _memo:
+            _memo[key] = (value, size)
+            _memo_bytes += size
+        while _memo_bytes > MEMO_BYTES and _memo:
+            _memo_bytes -= _memo.popitem(last=False)[1][1]
     return value
 
 
@@ -269,13 +285,14 @@ def catalog_current() -> CatalogSnapshot:
     version = catalog_version()
     if version is None:  # no version row (a flushed database): read it all, keep nothing
         return _snapshot_build(CatalogVersion(version=0, changed_at=datetime.now(UTC)))
-    return _memo_get(("catalog", version.version), lambda: _snapshot_build(version))
+    return _memo_get(("catalog", version.version), lambda: _snapshot_build(version), cost=512 * 1024)
 
 
-def catalog_memo(snapshot: CatalogSnapshot, key: tuple, build: Callable[[], T]) -> T:
+def catalog_memo(snapshot: CatalogSnapshot, key: tuple, build: Callable[[], T], cost=None) -> T:
     """`build()`, kept for this catalog version: for answers that depend on the
     catalog and the request alone (a quote, a sizing, a rendered list). Version 0
-    (no version row) keeps nothing."""
+    (no version row) keeps nothing. `cost`: the kept value's size in bytes, or a
+    function of the value giving it, where it is not bytes (their length is used)."""
     if snapshot.version == 0:
         return build()
-    return _memo_get(("answer", snapshot.version, *key), build)
+    return _memo_get(("answer", snapshot.version, *key), build, cost)

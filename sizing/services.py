@@ -327,7 +327,10 @@ def sizing_recommend(
         )
 
     configurations = (
-        arithmetic() if memo_key is None else catalog_memo(catalog_now, ("recommend", memo_key, term), arithmetic)
+        arithmetic()
+        if memo_key is None
+        # About 4 KB a configuration (the check, the engine's figures, the quote).
+        else catalog_memo(catalog_now, ("recommend", memo_key, term), arithmetic, cost=lambda v: 4096 * len(v))
     )
     fitting: list[SizingResult] = []
     considered = 0

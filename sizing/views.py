@@ -61,7 +61,8 @@ class RecommendView(PublicView):
         # per catalog version and body, like the arithmetic it names; what is free
         # in the region is read anew each time. A refusal raises and is not kept.
         catalog_now = catalog_current()
-        v = catalog_memo(catalog_now, ("recommend-input", request.body), validated)
+        # A posted config.json makes a large workload: counted as four times its body.
+        v = catalog_memo(catalog_now, ("recommend-input", request.body), validated, cost=4 * len(request.body) + 4096)
         region = v.get("region")
         rows = None
         if region is not None:

@@ -79,3 +79,17 @@ def test_a_price_change_shows_at_once_and_changes_the_etag(api, catalog):
     assert again.status_code == 200 and again["ETag"] != first["ETag"]
     assert {g["slug"]: g["monthly_usd"] for g in again.json()}["l4"] == "260.00"
     assert api.post("/api/v1/pricing/quote", quote, format="json").json()["total_usd"] == "260.00"
+
+
+def test_what_a_process_keeps_is_bounded_in_bytes(catalog, monkeypatch):
+    from catalog import selectors
+
+    monkeypatch.setattr(selectors, "MEMO_BYTES", 10_000)
+    snapshot = selectors.catalog_current()
+    for n in range(50):
+        selectors.catalog_memo(snapshot, ("bench", n), lambda: b"x" * 1000)
+    assert 0 < selectors._memo_bytes <= 10_000
+    built = []
+    selectors.catalog_memo(snapshot, ("bench", 0), lambda: built.append(1) or b"y")  # long evicted: built again
+    selectors.catalog_memo(snapshot, ("bench", 49), lambda: built.append(2) or b"z")  # still kept
+    assert built == [1]
