@@ -194,7 +194,7 @@ def stock_overview_axes() -> tuple[list[Region], list[GpuModel]]:
 
 # What each process keeps, in estimated bytes: keys carry request bodies and the
 # answers can be large (a recommendation's), so the bound is on size, not count.
-MEMO_BYTES = 64 * 1024 * 1024
+MEMO_BYTES = 32 * 1024 * 1024  # with a worker at about 140 MB, under the 200 MB budget
 MEMO_DEFAULT_COST = 4096  # the estimate for a kept object that is not bytes
 
 
