@@ -113,17 +113,6 @@ def catalog_version() -> CatalogVersion | None:
     return CatalogVersion(pk=1, version=row[0], changed_at=changed_at)
 
 
-def region_get(*, code: str) -> Region:
-    try:
-        return Region.objects.get(code__iexact=code, is_active=True)
-    except Region.DoesNotExist:
-        raise DomainError(
-            "unknown_region",
-            f"No region {code!r}.",
-            details={"regions": list(Region.objects.filter(is_active=True).values_list("code", flat=True))},
-        ) from None
-
-
 def gpu_get(*, slug: str) -> GpuModel:
     try:
         return GpuModel.objects.get(slug=slug.lower())
@@ -133,16 +122,6 @@ def gpu_get(*, slug: str) -> GpuModel:
             f"No card {slug!r}.",
             details={"gpus": list(GpuModel.objects.filter(is_active=True).values_list("slug", flat=True))},
         ) from None
-
-
-def gpu_regions(*, gpu: GpuModel) -> list[str]:
-    """Regions that have hosts of this card."""
-    return list(
-        Region.objects.filter(is_active=True, hosts__gpu=gpu, hosts__is_active=True)
-        .distinct()
-        .order_by("sort_order")
-        .values_list("code", flat=True)
-    )
 
 
 def slots_by_status() -> list[dict]:
