@@ -53,7 +53,8 @@ class OrderListView(APIView):
         def run() -> tuple[int, dict]:
             data.is_valid(raise_exception=True)
             order = services.order_create(account=request.user, spec=data.spec())
-            return status.HTTP_201_CREATED, _order_body(request, order.pk)
+            # The order comes back with everything its answer shows: no second read.
+            return status.HTTP_201_CREATED, OrderOutput(order).data
 
         key = request.headers.get("Idempotency-Key")
         if key is None:
