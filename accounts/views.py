@@ -72,11 +72,14 @@ class AccountCreateView(PublicApiView):
             201: AccountCreatedOutput,
             400: error_doc("`invalid_username`, `weak_password` or `invalid`."),
             409: error_doc("`username_taken`."),
+            429: error_doc("`throttled`: too many sign-ups from this address; see the Retry-After header."),
         },
     )
     def post(self, request):
         data = self.validated(AccountCreateInput)
-        created = services.account_create(username=data["username"], password=data["password"])
+        created = services.account_create(
+            username=data["username"], password=data["password"], client_address=client_address(request)
+        )
         out = {
             "username": created.account.username,
             "token": created.token.raw,
@@ -95,7 +98,11 @@ class TokenObtainView(PublicApiView):
         responses={
             200: TokenIssuedOutput,
             400: _E400,
-            401: error_doc("`invalid_credentials`."),
+            401: error_doc(
+                "`invalid_credentials`; for staff accounts with two-factor authentication, `otp_required` "
+                "(send `otp`) or `otp_invalid`."
+            ),
+            403: error_doc("`otp_not_enrolled`: a staff account that must set up two-factor authentication first."),
             429: _E429,
         },
     )
@@ -106,6 +113,7 @@ class TokenObtainView(PublicApiView):
             password=data["password"],
             name=data["name"],
             client_address=client_address(request),
+            otp_token=data["otp"],
         )
         return Response(TokenIssuedOutput(issued).data)
 

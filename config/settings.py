@@ -157,6 +157,7 @@ PASSWORD_HASHERS = [
     "django.contrib.auth.hashers.PBKDF2PasswordHasher",
 ]
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "accounts.password_validation.NotBlankValidator"},
     {
         "NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator",
         "OPTIONS": {"user_attributes": ("username",)},
@@ -172,6 +173,12 @@ AUTH_PASSWORD_VALIDATORS = [
 AUTH_FAILURES_PER_USERNAME = env.int("AUTH_FAILURES_PER_USERNAME", default=5)
 AUTH_FAILURES_PER_ADDRESS = env.int("AUTH_FAILURES_PER_ADDRESS", default=20)
 AUTH_FAILURE_WINDOW_SECONDS = env.int("AUTH_FAILURE_WINDOW_SECONDS", default=900)
+# An address a username has logged in (or signed up) from is not held to the
+# per-username limit for this many days (so a stranger cannot lock the holder out).
+AUTH_KNOWN_ADDRESS_DAYS = env.int("AUTH_KNOWN_ADDRESS_DAYS", default=90)
+# Sign-ups accepted per client address (IPv6: per /64) in a window; 0 turns the limit off.
+SIGNUP_PER_ADDRESS = env.int("SIGNUP_PER_ADDRESS", default=10)
+SIGNUP_WINDOW_SECONDS = env.int("SIGNUP_WINDOW_SECONDS", default=3600)
 # Number of reverse proxies in front of the app whose X-Forwarded-For entries are trusted.
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 
