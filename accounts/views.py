@@ -61,6 +61,8 @@ class _BodyOnDeleteSchema(AutoSchema):
 
 
 class AccountCreateView(PublicApiView):
+    no_store = True  # the answer carries a secret
+
     @extend_schema(
         operation_id="account_create",
         tags=[TAG_ACCOUNTS],
@@ -89,6 +91,8 @@ class AccountCreateView(PublicApiView):
 
 
 class TokenObtainView(PublicApiView):
+    no_store = True  # the answer carries a secret
+
     @extend_schema(
         operation_id="auth_token_create",
         tags=[TAG_ACCOUNTS],
@@ -119,6 +123,8 @@ class TokenObtainView(PublicApiView):
 
 
 class RecoverView(PublicApiView):
+    no_store = True  # the answer carries a secret
+
     @extend_schema(
         operation_id="auth_recover",
         tags=[TAG_ACCOUNTS],
@@ -251,6 +257,8 @@ class PasswordChangeView(ApiView):
 
 
 class RecoveryCodesView(ApiView):
+    no_store = True  # the answer carries a secret
+
     @extend_schema(
         operation_id="account_recovery_codes_regenerate",
         tags=[TAG_ACCOUNTS],

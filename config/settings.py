@@ -52,7 +52,14 @@ def _secret_key() -> str:
 SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
-SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000")
+# The public base URL (checkout links, provisioning jobs' ready_url). Production
+# must say it: a default would send customers' checkout links to 127.0.0.1.
+SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000" if DEBUG else "")
+if not SITE_URL:
+    raise ImproperlyConfigured(
+        "SITE_URL is not set. With DEBUG off set it to the public base URL, e.g. https://api.example.com "
+        "(invoices' checkout links and provisioning jobs start with it)."
+    )
 
 INSTALLED_APPS = [
     "accounts.apps.StaffAdminConfig",  # django.contrib.admin with the staff site (accounts/admin_site.py)
@@ -81,6 +88,7 @@ if DEBUG:
     INSTALLED_APPS.append("devtools")
 
 MIDDLEWARE = [
+    "core.middleware.ApiJsonErrorsMiddleware",  # outermost: sees every answer under /api/
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -236,12 +244,16 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.DepthLimitedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "core.api.exception_handler",
     "UNAUTHENTICATED_USER": None,
     "COERCE_DECIMAL_TO_STRING": True,
 }
+
+# JSON request bodies nested deeper than this (objects and arrays) are refused
+# with 400 nesting_too_deep; a Hugging Face config.json nests 3 or 4 levels.
+API_JSON_MAX_DEPTH = env.int("API_JSON_MAX_DEPTH", default=32)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Rent Hub API",
