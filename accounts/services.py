@@ -27,7 +27,7 @@ from django.db.models import ProtectedError, Q, RestrictedError
 from django.utils import timezone
 
 from accounts.models import SSH_RSA_MIN_BITS, Account, ApiToken, RecoveryCode, SshKey, SshKeyType
-from accounts.signals import account_closing
+from accounts.signals import account_closing, account_deactivated
 from accounts.throttling import (
     address_remember,
     auth_attempt_begin,
@@ -491,6 +491,7 @@ def account_deactivate(*, account: Account, actor: Account, reason: str = "") ->
         Account.objects.filter(pk=account.pk).update(is_active=False)
         account.is_active = False
         revoked = _tokens_revoke(account=account)
+        account_deactivated.send(sender=Account, account=account, actor=actor)
         audit_record(
             actor=actor,
             action="account.deactivate",

@@ -311,6 +311,13 @@ if PROVISIONER not in ("manual", "webhook"):
     raise ImproperlyConfigured("PROVISIONER is manual or webhook.")
 if PROVISIONER == "webhook" and not (PROVISIONER_URL and PROVISIONER_SECRET):
     raise ImproperlyConfigured("PROVISIONER=webhook needs PROVISIONER_URL and PROVISIONER_SECRET.")
+# What one account may hold unpaid at once (orders awaiting payment and their
+# GPUs, reserved while the invoice can be paid); higher once it has paid for an
+# order. Beyond it an order is refused with 409 unpaid_limit.
+UNPAID_ORDERS_MAX = env.int("UNPAID_ORDERS_MAX", default=2)
+UNPAID_GPUS_MAX = env.int("UNPAID_GPUS_MAX", default=8)
+UNPAID_ORDERS_MAX_PAID = env.int("UNPAID_ORDERS_MAX_PAID", default=10)
+UNPAID_GPUS_MAX_PAID = env.int("UNPAID_GPUS_MAX_PAID", default=64)
 # Idempotency-Key headers are remembered this long.
 IDEMPOTENCY_KEY_HOURS = env.int("IDEMPOTENCY_KEY_HOURS", default=24)
 

@@ -12,12 +12,12 @@ import logging
 from django.db import transaction
 from django.dispatch import receiver
 
-from accounts.signals import account_closing
+from accounts.signals import account_closing, account_deactivated
 from billing import signals as billing_signals
 from billing.models import Invoice
 from rentals.events import invoice_event_emit
 from rentals.models import IdempotencyKey
-from rentals.services import order_expire, renewal_apply, rental_from_order
+from rentals.services import account_unpaid_orders_release, order_expire, renewal_apply, rental_from_order
 
 log = logging.getLogger(__name__)
 
@@ -77,5 +77,13 @@ def on_invoice_processing(sender, invoice_id: int, subject: str, **kwargs) -> No
 def on_account_closing(sender, account, **kwargs) -> None:
     """Remembered responses to Idempotency-Key requests go with the account.
     Orders and rentals stay: they name the account, which is then kept
-    (deactivated) rather than deleted."""
+    (deactivated) rather than deleted; its unpaid orders are cancelled, so the
+    GPUs they hold go back to stock at once."""
     IdempotencyKey.objects.filter(account=account).delete()
+    account_unpaid_orders_release(account=account, reason="account closed")
+
+
+@receiver(account_deactivated, dispatch_uid="rentals.account_deactivated")
+def on_account_deactivated(sender, account, actor, **kwargs) -> None:
+    """Staff switched the account off: its unpaid orders let their GPUs go."""
+    account_unpaid_orders_release(account=account, reason="account deactivated", actor=actor)

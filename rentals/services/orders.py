@@ -10,7 +10,7 @@ behind: no order, no reservation, no invoice number used.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -30,6 +30,7 @@ from core.db import locked_or_404
 from core.errors import Conflict, DomainError
 from rentals.events import order_event_emit
 from rentals.models import Order, OrderLine, OrderStatus
+from rentals.services.unpaid import unpaid_limit_check
 
 log = logging.getLogger(__name__)
 
@@ -97,15 +98,18 @@ def _region_offers(region: Region, gpu: GpuModel) -> None:
 def _workload_fits(spec: OrderSpec, gpu: GpuModel, region: Region) -> dict[str, Any]:
     """The sizing check's report; a refusal carries the breakdown and the
     cheapest configuration that fits in that region now."""
+    from sizing.engine import PROFILE_VLLM
     from sizing.serializers import candidate_payload, check_payload
     from sizing.services import sizing_recommend, sizing_require_fit
 
+    # The gate follows the engine, never the guide's arithmetic, however the workload was built.
+    workload = replace(spec.workload, profile=PROFILE_VLLM)
     try:
-        result = sizing_require_fit(request=spec.workload, gpu=gpu, gpu_count=spec.gpu_count, term=spec.term)
+        result = sizing_require_fit(request=workload, gpu=gpu, gpu_count=spec.gpu_count, term=spec.term)
     except DomainError as exc:
         if exc.code in ("invalid_gpu_count", "min_gpus"):
             raise
-        cheapest = sizing_recommend(request=spec.workload, region=region.code, term=spec.term).candidates
+        cheapest = sizing_recommend(request=workload, region=region.code, term=spec.term).candidates
         exc.details["cheapest_fit"] = candidate_payload(cheapest[0]) if cheapest else None
         raise
     return check_payload(result)
@@ -129,6 +133,7 @@ def _invoice_lines(lines) -> list[billing.LineSpec]:
 def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) -> Order:
     now = now or timezone.now()
     with transaction.atomic():
+        unpaid_limit_check(account=account, gpu_count=spec.gpu_count)
         region = region_get(code=spec.region)
         gpu = gpu_get(slug=spec.gpu)
         template = _template_get(spec.template)
@@ -301,6 +306,7 @@ def order_requote_hook(invoice: Invoice) -> None:
     if order.status == OrderStatus.CANCELLED:
         raise Conflict("order_not_cancellable", "This order was cancelled.")
     if order.status == OrderStatus.EXPIRED:
+        unpaid_limit_check(account=order.account, gpu_count=order.gpu_count)
         reservation = catalog.slots_reserve(
             region=order.region, gpu=order.gpu, count=order.gpu_count, holder=order.holder
         )
