@@ -140,7 +140,10 @@ def test_rate_unavailable_leaves_no_gap_in_invoice_numbers(chains, customer_api,
 
 
 def test_insufficient_stock_is_409(chains, customer_api, ssh_key, catalog, settings):
-    settings.UNPAID_ORDERS_MAX, settings.UNPAID_GPUS_MAX = 3, 24  # this is about stock, not about what one account may hold unpaid
+    settings.UNPAID_ORDERS_MAX, settings.UNPAID_GPUS_MAX = (
+        3,
+        24,
+    )  # this is about stock, not about what one account may hold unpaid
     # DFW-1 has two whole free H100 SXM hosts; the third 8-GPU order finds none.
     for _ in range(2):
         assert customer_api.post("/api/v1/orders", order_body(ssh_key), format="json").status_code == 201
