@@ -270,6 +270,10 @@ SPECTACULAR_SETTINGS = {
     },
     "SECURITY": [{"bearerAuth": []}],
     "ENUM_NAME_OVERRIDES": {"CurrencyEnum": "billing.currencies.CURRENCY_CODES"},
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "core.schema.error_responses_complete",
+    ],
 }
 
 # --- Logging ------------------------------------------------------------------

@@ -221,6 +221,8 @@ class RecommendInput(WorkloadInput):
 
 
 class ArchitectureOutput(serializers.ModelSerializer):
+    # A plain string: model slugs carry dots (llama-3.1-8b), which a slug pattern refuses.
+    slug = serializers.CharField(max_length=64)
     params_b = serializers.SerializerMethodField()
     active_params_b = serializers.SerializerMethodField()
 
