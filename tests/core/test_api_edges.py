@@ -155,3 +155,17 @@ def test_webhook_secrets_are_not_cached(customer_api):
     resp = customer_api.post("/api/v1/webhooks/1/rotate-secret", {}, format="json")
     assert resp["Cache-Control"] == "no-store"  # even the refusal (no such endpoint)
     assert resp.status_code == 404
+
+
+def test_a_parser_that_runs_out_of_stack_answers_400(api, monkeypatch):
+    """Where the JSON decoder itself gives up (a RecursionError: Python builds
+    and thread stacks differ in how deep they go), the answer is the same 400."""
+    from rest_framework import parsers
+
+    def too_deep(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded while decoding a JSON object")
+
+    monkeypatch.setattr(parsers.json, "load", too_deep)
+    resp = api.post("/api/v1/accounts", data=DEEP, content_type="application/json")
+    assert resp.status_code == 400
+    assert resp.json()["error"]["code"] == "nesting_too_deep"
