@@ -5,6 +5,8 @@ account lets its reservations go at once."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from accounts.models import SshKey
@@ -120,3 +122,25 @@ def test_deactivation_by_staff_releases_them_too(chains, catalog, caps, customer
     account_deactivate(account=customer, actor=staff, reason="abuse")
     assert reserved_by(customer) == 0
     assert Order.objects.get(pk=order["id"]).status == OrderStatus.CANCELLED
+
+
+def test_a_requote_cannot_take_an_account_over_the_cap(
+    chains, catalog, caps, customer_api, ssh_key, django_capture_on_commit_callbacks
+):
+    """Letting orders expire and re-quoting them later is no way round the cap."""
+    import time_machine
+
+    from billing import services as billing
+
+    with time_machine.travel("2026-11-30 12:00:00+00:00", tick=False) as clock:
+        first = customer_api.post("/api/v1/orders", body(ssh_key, region="DFW-1"), format="json").json()
+        clock.shift(timedelta(minutes=31))
+        with django_capture_on_commit_callbacks(execute=True):
+            billing.invoices_advance_due()
+        assert Order.objects.get(pk=first["id"]).status == OrderStatus.EXPIRED
+        second = customer_api.post("/api/v1/orders", body(ssh_key, region="DFW-1"), format="json")
+        assert second.status_code == 201
+        resp = customer_api.post(f"/api/v1/invoices/{first['invoice']['id']}/requote", {}, format="json")
+    assert resp.status_code == 409
+    assert resp.json()["error"]["code"] == "unpaid_limit"
+    assert Order.objects.get(pk=first["id"]).status == OrderStatus.EXPIRED
