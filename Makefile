@@ -35,7 +35,10 @@ messages: $(MO_FILES)
 
 install: $(STAMP) $(MO_FILES)
 
+# The sandbox's nodes (litecoind, anvil) are installed when they can be; without them make run
+# still runs, with no sandbox to pay into.
 run: install
+	@bash tests/ensure-chain-nodes.sh || echo "make run: no sandbox nodes (see above); running without them"
 	DEBUG=$${DEBUG:-1} $(PY) manage.py serve_local
 
 services:

@@ -433,9 +433,10 @@ class ChainStateAdmin(ReadOnlyAdmin):
 @admin.register(StrayTransfer)
 class StrayTransferAdmin(RecordAdmin):
     """Transfers that reached an invoice's address and that nothing may credit: a
-    token of another contract, or one currency sent to another's address. Refund
-    them from outside (the server holds no spending key) or keep them, then mark
-    them reviewed with why."""
+    token of another contract, one currency sent to another's address, or SOL sent
+    to the recipient without any invoice's reference (`no_reference`). Refund them
+    from outside (the server holds no spending key) or keep them, then mark them
+    reviewed with why."""
 
     list_display = (
         "needs_review",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -22,6 +23,7 @@ from billing.models import (
     Payment,
     PaymentRequest,
     PaymentStatus,
+    StrayTransfer,
 )
 from core.errors import NotFound
 from core.money import ZERO
@@ -74,6 +76,29 @@ def watched_match_keys(*, currencies: list[str], now: datetime | None = None) ->
     horizon = now - timedelta(days=settings.WATCH_AFTER_CLOSE_DAYS)
     rows = PaymentRequest.objects.filter(currency__in=currencies, invoice__monitoring_until__gte=horizon)
     return frozenset(rows.values_list("match_key", flat=True))
+
+
+def monitored_match_keys(*, currencies: list[str], now: datetime | None = None) -> frozenset[str]:
+    """The destinations of invoices still open or inside their monitoring window
+    (`INVOICE_MONITORING_HOURS` after expiry): the narrower set a watcher that pays
+    per destination and pass (Solana: one listing per reference) asks about."""
+    now = now or timezone.now()
+    rows = PaymentRequest.objects.filter(currency__in=currencies, invoice__monitoring_until__gte=now)
+    return frozenset(rows.values_list("match_key", flat=True))
+
+
+def known_match_keys(*, currency: str, keys: Collection[str]) -> frozenset[str]:
+    """Which of `keys` are destinations of `currency`'s invoices, open or not (late money is credit)."""
+    rows = PaymentRequest.objects.filter(currency=currency, match_key__in=list(keys))
+    return frozenset(rows.values_list("match_key", flat=True))
+
+
+def txids_recorded_final(*, chain: str, txids: Collection[str]) -> frozenset[str]:
+    """Which of `txids` are already recorded for good on `chain`: as confirmed
+    payments, or as transfers for staff."""
+    paid = Payment.objects.filter(chain=chain, txid__in=list(txids), status=PaymentStatus.CONFIRMED)
+    strays = StrayTransfer.objects.filter(chain=chain, txid__in=list(txids))
+    return frozenset(paid.values_list("txid", flat=True)) | frozenset(strays.values_list("txid", flat=True))
 
 
 @dataclass(frozen=True)

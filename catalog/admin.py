@@ -199,14 +199,8 @@ class StockOverviewAdmin(ReportAdmin):
     """Region x card table of free / total GPUs and the largest free block."""
 
     def report_view(self, request):
-        regions = list(Region.objects.filter(is_active=True))
-        gpus = list(GpuModel.objects.all())
-        totals = {
-            (code, slug): n
-            for code, slug, n in Host.objects.filter(is_active=True)
-            .values_list("region__code", "gpu__slug")
-            .annotate(n=Count("slots"))
-        }
+        regions, gpus = selectors.stock_overview_axes()
+        totals = selectors.host_gpu_totals()
         cells = {(r.region, r.gpu): r for r in selectors.stock()}
         rows = []
         for gpu in gpus:

@@ -115,3 +115,18 @@ def slots_by_status() -> list[dict]:
         for r in rows
         if r["slots__status"] is not None
     ]
+
+
+def host_gpu_totals() -> dict[tuple[str, str], int]:
+    """GPUs (slots) of the active hosts per (region code, card slug), whatever their status."""
+    return {
+        (code, slug): n
+        for code, slug, n in Host.objects.filter(is_active=True)
+        .values_list("region__code", "gpu__slug")
+        .annotate(n=Count("slots"))
+    }
+
+
+def stock_overview_axes() -> tuple[list[Region], list[GpuModel]]:
+    """The active regions and every card, the two axes of the staff's stock overview."""
+    return list(Region.objects.filter(is_active=True)), list(GpuModel.objects.all())

@@ -26,7 +26,10 @@ DEBUG = env.bool("DEBUG", default=False)
 # it, so commands in another shell (`manage.py sandbox_pay`) see the sandbox too; it
 # never overrides the environment, and is not read when LTC or ETH is configured there.
 SANDBOX_ENV_FILE = DATA_DIR / "sandbox" / "sandbox.env"
-_CHAINS_CONFIGURED = any(env.str(name, default="") for name in ("LTC_XPUB", "LTC_RPC_URL", "ETH_XPUB", "ETH_RPC_URL"))
+_CHAINS_CONFIGURED = any(
+    env.str(name, default="")
+    for name in ("LTC_XPUB", "LTC_RPC_URL", "ETH_XPUB", "ETH_RPC_URL", "SOL_RECIPIENT", "SOL_RPC_URL")
+)
 if DEBUG and SANDBOX_ENV_FILE.is_file() and not _CHAINS_CONFIGURED:
     environ.Env.read_env(SANDBOX_ENV_FILE)
 
@@ -364,6 +367,14 @@ XMR_ADDRESS = env.str("XMR_ADDRESS", default="")
 XMR_VIEW_KEY = env.str("XMR_VIEW_KEY", default="")
 SOL_RECIPIENT = env.str("SOL_RECIPIENT", default="")
 SOL_CLUSTER = env.str("SOL_CLUSTER", default="mainnet-beta")  # mainnet-beta | devnet | testnet | localnet
+# The Solana watcher (billing/chains/solana/): a node's or provider's JSON-RPC URL enables it.
+SOL_RPC_URL = env.str("SOL_RPC_URL", default="")
+SOL_GENESIS_HASH = env.str("SOL_GENESIS_HASH", default="")  # pins the node's genesis hash (localnet)
+SOL_RPC_MAX_RPS = env.float("SOL_RPC_MAX_RPS", default=0.0)  # calls per second at most (0: unpaced)
+SOL_RPC_BATCH_SIZE = env.int("SOL_RPC_BATCH_SIZE", default=100)  # calls per JSON-RPC batch request
+SOL_RPC_TIMEOUT_SECONDS = env.float("SOL_RPC_TIMEOUT_SECONDS", default=30.0)
+SOL_SCAN_REFERENCES = env.bool("SOL_SCAN_REFERENCES", default=True)  # False: list the recipient only
+SOL_SCAN_MAX_PAGES = env.int("SOL_SCAN_MAX_PAGES", default=5)  # pages of 1,000 per address and pass
 
 # How long a quote's exchange rate is locked (the invoice's expiry), and how long
 # after expiry payments are still watched and matched.

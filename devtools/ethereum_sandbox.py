@@ -21,10 +21,10 @@ from django.conf import settings
 from billing import services
 from billing.chains.ethereum.rpc import EthRpc
 from billing.chains.interface import ScanReport
-from billing.chains.watchers import chain_scan
 from billing.models import Invoice, PaymentStatus
 from core.errors import DomainError, NotFound
 from devtools.anvil import AnvilNode, anvil_installed
+from devtools.scanning import chain_scan_now
 
 SANDBOX_CHAIN_ID = 31337
 ETHEREUM_CURRENCIES = ("ETH", "USDT", "USDC")
@@ -191,7 +191,7 @@ def eth_sandbox_invoice_pay(
             final = family.finality_policy() == "finalized"
             blocks = FINALIZED_DEPTH if final else max(1, services.confirmations_required(currency=currency))
         node.mine(blocks)
-    report = chain_scan(currency=currency, force=True)
+    report = chain_scan_now(currency=currency)
     invoice.refresh_from_db()
     return EthSandboxPayment(
         invoice.number, currency, request.address, amount, txid, blocks, invoice.status, invoice.exception, report

@@ -26,7 +26,6 @@ from django.utils import timezone
 from billing import services
 from billing.chains.utxo.rpc import BitcoinRpc, ChainUnavailable, RpcError
 from billing.chains.utxo.watcher import ScanReport, rpc_url
-from billing.chains.watchers import chain_scan
 from billing.models import Invoice, PaymentStatus
 from core.errors import DomainError, NotFound
 from devtools.litecoind import (
@@ -36,6 +35,9 @@ from devtools.litecoind import (
     watch_only_account_from_key,
     watch_only_account_generate,
 )
+from devtools.scanning import chain_scan_now
+from rentals.models import Rental
+from rentals.services.lifecycle import rental_activate
 
 SANDBOX_WALLET = "sandbox"
 # Blocks the sandbox chain starts with: 200 mature coinbases (8,750 regtest LTC),
@@ -222,8 +224,27 @@ def sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, confi
         )
     except (ChainUnavailable, RpcError) as exc:
         raise DomainError("sandbox_node", f"The sandbox node refused: {exc}") from None
-    report = chain_scan(currency="LTC", force=True)
+    report = chain_scan_now(currency="LTC")
     invoice.refresh_from_db()
     return SandboxPayment(
         invoice.number, request.address, amount, txid, len(hashes), invoice.status, invoice.exception, report
+    )
+
+
+SANDBOX_IPV4 = "192.0.2.10"  # TEST-NET-1 (RFC 5737): documentation only, never routed
+
+
+def sandbox_rental_hand_over(*, rental_id: int) -> Rental:
+    """Stand in for the operators' provisioning system in the sandbox: report a
+    provisioning rental's server ready, with documentation addresses (RFC 5737,
+    RFC 3849), as `POST /api/v1/ops/rentals/{id}/ready` would. Refused outside
+    the sandbox."""
+    if not settings.SANDBOX:
+        raise DomainError("sandbox_off", "This works only in the local sandbox (SANDBOX=1, started by `make run`).")
+    return rental_activate(
+        rental_id=rental_id,
+        ipv4=SANDBOX_IPV4,
+        ipv6_prefix=f"2001:db8:{rental_id % 0x10000:x}::/64",
+        actor="sandbox",
+        reason="sandbox: the provisioning system stand-in reported ready",
     )

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from bip_utils import Base58Encoder
+from bip_utils import Base58Decoder, Base58Encoder
 from solders.account import Account
 from solders.address_lookup_table_account import (
     ID as LOOKUP_TABLE_PROGRAM,
@@ -82,6 +82,7 @@ _SYSVAR_PREFIX = "Sysvar"
 # Error codes and messages of the Solana JSON-RPC (agave rpc-client-api custom errors).
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 UNSUPPORTED_TRANSACTION_VERSION = -32015
+SEND_TRANSACTION_PREFLIGHT_FAILURE = -32002
 
 
 class RpcFault(Exception):
@@ -660,6 +661,14 @@ def _signature(value: Any) -> str:
         raise RpcFault(INVALID_PARAMS, "Invalid param: WrongSize") from None
 
 
+def _preflight_failure(what: str, err: Any, logs: list[str]) -> RpcFault:
+    return RpcFault(
+        SEND_TRANSACTION_PREFLIGHT_FAILURE,
+        f"Transaction simulation failed: {what}",
+        {"accounts": None, "err": err, "innerInstructions": None, "logs": logs, "returnData": None, "unitsConsumed": 0},
+    )
+
+
 class SolanaRpcHandler:
     """The JSON-RPC methods over one ledger."""
 
@@ -753,6 +762,41 @@ class SolanaRpcHandler:
             address, before=before, until=until, limit=limit, commitment=commitment
         )
 
+    def rpc_sendTransaction(self, params: list[Any]) -> str:
+        """A signed transaction from a wallet (`base64`, or the default `base58`),
+        checked as a node's preflight does (a blockhash of the last 150 blocks at
+        the preflight commitment, then a simulation unless `skipPreflight`), then
+        executed; its signature."""
+        if not params or not isinstance(params[0], str):
+            raise RpcFault(INVALID_PARAMS, "Invalid params: invalid length 0, expected at least 1 element.")
+        config = _config(params, 1)
+        encoding = config.get("encoding", "base58")
+        try:
+            if encoding == "base64":
+                raw = base64.b64decode(params[0], validate=True)
+            elif encoding == "base58":
+                raw = Base58Decoder.Decode(params[0])
+            else:
+                raise RpcFault(INVALID_PARAMS, f"unsupported encoding: {encoding}. Supported encodings: base58, base64")
+            tx = VersionedTransaction.from_bytes(raw)
+        except (ValueError, TypeError):
+            raise RpcFault(
+                INVALID_PARAMS,
+                f"failed to deserialize solana_transaction::versioned::VersionedTransaction: invalid {encoding}",
+            ) from None
+        preflight = _commitment({"commitment": config.get("preflightCommitment", "finalized")})
+        if not self.ledger.blockhash_valid(str(tx.message.recent_blockhash), preflight):
+            raise _preflight_failure("Blockhash not found", "BlockhashNotFound", [])
+        if not config.get("skipPreflight", False):
+            simulated = self.ledger.svm.simulate_transaction(tx)
+            if isinstance(simulated, FailedTransactionMetadata):
+                err = transaction_error_json(simulated.err())
+                raise _preflight_failure(json.dumps(err), err, list(simulated.meta().logs()))
+        try:
+            return self.ledger.submit(tx)
+        except TransactionRejected as exc:
+            raise _preflight_failure(str(exc), json.loads(str(exc)), []) from None
+
     def rpc_getTransaction(self, params: list[Any]) -> dict[str, Any] | None:
         if not params:
             raise RpcFault(INVALID_PARAMS, "Invalid params: invalid length 0, expected at least 1 element.")
@@ -803,6 +847,8 @@ class SolanaRpcServer:
         self._httpd = ThreadingHTTPServer((host, port), self._request_handler())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
+        self._clock: threading.Thread | None = None
+        self._clock_stop = threading.Event()
 
     @property
     def url(self) -> str:
@@ -817,6 +863,9 @@ class SolanaRpcServer:
         return self
 
     def stop(self) -> None:
+        self._clock_stop.set()
+        if self._clock is not None:
+            self._clock.join()
         self._httpd.shutdown()
         self._httpd.server_close()
         if self._thread is not None:
@@ -827,6 +876,21 @@ class SolanaRpcServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def clock_start(self, *, slot_seconds: float = 0.4, finality_depth: int = 32) -> None:
+        """Make a block every `slot_seconds` and finalize the blocks `finality_depth`
+        slots behind the newest, as a cluster does (about 13 s at the defaults):
+        for the sandbox of `make run`, where nobody finalizes by hand."""
+        self._clock_stop.clear()
+
+        def tick() -> None:
+            while not self._clock_stop.wait(slot_seconds):
+                with self.ledger._lock:
+                    self.ledger.advance(1)
+                    self.ledger.finalize(self.ledger.confirmed_slot - finality_depth)
+
+        self._clock = threading.Thread(target=tick, name="solana-clock", daemon=True)
+        self._clock.start()
 
     def rate_limit(self, requests: int = 1, *, retry_after: float | None = None, style: str = "http") -> None:
         """Answer the next `requests` HTTP requests as a provider over its limit:

@@ -12,8 +12,6 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count
-
 from billing.currencies import CURRENCIES, amount_label
 from billing.models import InvoiceStatus
 from billing.selectors import invoices_by_status, revenue_by_currency, revenue_by_day
@@ -21,8 +19,8 @@ from catalog.models import SlotStatus
 from catalog.selectors import slots_by_status
 from core import charts, display
 from core.money import ZERO
-from rentals.models import Rental, RentalStatus
-from rentals.selectors import provisioning_times
+from rentals.models import RentalStatus
+from rentals.selectors import provisioning_queue, provisioning_times, rentals_by_status
 
 REVENUE_DAYS = 90
 
@@ -216,8 +214,7 @@ def dashboard_context(*, now: datetime) -> dict[str, Any]:
     end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
     revenue, revenue_90 = revenue_chart(today=now.astimezone(UTC).date())
     provisioning, median = provisioning_chart(now=now)
-    by_status = dict(Rental.objects.values_list("status").annotate(n=Count("id")))
-    queue = Rental.objects.filter(status=RentalStatus.PROVISIONING).select_related("account", "host")
+    by_status = rentals_by_status()
     month_rows = revenue_by_currency(since=start, until=end)
     stock = stock_charts()
     rented = sum(int(row[1]) for chart in stock for row in chart.rows)
@@ -235,7 +232,7 @@ def dashboard_context(*, now: datetime) -> dict[str, Any]:
         "by_status": [(s.label, by_status.get(s.value, 0)) for s in RentalStatus],
         "queue": [
             {"rental": r, "waiting": _duration(max(0, int((now - r.settled_at).total_seconds())))}
-            for r in queue.order_by("settled_at")[:50]
+            for r in provisioning_queue()
         ],
         "month": start,
         "revenue": [

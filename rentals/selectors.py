@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
 from billing import selectors as billing_selectors
 from core.errors import NotFound
-from rentals.models import Order, Rental
+from rentals.models import Order, Rental, RentalStatus
 
 
 def orders_for(*, account) -> QuerySet[Order]:
@@ -48,4 +48,18 @@ def provisioning_times(*, since) -> list[int]:
         Rental.objects.filter(active_at__gte=since, provisioning_seconds__isnull=False)
         .order_by("provisioning_seconds")
         .values_list("provisioning_seconds", flat=True)
+    )
+
+
+def rentals_by_status() -> dict[str, int]:
+    """How many rentals are in each status (statuses with none are absent)."""
+    return dict(Rental.objects.values_list("status").annotate(n=Count("id")))
+
+
+def provisioning_queue(*, limit: int = 50) -> list[Rental]:
+    """Paid rentals waiting for hand-over, longest waiting first."""
+    return list(
+        Rental.objects.filter(status=RentalStatus.PROVISIONING)
+        .select_related("account", "host")
+        .order_by("settled_at")[:limit]
     )

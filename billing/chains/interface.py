@@ -201,5 +201,9 @@ class Watcher(ABC):
     def cursor_set(self, *, height: int) -> BlockRef:
         """Put the cursor on the node's block at `height`: the next run scans from `height + 1`."""
 
+    def cursor_set_line(self, block: BlockRef) -> str:
+        """What `scan_chain --from-height` says after `cursor_set`."""
+        return f"Cursor set to block {block.height} {block.hash}."
+
     def process_state_clear(self) -> None:  # noqa: B027 - optional: most watchers cache nothing
         """Forget what this process caches about the node (after a failure, or a cursor move)."""

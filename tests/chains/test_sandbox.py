@@ -8,16 +8,21 @@ import os
 import stat
 import subprocess
 import sys
+from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from billing.chains.utxo.watcher import bitcoin_cursor_set, process_state_clear
+from billing.chains.watchers import watcher_for
 from billing.models import InvoiceException, InvoiceStatus
+from core.lease import lease_acquire, lease_release
+from devtools import scanning
 from devtools.litecoind import watch_only_account_from_key
 from devtools.management.commands import serve_local
 from devtools.sandbox import SANDBOX_MIN_HEIGHT, sandbox_start
+from devtools.scanning import chain_scan_now
 from tests.chains.harness import WatchedChain
 
 pytestmark = pytest.mark.chain
@@ -96,6 +101,16 @@ def test_sandbox_pay_is_refused_outside_the_sandbox(ltc, settings):
     with pytest.raises(CommandError, match="sandbox_off"):
         _call("sandbox_pay", invoice.number)
     assert ltc.payments(invoice) == []
+
+
+@pytest.mark.django_db
+def test_sandbox_handover_is_refused_outside_the_sandbox_and_says_why_elsewhere(settings):
+    settings.SANDBOX = False
+    with pytest.raises(CommandError, match="sandbox_off"):
+        _call("sandbox_handover", "1")
+    settings.SANDBOX = True
+    with pytest.raises(CommandError, match="not_found"):
+        _call("sandbox_handover", "999999")
 
 
 @pytest.mark.slow
@@ -200,6 +215,7 @@ def test_serve_local_on_a_wildcard_address_allows_this_machine_and_warns(setting
     monkeypatch.setattr(serve_local.subprocess, "Popen", FakeProcess)
     monkeypatch.setattr(serve_local.Command, "_sandbox_start", lambda self: None)
     monkeypatch.setattr(serve_local.Command, "_eth_sandbox_start", lambda self, ltc_env: None)
+    monkeypatch.setattr(serve_local.Command, "_sol_sandbox_start", lambda self, rates: None)
     monkeypatch.setattr(serve_local.signal, "signal", lambda *a: None)
     err = io.StringIO()
     serve_local.Command(stdout=io.StringIO(), stderr=err)._serve("0.0.0.0", 8000)
@@ -218,3 +234,31 @@ def test_serve_local_on_a_wildcard_address_allows_this_machine_and_warns(setting
     serve_local.Command(stdout=io.StringIO(), stderr=err)._serve("127.0.0.1", 8000)
     assert FakeProcess.started[0].env["ALLOWED_HOSTS"].split(",") == ["localhost", "127.0.0.1", "[::1]"]
     assert "must not face a network" not in err.getvalue()
+
+
+@pytest.mark.django_db
+def test_sandbox_scan_waits_out_the_workers_run_of_the_chain(ltc, monkeypatch):
+    """sandbox_pay scans right after paying; when the worker's own run holds the
+    chain's lease (it may have begun before the payment was mined), the scan waits
+    for it and runs, instead of reporting "busy" and leaving the invoice unpaid."""
+    name = f"chain_scan:{watcher_for(currency='LTC').chain}"
+    owner = lease_acquire(name=name, ttl=timedelta(minutes=2))
+    assert owner is not None
+    assert chain_scan_now(currency="LTC", timeout=0).skipped == "busy"  # no time to wait: says so
+
+    seen = []
+    real = scanning.chain_scan
+
+    def worker_finishes_after_one_try(**kwargs):
+        report = real(**kwargs)
+        seen.append(report.skipped)
+        if report.skipped == "busy":
+            lease_release(name=name, owner=owner)
+        return report
+
+    monkeypatch.setattr(scanning, "chain_scan", worker_finishes_after_one_try)
+    invoice = ltc.invoice()
+    ltc.pay(invoice, 100_000)
+    report = chain_scan_now(currency="LTC")
+    assert seen == ["busy", ""] and not report.skipped
+    assert [int(p.amount) for p in ltc.payments(invoice)] == [100_000]

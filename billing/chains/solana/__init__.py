@@ -14,9 +14,13 @@ the account keys, the amount the recipient's own balance change.
     scan          one pass over the references and the recipient, with paging and cursors,
                   producing observations for the billing state machine (no database access)
 
-No watcher yet: SOL payments are recorded by staff. Only `family` touches
-Django; this module stays importable before Django is set up
-(config/settings.py reads `CHAINS` for the beat schedule).
+    watcher       the watcher: a pass's findings into billing (processing at `confirmed`,
+                  settled at `finalized`, dropped transactions un-counted), cursors in ChainState
+
+Only `family` and `watcher` touch Django; this module stays importable before
+Django is set up (config/settings.py reads `CHAINS` for the beat schedule).
 """
 
-CHAINS = ()
+from billing.chains.spec import ChainSpec
+
+CHAINS = (ChainSpec("solana", ("SOL",), "SOL_RPC_URL", ("SOL_RECIPIENT",)),)

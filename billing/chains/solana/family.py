@@ -7,13 +7,13 @@ which is what the watcher matches. Index i is only a sequence number.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from functools import lru_cache
 
 from django.core.exceptions import ImproperlyConfigured
 
 from billing.chains import keys, uris
-from billing.chains.interface import ChainFamily, Destination, setting_value
+from billing.chains.interface import ChainFamily, Destination, Watcher, setting_value
 from billing.currencies import CURRENCIES
 
 SOL_CLUSTERS = ("mainnet-beta", "devnet", "testnet", "localnet")
@@ -38,6 +38,32 @@ def sol_cluster() -> str:
     return cluster
 
 
+def sol_rpc_url() -> str:
+    """SOL_RPC_URL, checked for its shape (the message never repeats it: it may hold an API key)."""
+    from urllib.parse import urlsplit
+
+    value = setting_value("SOL_RPC_URL")
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ImproperlyConfigured("SOL_RPC_URL must look like https://host[:port]/[path][?query].")
+    return value
+
+
+def sol_genesis_hash() -> str:
+    """SOL_GENESIS_HASH: empty, or a Base58 hash of 32 bytes."""
+    value = setting_value("SOL_GENESIS_HASH")
+    if value:
+        from bip_utils import Base58Decoder
+
+        try:
+            size = len(Base58Decoder.Decode(value))
+        except ValueError:
+            size = -1
+        if size != 32:
+            raise ImproperlyConfigured(f"SOL_GENESIS_HASH is {value!r}; expected a Base58 hash of 32 bytes.")
+    return value
+
+
 class SolanaFamily(ChainFamily):
     name = "solana"
     currencies = ("SOL",)
@@ -47,9 +73,15 @@ class SolanaFamily(ChainFamily):
         return bool(setting_value("SOL_RECIPIENT"))
 
     def checks(self, enabled: Collection[str]) -> list[tuple[str, Callable[[], object]]]:
-        if "SOL" in enabled:
-            return [("SOL_RECIPIENT", solana_recipient), ("SOL_CLUSTER", sol_cluster)]
-        return []
+        if "SOL" not in enabled:
+            return []
+        found: list[tuple[str, Callable[[], object]]] = [
+            ("SOL_RECIPIENT", solana_recipient),
+            ("SOL_CLUSTER", sol_cluster),
+        ]
+        if setting_value("SOL_RPC_URL"):
+            found += [("SOL_RPC_URL", sol_rpc_url), ("SOL_GENESIS_HASH", sol_genesis_hash)]
+        return found
 
     def keyset(self, code: str) -> str:
         return f"solana:{solana_recipient().fingerprint}"
@@ -77,6 +109,12 @@ class SolanaFamily(ChainFamily):
 
     def network(self, code: str) -> str:
         return f"solana-{sol_cluster()}"
+
+    def watchers(self) -> Sequence[Watcher]:
+        from billing.chains.solana import CHAINS
+        from billing.chains.solana.watcher import SolanaWatcher
+
+        return (SolanaWatcher(CHAINS[0]),)
 
 
 FAMILY = SolanaFamily()

@@ -12,7 +12,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("currency", help="A currency with a watcher (BTC, LTC, ETH, USDT, USDC), or a chain name.")
+        parser.add_argument(
+            "currency", help="A currency with a watcher (BTC, LTC, ETH, USDT, USDC, SOL), or a chain name."
+        )
         parser.add_argument(
             "--max-blocks",
             type=int,
@@ -25,7 +27,8 @@ class Command(BaseCommand):
             type=int,
             default=None,
             help="First move the cursor so the scan starts at this height (rescanning is "
-            "harmless: payments are recorded once).",
+            "harmless: payments are recorded once). SOL follows addresses, not blocks: "
+            "its listing cursors are forgotten and every watched reference is listed again.",
         )
 
     def handle(self, *args, **o):
@@ -37,7 +40,7 @@ class Command(BaseCommand):
                 if o["from_height"] < 1:
                     raise CommandError("--from-height is 1 or more.")
                 block = watcher.cursor_set(height=o["from_height"] - 1)
-                self.stdout.write(f"Cursor set to block {block.height} {block.hash}.")
+                self.stdout.write(watcher.cursor_set_line(block))
             while True:
                 report = chain_scan(
                     currency=watcher.currency, force=True, max_blocks=o["max_blocks"], progress=self.stdout.write

@@ -6,13 +6,15 @@ from billing.serializers import checkout_url
 from core.errors import DomainError, NotFound
 from devtools.ethereum_sandbox import ETHEREUM_CURRENCIES, eth_sandbox_invoice_pay
 from devtools.sandbox import sandbox_invoice_pay
+from devtools.solana_sandbox import sol_sandbox_invoice_pay
 
 
 class Command(BaseCommand):
     help = (
-        "Sandbox only (make run with litecoind or anvil installed): pay an invoice from the sandbox's "
-        "node: LTC from the regtest node's wallet, ETH, USDT or USDC from an anvil dev account. With "
-        "--confirm, also mine the blocks the confirmation policy wants."
+        "Sandbox only (make run): pay an invoice from the sandbox's node: LTC from the regtest node's "
+        "wallet (litecoind installed), ETH, USDT or USDC from an anvil dev account (anvil installed), SOL "
+        "from the sandbox wallet on the loopback Solana node, as a Solana Pay transfer. With --confirm, "
+        "also mine the blocks the confirmation policy wants (SOL: wait until finalized)."
     )
 
     def add_arguments(self, parser):
@@ -21,7 +23,7 @@ class Command(BaseCommand):
             "--amount",
             type=int,
             default=None,
-            help="Base units (litoshi, wei, or token units of 1e-6); default: what is still due on the invoice.",
+            help="Base units (litoshi, wei, lamports, or token units of 1e-6); default: what is still due on the invoice.",
         )
         parser.add_argument("--confirm", action="store_true", help="Mine the blocks that settle it.")
 
@@ -31,7 +33,10 @@ class Command(BaseCommand):
             if invoice is None:
                 raise NotFound(f"No invoice {o['invoice_number']}.")
             request = invoice.active_request or invoice.requests.order_by("-created_at", "-id").first()
-            if request is not None and request.currency in ETHEREUM_CURRENCIES:
+            if request is not None and request.currency == "SOL":
+                paid = sol_sandbox_invoice_pay(invoice_number=invoice.number, amount=o["amount"], confirm=o["confirm"])
+                currency = "SOL"
+            elif request is not None and request.currency in ETHEREUM_CURRENCIES:
                 paid = eth_sandbox_invoice_pay(invoice_number=invoice.number, amount=o["amount"], confirm=o["confirm"])
                 currency = paid.currency
             else:
@@ -41,7 +46,7 @@ class Command(BaseCommand):
             raise CommandError(f"{exc.code}: {exc.message}") from exc
         coins = CURRENCIES[currency].coins_str(paid.amount)
         unit = CURRENCIES[currency].unit
-        unit = f"{unit}s" if unit.endswith("unit") else unit  # "token units"; litoshi and wei stay as they are
+        unit = f"{unit}s" if unit.endswith(("unit", "lamport")) else unit  # litoshi and wei stay as they are
         self.stdout.write(f"Paid {coins} {currency} ({paid.amount} {unit}) to {paid.address}: {paid.txid}")
         if paid.blocks_mined:
             self.stdout.write(f"Mined {paid.blocks_mined} block(s).")

@@ -1,6 +1,6 @@
 """`make run`: prepare the embedded default and run web + worker + beat in the
-foreground, with the LTC sandbox when litecoind is installed and the ETH sandbox
-when anvil is. Ctrl-C stops
+foreground, with the LTC sandbox when litecoind is installed, the ETH sandbox
+when anvil is, and the SOL sandbox (a loopback Solana node) always. Ctrl-C stops
 them all. Development only (devtools is installed when DEBUG is on)."""
 
 from __future__ import annotations
@@ -131,6 +131,11 @@ class Command(BaseCommand):
         }
         sandbox = self._sandbox_start()
         eth_sandbox = self._eth_sandbox_start(ltc_env=sandbox.env if sandbox else {})
+        sol_sandbox = self._sol_sandbox_start(
+            rates=(eth_sandbox.env if eth_sandbox else sandbox.env if sandbox else {}).get(
+                "MANUAL_RATES_USD", settings.MANUAL_RATES_USD
+            )
+        )
         running: dict[str, subprocess.Popen] = {}
         stopping = False
 
@@ -147,6 +152,7 @@ class Command(BaseCommand):
                 **os.environ,
                 **(sandbox.env if sandbox else {}),
                 **({**eth_sandbox.env, "SANDBOX": "1"} if eth_sandbox else {}),
+                **({**sol_sandbox.env, "SANDBOX": "1"} if sol_sandbox else {}),
             }
             env.setdefault("SITE_URL", base)
             # Requests name the host they were sent to: the bound one must be allowed, or
@@ -160,10 +166,13 @@ class Command(BaseCommand):
                         "and run production with DEBUG off (docs/operations.md)."
                     )
                 )
+            # A receiver on this machine (http://127.0.0.1:9000/hook) can be registered and pinged:
+            # make run is a local development server, DEBUG is on (production refuses the setting).
+            env.setdefault("WEBHOOK_ALLOW_PRIVATE_TARGETS", "1")
             demo = None
-            if sandbox or eth_sandbox:
+            if sandbox or eth_sandbox or sol_sandbox:
                 # Commands run from another shell (sandbox_pay) read the sandbox's settings file.
-                extra = {**(eth_sandbox.env if eth_sandbox else {})}
+                extra = {**(eth_sandbox.env if eth_sandbox else {}), **(sol_sandbox.env if sol_sandbox else {})}
                 if "SITE_URL" not in os.environ:
                     extra["SITE_URL"] = base
                 env_file = sandbox.env_file if sandbox else eth_sandbox_env_file(settings.SANDBOX_ENV_FILE, extra)
@@ -204,6 +213,15 @@ class Command(BaseCommand):
                         "    DEBUG=1 .venv/bin/python manage.py sandbox_pay <invoice-number> --confirm\n"
                     )
                 )
+            if sol_sandbox:
+                self.stdout.write(
+                    self.style.SUCCESS(
+                        f"SOL sandbox: a loopback Solana node at {sol_sandbox.url} (a new cluster each run, a block "
+                        "every 0.4 s, finalized 32 slots behind).\n"
+                        "    Order or invoice in SOL, then pay it from the sandbox wallet as a Solana Pay transfer:\n"
+                        "    DEBUG=1 .venv/bin/python manage.py sandbox_pay <invoice-number> --confirm\n"
+                    )
+                )
             while not stopping:
                 for name, proc in running.items():
                     if proc.poll() is not None:
@@ -225,6 +243,9 @@ class Command(BaseCommand):
                 sandbox.stop()
             if eth_sandbox:
                 eth_sandbox.stop()
+            if sol_sandbox:
+                sol_sandbox.stop()
+            if (eth_sandbox or sol_sandbox) and not sandbox:
                 with contextlib.suppress(OSError):
                     settings.SANDBOX_ENV_FILE.unlink()
             self.stdout.write("Stopped.")
@@ -290,6 +311,22 @@ class Command(BaseCommand):
             return eth_sandbox_start(folder=settings.SANDBOX_ENV_FILE.parent, manual_rates=rates)
         except (NodeStartError, OSError, RuntimeError) as exc:
             self.stderr.write(f"The ETH sandbox did not start: {exc}")
+            return None
+
+    def _sol_sandbox_start(self, *, rates: str):
+        """The loopback Solana node, when SOL is not configured otherwise (SANDBOX=0 turns it off).
+        It needs nothing installed: it runs in this process."""
+        if not settings.DEBUG or os.environ.get("SANDBOX", "").strip().lower() in ("0", "false", "no", "off"):
+            return None
+        if (settings.SOL_RECIPIENT or settings.SOL_RPC_URL) and not settings.SANDBOX:
+            return None  # SOL is configured: no sandbox
+        from devtools.solana_sandbox import sol_sandbox_start
+
+        self.stdout.write("Starting the SOL sandbox (a loopback Solana node) ...")
+        try:
+            return sol_sandbox_start(folder=settings.SANDBOX_ENV_FILE.parent, manual_rates=rates)
+        except OSError as exc:
+            self.stderr.write(f"The SOL sandbox did not start: {exc}")
             return None
 
 

@@ -263,3 +263,46 @@ def test_rate_limits_on_demand(sol_node, sol_http):
     assert in_body.status_code == 200 and in_body.json()["error"]["code"] == 429
     assert isinstance(sol_http.post(sol_node.url, json=body).json()["result"], int)
     assert sol_node.stats.rate_limited == 3
+
+
+# --- sendTransaction (what the sandbox's wallet pays with) ----------------------------------------
+
+
+def test_send_transaction_checks_the_blockhash_and_simulates_first(sol_ledger, post, payer, merchant):
+    import base64
+
+    from bip_utils import Base58Encoder
+
+    def encoded(tx, encoding="base64") -> str:
+        raw = bytes(tx)
+        return base64.b64encode(raw).decode() if encoding == "base64" else Base58Encoder.Encode(raw)
+
+    reference = str(Keypair().pubkey())
+    instructions = sol_ledger.payment_instructions(
+        payer=payer.pubkey(), recipient=merchant.pubkey(), lamports=7_000, references=[reference]
+    )
+    good = sol_ledger.build(payer, instructions)
+    answer = post("sendTransaction", [encoded(good, "base58")])
+    assert answer["result"] == str(good.signatures[0])
+    assert sol_ledger.transaction(answer["result"]).err is None
+
+    stale = sol_ledger.build(
+        payer, sol_ledger.payment_instructions(payer=payer.pubkey(), recipient=merchant.pubkey(), lamports=8_000)
+    )
+    sol_ledger.advance(MAX_PROCESSING_AGE + 1)
+    sol_ledger.finalize()
+    refused = post("sendTransaction", [encoded(stale), {"encoding": "base64"}])["error"]
+    assert (refused["code"], refused["message"]) == (-32002, "Transaction simulation failed: Blockhash not found")
+    assert refused["data"]["err"] == "BlockhashNotFound"
+
+    poor = sol_ledger.keypair_funded(3_000_000)
+    broke = sol_ledger.build(
+        poor, sol_ledger.payment_instructions(payer=poor.pubkey(), recipient=merchant.pubkey(), lamports=9_000_000)
+    )
+    refused = post("sendTransaction", [encoded(broke), {"encoding": "base64"}])["error"]
+    assert refused["code"] == -32002 and refused["data"]["err"] == {"InstructionError": [0, {"Custom": 1}]}
+    assert sol_ledger.transaction(str(broke.signatures[0])) is None  # preflight kept it off the ledger
+    landed = post("sendTransaction", [encoded(broke), {"encoding": "base64", "skipPreflight": True}])["result"]
+    assert sol_ledger.transaction(landed).err == {"InstructionError": [0, {"Custom": 1}]}  # its fee was charged
+
+    assert post("sendTransaction", ["not a transaction", {"encoding": "base64"}])["error"]["code"] == -32602

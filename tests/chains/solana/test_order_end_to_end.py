@@ -1,0 +1,92 @@
+"""End to end against the loopback Solana node: an order paid in SOL goes from
+invoice to an active rental through the real watcher task, the way it runs in
+production; the wallet pays the Solana Pay URI the API hands out."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from accounts.services import ssh_key_add
+from billing.tasks import chain_scan as chain_scan_task
+from rentals.models import ProvisioningJob
+from rentals.services import rental_activate
+
+pytestmark = [pytest.mark.chain, pytest.mark.django_db]
+
+
+def scan(capture) -> dict:
+    """One run of the periodic task, with what its commits trigger (signals to rentals)."""
+    with capture(execute=True):
+        result = chain_scan_task.apply(args=["SOL"]).get()
+    assert result["error"] == "" and result["skipped"] == "", result
+    return result
+
+
+def test_order_paid_in_sol_becomes_a_rental(sol, catalog, customer, customer_api, django_capture_on_commit_callbacks):
+    public_key = (
+        ed25519.Ed25519PrivateKey.generate()
+        .public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
+    key = ssh_key_add(account=customer, public_key=public_key, name="laptop")
+    created = customer_api.post(
+        "/api/v1/orders",
+        {
+            "region": "PDX-1",
+            "gpu": "l4",
+            "gpu_count": 1,
+            "term": "weekly",
+            "terms": 1,
+            "template": "ubuntu-24.04",
+            "addons": [],
+            "ssh_keys": [key.pk],
+            "pay_currency": "SOL",
+        },
+        format="json",
+    )
+    assert created.status_code == 201, created.json()
+    order = created.json()
+    invoice = order["invoice"]
+    assert (order["status"], invoice["status"], invoice["pay_currency"]) == ("awaiting_payment", "new", "SOL")
+    assert invoice["amount_usd"] == "70.00" and invoice["amount"] == "466666667"  # $70 at $150, lamports rounded up
+
+    # The wallet reads the Solana Pay URI: recipient, amount in SOL, reference.
+    uri = urlsplit(invoice["payment_uri"])
+    query = parse_qs(uri.query)
+    assert (uri.scheme, uri.path) == ("solana", sol.recipient) == ("solana", invoice["address"])
+    assert query["reference"] == [invoice["reference"]]
+    lamports = int(Decimal(query["amount"][0]) * 10**9)
+    assert lamports == int(invoice["amount"])
+    signature = sol.ledger.pay(sol.payer, uri.path, lamports, references=query["reference"])
+
+    assert scan(django_capture_on_commit_callbacks)["recorded"] == 1
+    body = customer_api.get(f"/api/v1/invoices/{invoice['id']}").json()
+    assert body["status"] == "processing"
+    assert customer_api.get(f"/api/v1/orders/{order['id']}").json()["status"] == "awaiting_payment"
+
+    sol.ledger.finalize()
+    assert scan(django_capture_on_commit_callbacks)["recorded"] == 1
+    body = customer_api.get(f"/api/v1/invoices/{invoice['id']}").json()
+    assert (body["status"], body["exception"]) == ("settled", "none")
+    assert customer_api.get(f"/api/v1/orders/{order['id']}").json()["status"] == "paid"
+    [rental] = customer_api.get("/api/v1/rentals").json()
+    assert (rental["status"], rental["gpu"], rental["region"]) == ("provisioning", "l4", "PDX-1")
+    job = ProvisioningJob.objects.get(rental_id=rental["id"])
+    assert job.action == "provision" and job.payload["rental"]["ssh_keys"] == [public_key]
+
+    rental_activate(
+        rental_id=rental["id"], ipv4="203.0.113.9", ipv6_prefix="2001:db8:9::/64", actor=None, reason="handed over"
+    )
+    [rental] = customer_api.get("/api/v1/rentals").json()
+    assert (rental["status"], rental["ipv4"]) == ("active", "203.0.113.9")
+    # The payment counted once, and nothing is left for the watcher to do.
+    again = scan(django_capture_on_commit_callbacks)
+    assert (again["recorded"], again["uncounted"], again["strays"]) == (0, 0, 0)
+    [payment] = customer_api.get(f"/api/v1/invoices/{invoice['id']}").json()["payments"]
+    assert payment["txid"] == signature
