@@ -2,6 +2,8 @@
 generated input makes any endpoint answer 5xx (schemathesis over the whole
 schema, authenticated as a customer with a key, an order and a webhook)."""
 
+import os
+
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
@@ -84,7 +86,11 @@ def token(chains, catalog, customer, keep_connection):
 
 @pytest.mark.slow
 @schema.parametrize()
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=int(os.environ.get("SCHEMA_FUZZ_EXAMPLES", "12")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
 def test_no_input_gets_a_server_error_or_breaks_the_schema(case, token):
     """Every check schemathesis has: no 5xx, and every answer (status, content
     type, headers, body) as the schema says."""
