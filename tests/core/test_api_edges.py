@@ -169,3 +169,15 @@ def test_a_parser_that_runs_out_of_stack_answers_400(api, monkeypatch):
     resp = api.post("/api/v1/accounts", data=DEEP, content_type="application/json")
     assert resp.status_code == 400
     assert resp.json()["error"]["code"] == "nesting_too_deep"
+
+
+def test_a_disallowed_host_under_api_gets_json_not_the_debug_page():
+    """With DEBUG on, Django's answer to an unknown Host is a page showing the
+    settings; under /api/ it is the error shape."""
+    client = APIClient(HTTP_HOST="gpu.example.net")
+    with override_settings(DEBUG=True, ALLOWED_HOSTS=["127.0.0.1"]):
+        resp = client.get("/api/v1/catalog/gpus")
+    assert resp.status_code == 400
+    assert resp["Content-Type"] == "application/json"
+    assert resp.json()["error"]["code"] == "bad_request"
+    assert "ALLOWED_HOSTS" not in resp.content.decode() and "SECRET" not in resp.content.decode()
