@@ -34,6 +34,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from core.errors import DomainError
+from core.throttle import client_address  # noqa: F401  (the views import it from here)
 
 _KEY_PREFIX = "authfail"
 
@@ -54,20 +55,6 @@ class AuthThrottled(DomainError):
 
 
 # --- The client's address -----------------------------------------------------
-
-
-def client_address(request) -> str:
-    """The address the request came from. With TRUSTED_PROXY_COUNT = n > 0 the
-    n-th entry from the right of X-Forwarded-For is the client (each trusted
-    proxy appends the address it saw); entries further left are whatever the
-    client chose to send and are ignored."""
-    remote = request.META.get("REMOTE_ADDR", "") or ""
-    proxies = settings.TRUSTED_PROXY_COUNT
-    if proxies > 0:
-        forwarded = [a.strip() for a in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if a.strip()]
-        if forwarded:
-            remote = forwarded[-min(proxies, len(forwarded))]
-    return remote
 
 
 def _address_bucket(address: str) -> str:

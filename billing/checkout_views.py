@@ -30,6 +30,7 @@ from billing.serializers import CheckoutStatusOutput
 from core.api import error_body
 from core.csp import content_security_policy
 from core.errors import DomainError, NotFound
+from core.throttle import client_address, rate_hit
 
 LANGUAGE_PARAM = "lang"
 LANGUAGE_COOKIE_MAX_AGE = 365 * 24 * 3600
@@ -195,6 +196,8 @@ def _refusal(exc: DomainError) -> str:
             "This invoice has already received a payment, so it stays in its currency and cannot be re-quoted."
         ),
         "invoice_not_expired": _("This invoice does not need a fresh quote."),
+        "currency_unchanged": _("This invoice is already in that currency."),
+        "quote_limit_reached": _("This invoice cannot be quoted again. Place a new order."),
         "currency_unavailable": _("That currency is not available right now; choose another."),
         "unknown_currency": _("Choose one of the currencies in the list."),
         "rate_unavailable": _("No exchange rate is available for that currency right now; try again in a minute."),
@@ -208,7 +211,37 @@ def _refusal(exc: DomainError) -> str:
     return messages_by_code.get(exc.code, _("This could not be done: %(reason)s") % {"reason": exc.message})
 
 
+def _throttled(request: HttpRequest, token: str) -> HttpResponse | None:
+    """Count a POST against its page and its address; 429 once either is over
+    its limit in the window."""
+    window = settings.CHECKOUT_POST_WINDOW_SECONDS
+    waits = [
+        rate_hit(scope="checkout-token", ident=token, limit=settings.CHECKOUT_POSTS_PER_TOKEN, window_seconds=window),
+        rate_hit(
+            scope="checkout-address",
+            ident=client_address(request),
+            limit=settings.CHECKOUT_POSTS_PER_ADDRESS,
+            window_seconds=window,
+        ),
+    ]
+    wait = max(waits)
+    if not wait:
+        return None
+    language = _language(request)
+    with translation.override(language):
+        message = _("Too many changes to this invoice; try again in %(seconds)s seconds.") % {"seconds": wait}
+    if _wants_html(request):
+        response = HttpResponse(message, status=429, content_type="text/plain; charset=utf-8")
+    else:
+        response = JsonResponse(error_body("throttled", message, {"retry_after_seconds": wait}), status=429)
+    response["Retry-After"] = str(wait)
+    return _private(response, language)
+
+
 def _act(request: HttpRequest, token: str, action: Callable[[], object]) -> HttpResponse:
+    throttled = _throttled(request, token)
+    if throttled is not None:
+        return throttled
     language = _language(request)
     with translation.override(language):
         try:

@@ -164,35 +164,62 @@ def currencies_enabled() -> list[dict[str, Any]]:
     return out
 
 
-def revenue_by_currency(*, since: datetime, until: datetime) -> list[dict[str, Any]]:
-    """What invoices settled in [since, until) brought in, per currency: money
-    applied to them on chain (base units and USD at each invoice's rate), plus a
-    `credit` row for invoices paid from account credit."""
-    from django.db.models import Count, Sum
+def _settled_in(*, since: datetime, until: datetime) -> QuerySet[Invoice]:
+    """Invoices settled in [since, until), each with `paid_in`: the currency
+    its applied payments came in, `credit` when paid from account credit, else
+    the currency of its quote (settled by staff), else `marked`."""
+    from django.db.models import Case, OuterRef, Subquery, Value, When
+    from django.db.models.functions import Coalesce
 
     from billing.models import PaymentDisposition
 
-    settled = Invoice.objects.filter(status=InvoiceStatus.SETTLED, settled_at__gte=since, settled_at__lt=until)
-    rows = (
-        Payment.objects.filter(invoice__in=settled, disposition=PaymentDisposition.APPLIED)
-        .values("currency")
-        .annotate(amount=Sum("amount"), usd=Sum("amount_usd"), invoices=Count("invoice", distinct=True))
-        .order_by("currency")
+    applied = (
+        Payment.objects.filter(invoice=OuterRef("pk"), disposition=PaymentDisposition.APPLIED)
+        .order_by("id")
+        .values("currency")[:1]
     )
-    out = [
-        {
-            "currency": r["currency"],
-            "amount": int(r["amount"]),
-            "amount_display": CURRENCIES[r["currency"]].coins_str(int(r["amount"])),
-            "usd": r["usd"],
-            "invoices": r["invoices"],
-        }
-        for r in rows
-    ]
-    credit = settled.filter(settled_via="credit").aggregate(usd=Sum("total_usd"), n=Count("id"))
-    if credit["n"]:
+    quoted = PaymentRequest.objects.filter(invoice=OuterRef("pk"), is_active=True).values("currency")[:1]
+    return Invoice.objects.filter(status=InvoiceStatus.SETTLED, settled_at__gte=since, settled_at__lt=until).annotate(
+        paid_in=Case(
+            When(settled_via="credit", then=Value("credit")),
+            default=Coalesce(Subquery(applied), Subquery(quoted), Value("marked")),
+        )
+    )
+
+
+def _revenue_order(currency: str) -> tuple[int, str]:
+    return (list(CURRENCIES).index(currency) if currency in CURRENCIES else len(CURRENCIES), currency)
+
+
+def revenue_by_currency(*, since: datetime, until: datetime) -> list[dict[str, Any]]:
+    """What invoices settled in [since, until) brought in, per currency: their
+    totals (what was sold: an over-payment is credit, counted once when the
+    credit pays an invoice), with the base units applied to them on chain; a
+    `credit` row for invoices paid from account credit."""
+    from django.db.models import Count
+
+    from billing.models import PaymentDisposition
+
+    settled = _settled_in(since=since, until=until)
+    totals = settled.values("paid_in").annotate(usd=Sum("total_usd"), invoices=Count("id"))
+    received = dict(
+        Payment.objects.filter(invoice__in=settled.values("pk"), disposition=PaymentDisposition.APPLIED)
+        .values("currency")
+        .annotate(amount=Sum("amount"))
+        .values_list("currency", "amount")
+    )
+    out = []
+    for r in sorted(totals, key=lambda r: _revenue_order(r["paid_in"])):
+        code = r["paid_in"]
+        amount = int(received[code]) if code in received else None
         out.append(
-            {"currency": "credit", "amount": None, "amount_display": "", "usd": credit["usd"], "invoices": credit["n"]}
+            {
+                "currency": code,
+                "amount": amount,
+                "amount_display": CURRENCIES[code].coins_str(amount) if amount is not None else "",
+                "usd": r["usd"],
+                "invoices": r["invoices"],
+            }
         )
     return out
 
@@ -331,33 +358,24 @@ def checkout_status(*, invoice: Invoice, now: datetime | None = None) -> Checkou
 
 
 def revenue_by_day(*, since: datetime, until: datetime) -> list[dict[str, Any]]:
-    """Revenue per UTC day and currency: what invoices settled in [since,
-    until) brought in, as `revenue_by_currency` counts it (money applied on
-    chain at each invoice's rate, plus `credit` for invoices paid from
-    account credit). Rows `{day, currency, usd}`, by day then currency."""
+    """Revenue per UTC day and currency, as `revenue_by_currency` counts it
+    (the totals of the invoices settled that day, per currency they were paid
+    in, `credit` for those paid from credit). Rows `{day, currency, usd}`, by
+    day then currency."""
     from datetime import UTC
 
-    from django.db.models import Sum
     from django.db.models.functions import TruncDate
 
-    from billing.models import PaymentDisposition
-
-    settled = Invoice.objects.filter(status=InvoiceStatus.SETTLED, settled_at__gte=since, settled_at__lt=until)
-    paid = (
-        Payment.objects.filter(invoice__in=settled, disposition=PaymentDisposition.APPLIED)
-        .annotate(day=TruncDate("invoice__settled_at", tzinfo=UTC))
-        .values("day", "currency")
-        .annotate(usd=Sum("amount_usd"))
-    )
-    credit = (
-        settled.filter(settled_via="credit")
+    rows = (
+        _settled_in(since=since, until=until)
         .annotate(day=TruncDate("settled_at", tzinfo=UTC))
-        .values("day")
+        .values("day", "paid_in")
         .annotate(usd=Sum("total_usd"))
     )
-    rows = [{"day": r["day"], "currency": r["currency"], "usd": r["usd"]} for r in paid]
-    rows += [{"day": r["day"], "currency": "credit", "usd": r["usd"]} for r in credit]
-    return sorted(rows, key=lambda r: (r["day"], r["currency"]))
+    return sorted(
+        ({"day": r["day"], "currency": r["paid_in"], "usd": r["usd"]} for r in rows),
+        key=lambda r: (r["day"], r["currency"]),
+    )
 
 
 def invoices_by_status(*, since: datetime) -> dict[str, int]:

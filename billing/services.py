@@ -42,6 +42,7 @@ from billing.models import (
 )
 from billing.selectors import invoice_has_payments
 from core.audit import audit_record
+from core.db import locked_or_404
 from core.errors import Conflict, DomainError, NotFound
 from core.money import ZERO, ceil_int, cents
 
@@ -134,7 +135,9 @@ def amount_due_for(*, total_usd: Decimal, currency: str, rate_usd: Decimal) -> i
     return ceil_int(total_usd * currency_get(currency).scale / rate_usd)
 
 
-def _request_create(*, invoice: Invoice, currency: str, now: datetime) -> PaymentRequest:
+def _request_create(
+    *, invoice: Invoice, currency: str, now: datetime, rate_lock: timedelta | None = None
+) -> PaymentRequest:
     from billing.chains.config import (
         derivation_first_index,
         derivation_keyset,
@@ -151,7 +154,7 @@ def _request_create(*, invoice: Invoice, currency: str, now: datetime) -> Paymen
     destination = destination_derive(currency=code, index=index)
     amount = amount_due_for(total_usd=invoice.total_usd, currency=code, rate_usd=rate.usd)
     invoice.requests.filter(is_active=True).update(is_active=False)
-    expires_at = now + _expiry_window()
+    expires_at = now + (rate_lock or _expiry_window())
     # A new quote is locked for its own window; the invoice follows it (callers save).
     invoice.expires_at, invoice.monitoring_until = expires_at, expires_at + _monitoring_window()
     return PaymentRequest.objects.create(
@@ -201,12 +204,14 @@ def invoice_create(
     currency: str | None,
     metadata: dict[str, Any] | None = None,
     payable_until: datetime | None = None,
+    rate_lock: timedelta | None = None,
     now: datetime | None = None,
 ) -> Invoice:
     """Issue an invoice. With a currency, its first payment request is created at
-    the current rate (the rate is locked until the invoice expires); without one
-    (e.g. a renewal, chosen by the customer when paying, or paid from credit) it
-    stays open until `payable_until` (default: the usual expiry)."""
+    the current rate, locked for `rate_lock` (default INVOICE_EXPIRY_MINUTES),
+    until the invoice expires; without one (a renewal whose currency is not
+    available, chosen by the customer when paying, or paid from credit) it stays
+    open until `payable_until` (default: the usual expiry)."""
     now = now or timezone.now()
     expires_at = now + _expiry_window()
     if currency is None and payable_until is not None:
@@ -249,20 +254,16 @@ def invoice_create(
     invoice.number = _number_take(now=now)
     invoice.save(update_fields=["number"])
     if currency is not None:
-        _request_create(invoice=invoice, currency=currency, now=now)
+        _request_create(invoice=invoice, currency=currency, now=now, rate_lock=rate_lock)
         invoice.save(update_fields=["expires_at", "monitoring_until"])
     _on_commit_send(signals.invoice_created, invoice)
     return invoice
 
 
 def _invoice_lock(*, invoice_id: int, account: Any = None) -> Invoice:
-    qs = Invoice.objects.select_for_update()
-    if account is not None:
-        qs = qs.filter(account=account)
-    try:
-        return qs.get(pk=invoice_id)
-    except Invoice.DoesNotExist:
-        raise NotFound("No such invoice.") from None
+    """The invoice, locked; a customer's (`account`) own invoices only."""
+    invoices = Invoice.objects.all() if account is None else Invoice.objects.filter(account=account)
+    return locked_or_404(invoices, pk=invoice_id, message="No such invoice.")
 
 
 @transaction.atomic
@@ -277,9 +278,28 @@ def invoice_switch_currency(*, invoice_id: int, account: Any, currency: str, now
         )
     if invoice_has_payments(invoice=invoice):
         raise Conflict("invoice_has_payments", "This invoice already received a payment; pay the rest in its currency.")
-    _request_create(invoice=invoice, currency=currency, now=now)
+    code = _currency_enabled(currency)
+    active = invoice.active_request
+    if active is not None and active.currency == code:
+        # A "switch" to the same currency would only hand out a new address and
+        # a new rate lock: a way to hold what the invoice reserves for ever.
+        raise Conflict("currency_unchanged", f"This invoice is already quoted in {code}.", details={"currency": code})
+    _quotes_left(invoice=invoice)
+    _request_create(invoice=invoice, currency=code, now=now)
     invoice.save(update_fields=["expires_at", "monitoring_until"])
     return invoice
+
+
+def _quotes_left(*, invoice: Invoice) -> None:
+    """Each quote (the first, a currency switch, a re-quote) holds what the
+    invoice pays for one more rate lock: INVOICE_MAX_QUOTES bounds the hold."""
+    quotes = invoice.requests.count()
+    if quotes >= settings.INVOICE_MAX_QUOTES:
+        raise Conflict(
+            "quote_limit_reached",
+            f"This invoice has had its {quotes} quotes; place a new order (or ask for a new renewal).",
+            details={"quotes": quotes, "max_quotes": settings.INVOICE_MAX_QUOTES},
+        )
 
 
 @transaction.atomic
@@ -314,6 +334,7 @@ def invoice_requote(
     code = currency or (previous.currency if previous else None)
     if code is None:
         raise DomainError("invalid", "Choose a currency.", details={"field": "currency"})
+    _quotes_left(invoice=invoice)
     hooks.requote_hook_run(invoice=invoice)
     _request_create(invoice=invoice, currency=code, now=now)
     invoice.save(update_fields=["expires_at", "monitoring_until"])
@@ -879,6 +900,20 @@ def invoice_pay_with_credit(*, invoice_id: int, account: Any, now: datetime | No
         invoice=invoice, status=InvoiceStatus.SETTLED, exception=InvoiceException.NONE, now=now, via="credit"
     )
     return invoice
+
+
+def account_closing_check(*, account_id: int) -> None:
+    """An account is not closed while it holds credit: the money is the
+    customer's, and a closed account can neither spend it nor ask for it. Staff
+    refund it first (credit_refund_record); then the account may close."""
+    balance = CreditBalance.objects.select_for_update().filter(account_id=account_id).first()
+    if balance is not None and balance.balance_usd > 0:
+        raise Conflict(
+            "account_has_credit",
+            f"This account holds {balance.balance_usd:.2f} USD of credit. Spend it, or ask staff to refund it, "
+            "before closing the account.",
+            details={"credit_usd": f"{balance.balance_usd:.2f}"},
+        )
 
 
 @transaction.atomic

@@ -303,10 +303,16 @@ SESSION_COOKIE_AGE = int(timedelta(hours=12).total_seconds())
 # Automatic renewal invoices are issued this many days before a period ends.
 RENEWAL_LEAD_DAYS_WEEKLY = env.int("RENEWAL_LEAD_DAYS_WEEKLY", default=2)
 RENEWAL_LEAD_DAYS_MONTHLY = env.int("RENEWAL_LEAD_DAYS_MONTHLY", default=7)
+# A renewal invoice is quoted at issue in the rental's currency; its rate holds this
+# many hours (at most to the renewal's deadline), then it is re-quoted at a fresh rate.
+RENEWAL_RATE_LOCK_HOURS = env.int("RENEWAL_RATE_LOCK_HOURS", default=24)
 # Unpaid at the end of a period: this many days of grace, then suspended (powered
 # off), then terminated this many days later with the slots back in stock.
 RENTAL_GRACE_DAYS = env.int("RENTAL_GRACE_DAYS", default=3)
 RENTAL_TERMINATE_AFTER_DAYS = env.int("RENTAL_TERMINATE_AFTER_DAYS", default=7)
+# A month's egress report can be corrected this many days after the month ended;
+# then it is billed (on the next renewal, or its own invoice for an ending rental).
+USAGE_CORRECTION_DAYS = env.int("USAGE_CORRECTION_DAYS", default=3)
 # How servers get provisioned: "manual" (staff enter the addresses in admin) or
 # "webhook" (signed JSON jobs POSTed to PROVISIONER_URL; the operator's system
 # calls POST /api/v1/ops/rentals/{id}/ready with a staff token).
@@ -382,6 +388,14 @@ INVOICE_EXPIRY_MINUTES = env.int("INVOICE_EXPIRY_MINUTES", default=30)
 INVOICE_MONITORING_HOURS = env.int("INVOICE_MONITORING_HOURS", default=24)
 INVOICE_UNDERPAYMENT_TOLERANCE_PCT = Decimal(env.str("INVOICE_UNDERPAYMENT_TOLERANCE_PCT", default="0.5"))
 INVOICE_NUMBER_PREFIX = env.str("INVOICE_NUMBER_PREFIX", default="GRH")
+# Quotes an invoice may have (the first, currency switches, re-quotes): each holds what it
+# pays for (an order's GPUs) one more rate lock, so this bounds how long it can be held.
+INVOICE_MAX_QUOTES = env.int("INVOICE_MAX_QUOTES", default=6)
+# POSTs to one checkout page (switch currency, fresh quote), and from one address to any,
+# allowed per window; more answer 429.
+CHECKOUT_POSTS_PER_TOKEN = env.int("CHECKOUT_POSTS_PER_TOKEN", default=10)
+CHECKOUT_POSTS_PER_ADDRESS = env.int("CHECKOUT_POSTS_PER_ADDRESS", default=30)
+CHECKOUT_POST_WINDOW_SECONDS = env.int("CHECKOUT_POST_WINDOW_SECONDS", default=600)
 # Destinations of closed invoices stay watched this long: late money becomes credit.
 WATCH_AFTER_CLOSE_DAYS = env.int("WATCH_AFTER_CLOSE_DAYS", default=30)
 # A watcher without a successful scan for this long is reported unhealthy, and

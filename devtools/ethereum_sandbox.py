@@ -22,8 +22,9 @@ from billing import services
 from billing.chains.ethereum.rpc import EthRpc
 from billing.chains.interface import ScanReport
 from billing.models import Invoice, PaymentStatus
-from core.errors import DomainError, NotFound
+from core.errors import DomainError
 from devtools.anvil import AnvilNode, anvil_installed
+from devtools.sandbox import amount_still_due, invoice_not_found, sandbox_off_error, sandbox_off_reasons
 from devtools.scanning import chain_scan_now
 
 SANDBOX_CHAIN_ID = 31337
@@ -135,10 +136,10 @@ class EthSandboxPayment:
 def _sandbox_rpc() -> EthRpc:
     url = str(getattr(settings, "ETH_RPC_URL", "") or "")
     if not settings.SANDBOX or not url:
-        raise DomainError(
-            "sandbox_off",
-            "This works only in the local sandbox (SANDBOX=1, ETH_RPC_URL at the anvil node "
-            "`make run` starts when anvil is installed).",
+        reasons = sandbox_off_reasons(chain_settings_ok=bool(url), what="ETH_RPC_URL (the anvil node) is not set")
+        raise sandbox_off_error(
+            reasons or ["the sandbox settings are incomplete"],
+            "SANDBOX=1, ETH_RPC_URL at the anvil node `make run` starts when anvil is installed",
         )
     rpc = EthRpc(url)
     client = str(rpc.call("web3_clientVersion"))
@@ -164,22 +165,22 @@ def eth_sandbox_invoice_pay(
 
     invoice = Invoice.objects.filter(number=invoice_number).first()
     if invoice is None:
-        raise NotFound(f"No invoice {invoice_number}.")
+        raise invoice_not_found(invoice_number)
     request = invoice.requests.filter(currency__in=ETHEREUM_CURRENCIES).order_by("-is_active", "-created_at", "-id")
     request = request.first()
     if request is None:
         raise DomainError("no_payment_request", f"{invoice_number} has no ETH, USDT or USDC address to pay.")
     currency = request.currency
+    pending = list(request.payments.filter(status=PaymentStatus.PENDING).order_by("first_seen_at", "id"))
     if amount is None:
-        paid = sum(int(p.amount) for p in request.payments.exclude(status=PaymentStatus.REMOVED))
-        amount = int(request.amount_due) - paid
-        if amount <= 0:
-            raise DomainError("already_paid", f"{invoice_number} is paid in full; give --amount to pay more.")
-    if amount <= 0:
+        amount = amount_still_due(request=request, pending=pending, confirm=confirm, invoice_number=invoice_number)
+    elif amount <= 0:
         raise DomainError("invalid", "The amount is a positive number of base units (wei, or token units).")
     with _sandbox_rpc() as rpc:
         node = AnvilNode.attach(rpc.provider.endpoint_uri)
-        if currency == "ETH":
+        if amount == 0:  # paid in full, unconfirmed: only the blocks below
+            txid = pending[0].txid
+        elif currency == "ETH":
             txid = node.send_eth(request.address, amount)
         else:
             token = family.token_contract(currency)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -62,7 +63,8 @@ def regtest_wallet_pay(
                 break
             # Coinbases mature after 100 blocks: mine 101 to make the wallet richer.
             rpc.call("generatetoaddress", 101, wallet_rpc.call("getnewaddress", "", "bech32"))
-        txid = wallet_rpc.call("sendtoaddress", address, base_units_to_coins(amount))
+        # Nothing to send (amount 0): only mine, e.g. to confirm what was sent before.
+        txid = wallet_rpc.call("sendtoaddress", address, base_units_to_coins(amount)) if amount > 0 else ""
         hashes: list[str] = []
         if mine:
             hashes = rpc.call("generatetoaddress", mine, wallet_rpc.call("getnewaddress", "", "bech32"))
@@ -155,13 +157,66 @@ class SandboxPayment:
     scan: ScanReport
 
 
-def _sandbox_check() -> None:
-    if not settings.SANDBOX or str(settings.LTC_NETWORK).strip().lower() != "regtest" or not rpc_url(currency="LTC"):
-        raise DomainError(
-            "sandbox_off",
-            "This works only in the local sandbox (SANDBOX=1, LTC_NETWORK=regtest, "
-            "started by `make run` when litecoind is installed).",
+def sandbox_pay_command(invoice_number: str = "<invoice-number>") -> str:
+    """The command that pays an invoice from another shell: with the DATA_DIR of
+    this run (the sandbox's settings file and the database live there) unless
+    it is the default."""
+    data_dir = Path(settings.DATA_DIR).resolve()
+    prefix = (
+        "" if data_dir == (Path(settings.BASE_DIR) / "data").resolve() else f"DATA_DIR={shlex.quote(str(data_dir))} "
+    )
+    return f"{prefix}DEBUG=1 .venv/bin/python manage.py sandbox_pay {invoice_number} --confirm"
+
+
+def sandbox_off_reasons(*, chain_settings_ok: bool, what: str) -> list[str]:
+    """Why the sandbox is not seen by this process, most likely first."""
+    env_file = Path(settings.SANDBOX_ENV_FILE)
+    reasons = []
+    if not settings.DEBUG:
+        reasons.append("DEBUG=1 is not set, so the sandbox's settings file is not read")
+    if not env_file.is_file():
+        reasons.append(
+            f"there is no sandbox settings file at {env_file}: `make run` is not running with DATA_DIR="
+            f"{Path(settings.DATA_DIR).resolve()}; give this command the DATA_DIR `make run` was started with "
+            "(its banner prints the exact command)"
         )
+    if not settings.SANDBOX:
+        reasons.append("SANDBOX is not set")
+    if not chain_settings_ok:
+        reasons.append(what)
+    return reasons
+
+
+def sandbox_off_error(reasons: list[str], needs: str) -> DomainError:
+    return DomainError(
+        "sandbox_off",
+        f"This works only in the local sandbox ({needs}): " + "; ".join(reasons) + ".",
+        details={"reasons": reasons, "data_dir": str(Path(settings.DATA_DIR).resolve())},
+    )
+
+
+def _sandbox_check() -> None:
+    network = str(settings.LTC_NETWORK).strip().lower()
+    ltc_ok = network == "regtest" and bool(rpc_url(currency="LTC"))
+    if settings.SANDBOX and ltc_ok:
+        return
+    what = (
+        f"LTC_NETWORK is {network!r}, not regtest"
+        if network != "regtest"
+        else "LTC_RPC_URL (the regtest node) is not set"
+    )
+    reasons = sandbox_off_reasons(chain_settings_ok=ltc_ok, what=what)
+    raise sandbox_off_error(
+        reasons or ["the sandbox settings are incomplete"],
+        "SANDBOX=1, LTC_NETWORK=regtest, started by `make run` when litecoind is installed",
+    )
+
+
+def invoice_not_found(invoice_number: str) -> NotFound:
+    return NotFound(
+        f"No invoice {invoice_number} in the database of DATA_DIR={Path(settings.DATA_DIR).resolve()}; if `make run` "
+        "was started with another DATA_DIR (or DATABASE_URL), give this command the same one."
+    )
 
 
 SANDBOX_DEMO_USERNAME = "sandbox-demo"
@@ -199,6 +254,24 @@ def sandbox_invoice_issue(*, usd: Decimal = Decimal("25.00"), username: str = SA
     )
 
 
+def amount_still_due(*, request, pending: list, confirm: bool, invoice_number: str) -> int:
+    """What is left to pay to `request`, in base units; 0 when it is paid in full
+    but not confirmed and `confirm` asks to confirm it (only blocks to mine)."""
+    paid = sum(int(p.amount) for p in request.payments.exclude(status=PaymentStatus.REMOVED))
+    due = int(request.amount_due) - paid
+    if due > 0:
+        return due
+    if pending and confirm:
+        return 0
+    if pending:
+        raise DomainError(
+            "already_paid",
+            f"{invoice_number} is paid in full and waits for confirmations: give --confirm to mine them, "
+            "or --amount to pay more.",
+        )
+    raise DomainError("already_paid", f"{invoice_number} is paid in full and confirmed; give --amount to pay more.")
+
+
 def sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, confirm: bool = False) -> SandboxPayment:
     """Pay an invoice's LTC address from the sandbox's regtest wallet; with
     `confirm`, mine the blocks the policy wants. Then scan right away (the
@@ -206,24 +279,26 @@ def sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, confi
     _sandbox_check()
     invoice = Invoice.objects.filter(number=invoice_number).first()
     if invoice is None:
-        raise NotFound(f"No invoice {invoice_number}.")
+        raise invoice_not_found(invoice_number)
     request = invoice.requests.filter(currency="LTC").order_by("-created_at", "-id").first()
     if request is None:
         raise DomainError("no_payment_request", f"{invoice_number} has no LTC address to pay.")
+    required = services.confirmations_required(currency="LTC")
+    blocks = required if confirm else 0
+    pending = list(request.payments.filter(status=PaymentStatus.PENDING).order_by("first_seen_at", "id"))
     if amount is None:
-        paid = sum(int(p.amount) for p in request.payments.exclude(status=PaymentStatus.REMOVED))
-        amount = int(request.amount_due) - paid
-        if amount <= 0:
-            raise DomainError("already_paid", f"{invoice_number} is paid in full; give --amount to pay more.")
-    if amount <= 0:
+        amount = amount_still_due(request=request, pending=pending, confirm=confirm, invoice_number=invoice_number)
+        if amount == 0:  # paid in full, unconfirmed: mine what its confirmations still need
+            blocks = max(1, required - min(p.confirmations for p in pending))
+    elif amount <= 0:
         raise DomainError("invalid", "The amount is a positive number of litoshi.")
-    blocks = services.confirmations_required(currency="LTC") if confirm else 0
     try:
         txid, hashes = regtest_wallet_pay(
             url=rpc_url(currency="LTC"), wallet=SANDBOX_WALLET, address=request.address, amount=amount, mine=blocks
         )
     except (ChainUnavailable, RpcError) as exc:
         raise DomainError("sandbox_node", f"The sandbox node refused: {exc}") from None
+    txid = txid or pending[0].txid
     report = chain_scan_now(currency="LTC")
     invoice.refresh_from_db()
     return SandboxPayment(
@@ -240,7 +315,8 @@ def sandbox_rental_hand_over(*, rental_id: int) -> Rental:
     RFC 3849), as `POST /api/v1/ops/rentals/{id}/ready` would. Refused outside
     the sandbox."""
     if not settings.SANDBOX:
-        raise DomainError("sandbox_off", "This works only in the local sandbox (SANDBOX=1, started by `make run`).")
+        reasons = sandbox_off_reasons(chain_settings_ok=True, what="")
+        raise sandbox_off_error(reasons or ["SANDBOX is not set"], "SANDBOX=1, started by `make run`")
     return rental_activate(
         rental_id=rental_id,
         ipv4=SANDBOX_IPV4,

@@ -35,7 +35,8 @@ from solders.transaction import VersionedTransaction
 from billing.chains.interface import ScanReport
 from billing.chains.solana.rpc import SolanaRpc, SolanaRpcError, SolanaUnavailable
 from billing.models import Invoice, PaymentStatus
-from core.errors import DomainError, NotFound
+from core.errors import DomainError
+from devtools.sandbox import amount_still_due, invoice_not_found, sandbox_off_error, sandbox_off_reasons
 from devtools.scanning import chain_scan_now
 from devtools.solana_rpc import LAMPORTS_PER_SOL, SolanaLedger, SolanaRpcServer
 
@@ -132,10 +133,13 @@ def _sandbox_rpc() -> SolanaRpc:
     url = str(getattr(settings, "SOL_RPC_URL", "") or "")
     pinned = str(getattr(settings, "SOL_GENESIS_HASH", "") or "")
     if not settings.SANDBOX or not url or not pinned:
-        raise DomainError(
-            "sandbox_off",
-            "This works only in the local sandbox (SANDBOX=1, SOL_RPC_URL at the loopback Solana node "
-            "`make run` starts).",
+        reasons = sandbox_off_reasons(
+            chain_settings_ok=bool(url and pinned),
+            what="SOL_RPC_URL and SOL_GENESIS_HASH (the loopback node) are not set",
+        )
+        raise sandbox_off_error(
+            reasons or ["the sandbox settings are incomplete"],
+            "SANDBOX=1, SOL_RPC_URL at the loopback Solana node `make run` starts",
         )
     rpc = SolanaRpc(url, rate_limit_retries=0, transport_retries=0)
     try:
@@ -169,17 +173,23 @@ def sol_sandbox_invoice_pay(
     transaction is finalized. Then scan right away. Refused outside the sandbox."""
     invoice = Invoice.objects.filter(number=invoice_number).first()
     if invoice is None:
-        raise NotFound(f"No invoice {invoice_number}.")
+        raise invoice_not_found(invoice_number)
     request = invoice.requests.filter(currency="SOL").order_by("-is_active", "-created_at", "-id").first()
     if request is None:
         raise DomainError("no_payment_request", f"{invoice_number} has no SOL request to pay.")
+    pending = list(request.payments.filter(status=PaymentStatus.PENDING).order_by("first_seen_at", "id"))
     if amount is None:
-        paid = sum(int(p.amount) for p in request.payments.exclude(status=PaymentStatus.REMOVED))
-        amount = int(request.amount_due) - paid
-        if amount <= 0:
-            raise DomainError("already_paid", f"{invoice_number} is paid in full; give --amount to pay more.")
-    if amount <= 0:
+        amount = amount_still_due(request=request, pending=pending, confirm=confirm, invoice_number=invoice_number)
+    elif amount <= 0:
         raise DomainError("invalid", "The amount is a positive number of lamports.")
+    if amount == 0:  # paid in full, not yet finalized: only wait for it
+        with _sandbox_rpc() as rpc:
+            _finalized_wait(rpc, pending[0].txid, timeout=timeout)
+        report = chain_scan_now(currency="SOL")
+        invoice.refresh_from_db()
+        return SolSandboxPayment(
+            invoice.number, "SOL", request.address, 0, pending[0].txid, 0, invoice.status, invoice.exception, report
+        )
     wallet = _kept_keypair(Path(settings.SANDBOX_ENV_FILE).parent / "sol-wallet.json")
     with _sandbox_rpc() as rpc:
         blockhash = rpc.call("getLatestBlockhash", {"commitment": "confirmed"})["value"]["blockhash"]

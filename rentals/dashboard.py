@@ -95,7 +95,7 @@ def revenue_chart(*, today: date) -> tuple[Chart, Decimal]:
     per_currency: dict[str, dict[date, Decimal]] = defaultdict(dict)
     for row in rows:
         per_currency[row["currency"]][row["day"]] = row["usd"]
-    currencies = [c for c in [*CURRENCIES, "credit"] if c in per_currency]
+    currencies = [c for c in [*CURRENCIES, "credit", "marked"] if c in per_currency]
     series = [
         charts.Series(c, CURRENCY_COLORS.get(c, "#607d8b"), [per_currency[c].get(d, ZERO) for d in days])
         for c in currencies

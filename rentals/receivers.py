@@ -13,11 +13,18 @@ from django.db import transaction
 from django.dispatch import receiver
 
 from accounts.signals import account_closing, account_deactivated
+from billing import services as billing_services
 from billing import signals as billing_signals
 from billing.models import Invoice
 from rentals.events import invoice_event_emit
 from rentals.models import IdempotencyKey
-from rentals.services import account_unpaid_orders_release, order_expire, renewal_apply, rental_from_order
+from rentals.services import (
+    account_unpaid_orders_release,
+    order_expire,
+    renewal_apply,
+    rental_from_order,
+    rentals_auto_renew_off,
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +82,15 @@ def on_invoice_processing(sender, invoice_id: int, subject: str, **kwargs) -> No
 
 @receiver(account_closing, dispatch_uid="rentals.account_closing")
 def on_account_closing(sender, account, **kwargs) -> None:
-    """Remembered responses to Idempotency-Key requests go with the account.
-    Orders and rentals stay: they name the account, which is then kept
-    (deactivated) rather than deleted; its unpaid orders are cancelled, so the
-    GPUs they hold go back to stock at once."""
+    """Billing refuses while the account holds credit (account_has_credit).
+    Otherwise remembered responses to Idempotency-Key requests go with the
+    account, its rentals stop renewing (each runs to the end of its paid
+    period) and its unpaid orders are cancelled, so the GPUs they hold go back
+    to stock at once. Orders and rentals stay: they name the account, which is
+    then kept (deactivated) rather than deleted."""
+    billing_services.account_closing_check(account_id=account.pk)
     IdempotencyKey.objects.filter(account=account).delete()
+    rentals_auto_renew_off(account=account, reason="account closed")
     account_unpaid_orders_release(account=account, reason="account closed")
 
 

@@ -29,7 +29,7 @@ def rentals_for(*, account) -> QuerySet[Rental]:
     return (
         Rental.objects.filter(account=account)
         .select_related("order")
-        .prefetch_related("periods", "renewals__invoice")
+        .prefetch_related("periods", "renewals__invoice__requests")
         .order_by("-created_at", "-id")
     )
 

@@ -7,10 +7,11 @@ from datetime import date
 from decimal import Decimal
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from billing.currencies import CURRENCIES
-from billing.serializers import InvoiceOutput
+from billing.serializers import InvoiceOutput, checkout_url
 from catalog.models import TERM_CHOICES
 from catalog.serializers import QuoteLineOutput
 from catalog.services import MAX_TERMS
@@ -162,6 +163,49 @@ class PeriodOutput(serializers.Serializer):
     invoice_id = serializers.IntegerField(allow_null=True)
 
 
+class RenewalInvoiceOutput(serializers.Serializer):
+    """A renewal invoice as the rental lists it: enough to pay it as issued (the
+    full invoice is at /invoices/{id})."""
+
+    id = serializers.IntegerField(source="invoice_id")
+    number = serializers.CharField(source="invoice.number")
+    status = serializers.CharField(source="invoice.status")
+    kind = serializers.CharField()
+    terms = serializers.IntegerField()
+    amount_usd = MoneyField(source="invoice.total_usd")
+    pay_currency = serializers.SerializerMethodField()
+    amount = serializers.SerializerMethodField(help_text="Amount due in base units of pay_currency (string).")
+    amount_display = serializers.SerializerMethodField()
+    address = serializers.SerializerMethodField()
+    payment_uri = serializers.SerializerMethodField()
+    checkout_url = serializers.SerializerMethodField()
+    expires_at = serializers.DateTimeField(source="invoice.expires_at")
+
+    def _field(self, renewal, name: str) -> str | None:
+        request = renewal.invoice.active_request
+        return getattr(request, name) if request is not None else None
+
+    def get_pay_currency(self, renewal) -> str | None:
+        return self._field(renewal, "currency")
+
+    def get_amount(self, renewal) -> str | None:
+        amount = self._field(renewal, "amount_due")
+        return None if amount is None else str(int(amount))
+
+    def get_amount_display(self, renewal) -> str | None:
+        request = renewal.invoice.active_request
+        return CURRENCIES[request.currency].coins_str(int(request.amount_due)) if request is not None else None
+
+    def get_address(self, renewal) -> str | None:
+        return self._field(renewal, "address")
+
+    def get_payment_uri(self, renewal) -> str | None:
+        return self._field(renewal, "payment_uri")
+
+    def get_checkout_url(self, renewal) -> str:
+        return checkout_url(renewal.invoice)
+
+
 class RentalOutput(serializers.Serializer):
     id = serializers.IntegerField()
     status = serializers.CharField()
@@ -192,17 +236,9 @@ class RentalOutput(serializers.Serializer):
     periods = PeriodOutput(many=True)
     renewal_invoices = serializers.SerializerMethodField()
 
+    @extend_schema_field(RenewalInvoiceOutput(many=True))
     def get_renewal_invoices(self, rental) -> list[dict[str, Any]]:
-        return [
-            {
-                "id": r.invoice_id,
-                "number": r.invoice.number,
-                "status": r.invoice.status,
-                "kind": r.kind,
-                "amount_usd": f"{r.invoice.total_usd:.2f}",
-            }
-            for r in rental.renewals.all()
-        ]
+        return [RenewalInvoiceOutput(r).data for r in rental.renewals.all()]
 
 
 class UsageOutput(serializers.Serializer):

@@ -141,7 +141,12 @@ class Rental(models.Model):
         "IPv6 prefix", max_length=64, blank=True, help_text="The /64, e.g. 2001:db8:1:2::/64"
     )
     provisioner = models.CharField(max_length=16, help_text="manual or webhook")
-    provision_job = models.UUIDField(default=uuid.uuid4, help_text="Id of the provisioning job sent to operators.")
+    provision_job = models.UUIDField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Id of the provisioning job sent to operators, once there is one.",
+    )
     created_at = models.DateTimeField()
     settled_at = models.DateTimeField(help_text="When the order's invoice settled.")
     active_at = models.DateTimeField(null=True, blank=True, help_text="First hand-over to the customer.")

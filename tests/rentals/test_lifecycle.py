@@ -76,6 +76,7 @@ def test_the_whole_life(ordered, customer, customer_api, staff_api, staff):
         assert run_jobs_twice(end1 - timedelta(days=7)) == [0, 0, 0, 0, 0]
     renewal = Invoice.objects.exclude(pk=invoice["id"]).get()
     assert (renewal.total_usd, renewal.status, renewal.settled_via) == (Decimal("250.00"), "settled", "credit")
+    assert not renewal.requests.exists()  # nothing to pay on chain: no address handed out
     assert [(ln.description, ln.amount_usd) for ln in renewal.lines.all()] == [
         ("L4 GPU, per card and month", Decimal("250.00"))
     ]
@@ -91,7 +92,9 @@ def test_the_whole_life(ordered, customer, customer_api, staff_api, staff):
     # The next renewal is issued but the credit does not cover it: unpaid.
     assert run_jobs_twice(end2 - timedelta(days=7)) == [0, 0, 0, 0, 0]
     unpaid = Invoice.objects.filter(status="new").get()
-    assert unpaid.total_usd == Decimal("250.00") and unpaid.expires_at == end2 + timedelta(days=3)
+    # Quoted at issue in the currency the rental was paid in, its rate held for a day.
+    assert unpaid.total_usd == Decimal("250.00") and unpaid.active_request.currency == "LTC"
+    assert unpaid.expires_at == end2 - timedelta(days=6)
     # Past the end: three days of grace, still active; then suspended.
     assert run_jobs_twice(end2 + timedelta(days=3, minutes=-1)) == [0, 0, 0, 0, 0]
     assert Rental.objects.get(pk=rental["id"]).status == "active"
@@ -99,7 +102,7 @@ def test_the_whole_life(ordered, customer, customer_api, staff_api, staff):
         assert services.rentals_suspend_due(now=end2 + timedelta(days=3)) == 1
     assert run_jobs_twice(end2 + timedelta(days=3)) == [0, 0, 0, 0, 0]
     assert Rental.objects.get(pk=rental["id"]).status == "suspended"
-    assert Invoice.objects.get(pk=unpaid.pk).status == "expired"  # its deadline was the end of the grace
+    assert Invoice.objects.get(pk=unpaid.pk).status == "expired"
     # Seven days later: terminated, the slot back in stock.
     assert run_jobs_twice(end2 + timedelta(days=10, minutes=-1)) == [0, 0, 0, 0, 0]
     with committed():
@@ -136,7 +139,9 @@ def test_a_renewal_paid_during_grace_continues_from_the_end(active_rental, custo
     run_jobs_twice(end - timedelta(days=7))
     invoice = Invoice.objects.get(status="new", renewal__rental=active_rental)
     with time_machine.travel(end + timedelta(days=1), tick=False):
-        resp = customer_api.post(f"/api/v1/invoices/{invoice.pk}/currency", {"currency": "LTC"}, format="json")
+        # Its quote of a week ago has lapsed: a fresh one, at today's rate.
+        resp = customer_api.post(f"/api/v1/invoices/{invoice.pk}/requote", {}, format="json")
+        assert resp.status_code == 200, resp.json()
         pay(invoice.number, int(resp.json()["amount"]), txid="tx-grace")
     rental = Rental.objects.get(pk=active_rental.pk)
     assert rental.paid_until == end + MONTH  # the paid period is continuous
@@ -177,14 +182,23 @@ def test_renew_now_and_only_one_open_renewal(active_rental, customer_api):
     assert rental.paid_until == active_rental.paid_until + 3 * MONTH
 
 
+def report_usage(staff_api, rental, month: str, egress_tb: str, at):
+    with time_machine.travel(at, tick=False), committed():
+        return staff_api.post(
+            f"/api/v1/ops/rentals/{rental.pk}/usage", {"month": month, "egress_tb": egress_tb}, format="json"
+        )
+
+
+# The rental is handed over on 30 November: November is its first month.
+NOVEMBER_ENDED = T0 + timedelta(days=1)
+
+
 def test_egress_beyond_20_tb_goes_onto_the_next_renewal(active_rental, staff_api):
-    resp = staff_api.post(
-        f"/api/v1/ops/rentals/{active_rental.pk}/usage", {"month": "2026-12", "egress_tb": "23.5"}, format="json"
-    )
+    resp = report_usage(staff_api, active_rental, "2026-11", "23.5", NOVEMBER_ENDED)
     assert resp.status_code == 200, resp.json()
     assert resp.json() | {"rental_id": 0} == {
         "rental_id": 0,
-        "month": "2026-12",
+        "month": "2026-11",
         "egress_tb": "23.500",
         "overage_tb": "3.500",
         "overage_usd": "14.00",
@@ -197,25 +211,24 @@ def test_egress_beyond_20_tb_goes_onto_the_next_renewal(active_rental, staff_api
         ("usage:egress", Decimal("14.00")),
     ]
     assert UsageReport.objects.get().billed_invoice_id == invoice.pk
-    billed = staff_api.post(
-        f"/api/v1/ops/rentals/{active_rental.pk}/usage", {"month": "2026-12", "egress_tb": "30"}, format="json"
-    )
+    billed = report_usage(staff_api, active_rental, "2026-11", "30", active_rental.paid_until)
     assert billed.status_code == 409 and billed.json()["error"]["code"] == "usage_already_billed"
 
 
 def test_egress_of_an_ending_rental_gets_its_own_invoice(active_rental, customer_api, staff_api):
     customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel")
-    staff_api.post(
-        f"/api/v1/ops/rentals/{active_rental.pk}/usage", {"month": "2026-12", "egress_tb": "21"}, format="json"
-    )
+    assert report_usage(staff_api, active_rental, "2026-11", "21", NOVEMBER_ENDED).status_code == 200
+    # Inside the correction window nothing is billed; once it closes, the periodic job bills it.
+    window_closes = NOVEMBER_ENDED - timedelta(hours=12) + timedelta(days=3)
+    assert run_jobs_twice(window_closes - timedelta(seconds=1)) == [0, 0, 0, 0, 0]
+    assert not Invoice.objects.filter(renewal__rental=active_rental).exists()
+    assert run_jobs_twice(window_closes) == [0, 0, 0, 0, 0]
     invoice = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="usage")
-    assert invoice.total_usd == Decimal("4.00")
+    assert invoice.total_usd == Decimal("4.00") and invoice.active_request.currency == "LTC"
 
 
 def test_within_the_allowance_nothing_is_billed(active_rental, staff_api):
-    resp = staff_api.post(
-        f"/api/v1/ops/rentals/{active_rental.pk}/usage", {"month": "2026-12", "egress_tb": "20"}, format="json"
-    )
+    resp = report_usage(staff_api, active_rental, "2026-11", "20", NOVEMBER_ENDED)
     assert resp.json()["overage_usd"] == "0.00"
     run_jobs_twice(active_rental.paid_until - timedelta(days=7))
     assert Invoice.objects.get(renewal__rental=active_rental).total_usd == Decimal("250.00")
@@ -299,7 +312,8 @@ def test_a_rental_suspended_with_paid_time_left_keeps_it(active_rental, staff, c
 
 
 def test_no_automatic_renewal_while_one_asked_for_is_open(active_rental, customer_api):
-    resp = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json")
+    with time_machine.travel(active_rental.paid_until - timedelta(days=7, hours=1), tick=False):
+        resp = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json")
     assert resp.status_code == 201
     run_jobs_twice(active_rental.paid_until - timedelta(days=7))
     assert Invoice.objects.filter(renewal__rental=active_rental).count() == 1

@@ -3,9 +3,9 @@ from django.core.management.base import BaseCommand, CommandError
 from billing.currencies import CURRENCIES
 from billing.models import Invoice
 from billing.serializers import checkout_url
-from core.errors import DomainError, NotFound
+from core.errors import DomainError
 from devtools.ethereum_sandbox import ETHEREUM_CURRENCIES, eth_sandbox_invoice_pay
-from devtools.sandbox import sandbox_invoice_pay
+from devtools.sandbox import invoice_not_found, sandbox_invoice_pay
 from devtools.solana_sandbox import sol_sandbox_invoice_pay
 
 
@@ -14,7 +14,8 @@ class Command(BaseCommand):
         "Sandbox only (make run): pay an invoice from the sandbox's node: LTC from the regtest node's "
         "wallet (litecoind installed), ETH, USDT or USDC from an anvil dev account (anvil installed), SOL "
         "from the sandbox wallet on the loopback Solana node, as a Solana Pay transfer. With --confirm, "
-        "also mine the blocks the confirmation policy wants (SOL: wait until finalized)."
+        "also mine the blocks the confirmation policy wants (SOL: wait until finalized); on an invoice paid "
+        "in full but not yet confirmed, only those blocks. Run it with the DATA_DIR `make run` was started with."
     )
 
     def add_arguments(self, parser):
@@ -31,7 +32,7 @@ class Command(BaseCommand):
         try:
             invoice = Invoice.objects.filter(number=o["invoice_number"]).first()
             if invoice is None:
-                raise NotFound(f"No invoice {o['invoice_number']}.")
+                raise invoice_not_found(o["invoice_number"])
             request = invoice.active_request or invoice.requests.order_by("-created_at", "-id").first()
             if request is not None and request.currency == "SOL":
                 paid = sol_sandbox_invoice_pay(invoice_number=invoice.number, amount=o["amount"], confirm=o["confirm"])
@@ -47,7 +48,10 @@ class Command(BaseCommand):
         coins = CURRENCIES[currency].coins_str(paid.amount)
         unit = CURRENCIES[currency].unit
         unit = f"{unit}s" if unit.endswith(("unit", "lamport")) else unit  # litoshi and wei stay as they are
-        self.stdout.write(f"Paid {coins} {currency} ({paid.amount} {unit}) to {paid.address}: {paid.txid}")
+        if paid.amount:
+            self.stdout.write(f"Paid {coins} {currency} ({paid.amount} {unit}) to {paid.address}: {paid.txid}")
+        else:
+            self.stdout.write(f"Nothing left to pay: {paid.txid} to {paid.address} waits for confirmations.")
         if paid.blocks_mined:
             self.stdout.write(f"Mined {paid.blocks_mined} block(s).")
         self.stdout.write(paid.scan.summary())

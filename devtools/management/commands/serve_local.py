@@ -183,6 +183,8 @@ class Command(BaseCommand):
                 demo = self._sandbox_demo_invoice(env)
             for name, cmd in procs.items():
                 running[name] = subprocess.Popen(cmd, env=env)
+            from devtools.sandbox import sandbox_pay_command
+
             self.stdout.write(
                 self.style.SUCCESS(
                     f"\nGPU Rent Hub is running.\n"
@@ -201,7 +203,7 @@ class Command(BaseCommand):
                         f"{sandbox.node.datadir}).\n"
                         + (f"    Try paying: {demo['page']}  (invoice {demo['number']})\n" if demo else "")
                         + "    Order or invoice in LTC, then pay it from the node's wallet; its checkout page turns paid:\n"
-                        f"    DEBUG=1 .venv/bin/python manage.py sandbox_pay {demo['number'] if demo else '<invoice-number>'} --confirm\n"
+                        f"    {sandbox_pay_command(demo['number'] if demo else '<invoice-number>')}\n"
                     )
                 )
             if eth_sandbox:
@@ -210,7 +212,7 @@ class Command(BaseCommand):
                         f"ETH sandbox: an anvil node at {eth_sandbox.node.url} (chain 31337, kept in "
                         f"{settings.SANDBOX_ENV_FILE.parent}), test USDT {eth_sandbox.usdt} and USDC {eth_sandbox.usdc}.\n"
                         "    Order or invoice in ETH, USDT or USDC, then pay it from an anvil account:\n"
-                        "    DEBUG=1 .venv/bin/python manage.py sandbox_pay <invoice-number> --confirm\n"
+                        f"    {sandbox_pay_command()}\n"
                     )
                 )
             if sol_sandbox:

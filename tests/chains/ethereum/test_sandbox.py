@@ -74,6 +74,34 @@ def test_sandbox_pay(sandbox, settings, customer, currency):
     watcher.process_state_clear()
 
 
+def test_sandbox_pay_confirms_an_invoice_already_processing(sandbox, settings, customer):
+    from decimal import Decimal
+
+    from billing import services
+    from billing.chains.watchers import watcher_for
+
+    for name, value in sandbox.env.items():
+        setattr(settings, name, value)
+    settings.ETH_CHAIN_ID = int(sandbox.env["ETH_CHAIN_ID"])
+    settings.SANDBOX = True
+    watcher = watcher_for(currency="ETH")
+    watcher.process_state_clear()
+    watcher.cursor_set(height=sandbox.node.height())
+    invoice = services.invoice_create(
+        account=customer,
+        subject="sandbox:test",
+        description="Sandbox",
+        lines=[services.LineSpec("GPU time", Decimal(1), Decimal("35.00"), Decimal("35.00"))],
+        currency="ETH",
+    )
+    paid = eth_sandbox_invoice_pay(invoice_number=invoice.number)
+    assert paid.status == InvoiceStatus.PROCESSING
+    confirmed = eth_sandbox_invoice_pay(invoice_number=invoice.number, confirm=True)
+    assert (confirmed.amount, confirmed.txid) == (0, paid.txid)  # nothing sent again
+    assert (confirmed.status, confirmed.exception) == (InvoiceStatus.SETTLED, InvoiceException.NONE)
+    watcher.process_state_clear()
+
+
 def test_sandbox_pay_refuses_outside_the_sandbox(settings, customer, evm):
     settings.SANDBOX = False
     settings.ETH_RPC_URL = evm.node.url

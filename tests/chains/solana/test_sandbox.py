@@ -91,3 +91,16 @@ def test_sandbox_pay_refuses_a_node_that_is_not_the_sandbox(sandbox, customer, s
     with pytest.raises(DomainError, match="sandbox_off|only in the local sandbox"):
         sol_sandbox_invoice_pay(invoice_number=invoice.number)
     assert not Payment.objects.exists()
+
+
+def test_sandbox_pay_confirm_waits_out_an_invoice_already_processing(sandbox, customer):
+    invoice = invoice_in_sol(customer)
+    paid = sol_sandbox_invoice_pay(invoice_number=invoice.number)
+    if paid.status == InvoiceStatus.SETTLED:  # finalized already (a fast clock): nothing left to confirm
+        with pytest.raises(DomainError, match="paid in full and confirmed"):
+            sol_sandbox_invoice_pay(invoice_number=invoice.number, confirm=True)
+        return
+    assert paid.status == InvoiceStatus.PROCESSING
+    done = sol_sandbox_invoice_pay(invoice_number=invoice.number, confirm=True)
+    assert (done.amount, done.txid) == (0, paid.txid)  # nothing sent again
+    assert (done.status, done.exception) == (InvoiceStatus.SETTLED, "none")

@@ -1,0 +1,45 @@
+"""Request counting shared by the apps: who a request came from, and a fixed
+window counter in the Django cache (Redis in production, so every web process
+shares the counts; its increment is atomic)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+
+from django.conf import settings
+from django.core.cache import cache
+
+
+def client_address(request) -> str:
+    """The address the request came from. With TRUSTED_PROXY_COUNT = n > 0 the
+    n-th entry from the right of X-Forwarded-For is the client (each trusted
+    proxy appends the address it saw); entries further left are whatever the
+    client chose to send and are ignored."""
+    remote = request.META.get("REMOTE_ADDR", "") or ""
+    proxies = settings.TRUSTED_PROXY_COUNT
+    if proxies > 0:
+        forwarded = [a.strip() for a in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if a.strip()]
+        if forwarded:
+            remote = forwarded[-min(proxies, len(forwarded))]
+    return remote
+
+
+def rate_hit(*, scope: str, ident: str, limit: int, window_seconds: int) -> int:
+    """Count one request of `ident` in the current window of `scope`. Returns 0
+    while the window holds at most `limit` of them, else the seconds until the
+    window ends (for `Retry-After`)."""
+    now = time.time()
+    slot = int(now // window_seconds)
+    digest = hashlib.sha256(ident.encode()).hexdigest()[:32]
+    key = f"rate:{scope}:{digest}:{slot}"
+    cache.add(key, 0, timeout=window_seconds + 1)
+    try:
+        count = cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.add(key, 1, timeout=window_seconds + 1)
+        count = 1
+    if count <= limit:
+        return 0
+    return max(1, math.ceil((slot + 1) * window_seconds - now))

@@ -1,0 +1,204 @@
+"""Edges of billing: a quote cannot be renewed for ever (same-currency switches,
+the quote cap, the checkout page's POST throttle), revenue counts what was sold
+once, an account holding credit is not closed, and invoices are locked by the
+one shared helper."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+import time_machine
+from django.core.cache import cache
+
+from accounts.models import Account
+from billing import selectors, services
+from billing.models import CreditEntry, Invoice
+from billing.services import LineSpec
+
+pytestmark = pytest.mark.django_db
+
+START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def make_invoice(account, total="250.00", currency="LTC", subject="test:1"):
+    amount = Decimal(total)
+    return services.invoice_create(
+        account=account,
+        subject=subject,
+        description="Test invoice",
+        lines=[LineSpec("Thing", Decimal(1), amount, amount)],
+        currency=currency,
+    )
+
+
+def pay(invoice, amount: int, txid: str):
+    return services.payment_record_manual(
+        invoice_number=invoice.number, txid=txid, amount=amount, confirmations=6, reason="test", actor=None
+    )
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counts():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+# --- Holding a quote ---------------------------------------------------------------------------
+
+
+def test_a_switch_to_the_same_currency_is_refused_and_changes_nothing(chains, customer, customer_api):
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+    before = (invoice.active_request.address, invoice.expires_at)
+    with time_machine.travel(START + timedelta(minutes=20), tick=False):
+        resp = customer_api.post(f"/api/v1/invoices/{invoice.pk}/currency", {"currency": "LTC"}, format="json")
+    assert resp.status_code == 409
+    assert resp.json()["error"]["code"] == "currency_unchanged"
+    assert resp.json()["error"]["details"] == {"currency": "LTC"}
+    invoice.refresh_from_db()
+    assert (invoice.active_request.address, invoice.expires_at) == before
+    assert invoice.requests.count() == 1
+
+
+def test_the_checkout_page_refuses_the_same_currency_too(chains, customer, client):
+    invoice = make_invoice(customer)
+    resp = client.post(f"/pay/{invoice.checkout_token}/currency", {"currency": "LTC"}, follow=True)
+    assert "already in that currency" in resp.content.decode()
+    assert invoice.requests.count() == 1
+
+
+def test_quotes_are_capped_so_the_hold_ends(chains, customer, customer_api, settings):
+    settings.INVOICE_MAX_QUOTES = 3
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)  # quote 1
+    at = START + timedelta(minutes=10)
+    for currency in ("BTC", "ETH"):  # quotes 2 and 3
+        with time_machine.travel(at, tick=False):
+            resp = customer_api.post(f"/api/v1/invoices/{invoice.pk}/currency", {"currency": currency}, format="json")
+        assert resp.status_code == 200, resp.json()
+        at += timedelta(minutes=25)
+    with time_machine.travel(at, tick=False):
+        refused = customer_api.post(f"/api/v1/invoices/{invoice.pk}/currency", {"currency": "SOL"}, format="json")
+    assert refused.status_code == 409
+    assert refused.json()["error"] == {
+        "code": "quote_limit_reached",
+        "message": refused.json()["error"]["message"],
+        "details": {"quotes": 3, "max_quotes": 3},
+    }
+    # Nor is it re-quoted once the last lock is over: the hold ends.
+    last_lock = Invoice.objects.get(pk=invoice.pk).expires_at
+    with time_machine.travel(last_lock + timedelta(minutes=1), tick=False):
+        requote = customer_api.post(f"/api/v1/invoices/{invoice.pk}/requote", {}, format="json")
+    assert requote.status_code == 409 and requote.json()["error"]["code"] == "quote_limit_reached"
+    assert Invoice.objects.get(pk=invoice.pk).expires_at == last_lock == START + timedelta(minutes=65)
+
+
+def test_checkout_posts_are_throttled_per_page(chains, customer, client, settings):
+    settings.CHECKOUT_POSTS_PER_TOKEN = 3
+    invoice = make_invoice(customer)
+    path = f"/pay/{invoice.checkout_token}/currency"
+    answers = [client.post(path, {"currency": c}, HTTP_ACCEPT="application/json") for c in ("BTC", "ETH", "SOL")]
+    assert [r.status_code for r in answers] == [303, 303, 303]
+    throttled = client.post(path, {"currency": "XMR"}, HTTP_ACCEPT="application/json")
+    assert throttled.status_code == 429
+    assert throttled.json()["error"]["code"] == "throttled"
+    assert 1 <= int(throttled["Retry-After"]) <= settings.CHECKOUT_POST_WINDOW_SECONDS
+    assert Invoice.objects.get(pk=invoice.pk).active_request.currency == "SOL"
+    # Another invoice's page is not held up by this one's count.
+    other = make_invoice(customer, subject="test:2")
+    assert client.post(f"/pay/{other.checkout_token}/currency", {"currency": "BTC"}).status_code == 303
+
+
+def test_checkout_posts_are_throttled_per_address(chains, customer, client, settings):
+    settings.CHECKOUT_POSTS_PER_ADDRESS = 2
+    tokens = [make_invoice(customer, subject=f"test:{i}").checkout_token for i in range(3)]
+    codes = [
+        client.post(f"/pay/{t}/requote", {}, REMOTE_ADDR="198.51.100.9").status_code for t in tokens
+    ]  # each refused inside (not expired), but counted
+    assert codes == [303, 303, 429]
+    assert client.post(f"/pay/{tokens[2]}/requote", {}, REMOTE_ADDR="198.51.100.10").status_code == 303
+
+
+# --- Revenue ------------------------------------------------------------------------------------
+
+
+def test_revenue_counts_an_over_payment_once(chains, customer):
+    with time_machine.travel(START, tick=False):
+        first = make_invoice(customer, total="250.00")
+        due = int(first.active_request.amount_due)
+        pay(first, due + due // 10, txid="tx-over")  # 10 % over: 25.00 becomes credit
+        assert selectors.credit_balance_usd(account=customer) == Decimal("25.00")
+        second = make_invoice(customer, total="25.00", subject="test:2")
+        services.invoice_pay_with_credit(invoice_id=second.pk, account=customer)
+
+    since, until = START - timedelta(days=1), START + timedelta(days=1)
+    rows = {r["currency"]: r for r in selectors.revenue_by_currency(since=since, until=until)}
+    assert {code: (r["usd"], r["invoices"]) for code, r in rows.items()} == {
+        "LTC": (Decimal("250.00"), 1),
+        "credit": (Decimal("25.00"), 1),
+    }
+    assert rows["LTC"]["amount"] == due + due // 10  # the coins that came in
+    by_day = selectors.revenue_by_day(since=since, until=until)
+    assert [(r["day"], r["currency"], r["usd"]) for r in by_day] == [
+        (date(2026, 11, 30), "LTC", Decimal("250.00")),
+        (date(2026, 11, 30), "credit", Decimal("25.00")),
+    ]
+    assert sum(r["usd"] for r in by_day) == Decimal("275.00")  # what was sold, once
+
+
+# --- Closing an account that holds credit -------------------------------------------------------
+
+
+def test_an_account_with_credit_is_not_closed_until_staff_refund_it(chains, customer, customer_api, staff_user):
+    services.credit_post(account_id=customer.pk, kind="adjustment", amount_usd=Decimal("40.00"), reason="goodwill")
+    password = {"password": "correct horse battery staple"}
+
+    refused = customer_api.delete("/api/v1/account", password, format="json")
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "account_has_credit"
+    assert refused.json()["error"]["details"] == {"credit_usd": "40.00"}
+    assert Account.objects.get(pk=customer.pk).is_active
+
+    services.credit_refund_record(
+        account_id=customer.pk,
+        amount_usd=Decimal("40.00"),
+        currency="LTC",
+        destination="rltc1qrefund",
+        amount=44_444_445,
+        txid="refund-tx",
+        reason="asked to close the account",
+        actor=staff_user,
+    )
+    assert customer_api.delete("/api/v1/account", password, format="json").status_code == 204
+    closed = Account.objects.get(pk=customer.pk)  # kept: its ledger names it
+    assert not closed.is_active
+    assert [e.kind for e in CreditEntry.objects.filter(account=closed).order_by("id")] == ["adjustment", "refund"]
+
+
+@pytest.fixture
+def staff_user(django_user_model):
+    return django_user_model.objects.create_superuser("staffer", "a-long-staff-password")
+
+
+# --- One lock helper -----------------------------------------------------------------------------
+
+
+def test_invoices_are_locked_with_the_shared_helper(chains, customer, other_customer, monkeypatch):
+    from core import db
+
+    calls = []
+
+    def recording(queryset, **kwargs):
+        calls.append(kwargs)
+        return db.locked_or_404(queryset, **kwargs)
+
+    monkeypatch.setattr(services, "locked_or_404", recording)
+    invoice = make_invoice(customer)
+    with pytest.raises(services.NotFound) as refused:
+        services.invoice_switch_currency(invoice_id=invoice.pk, account=other_customer, currency="BTC")
+    assert refused.value.code == "not_found" and refused.value.message == "No such invoice."
+    services.invoice_switch_currency(invoice_id=invoice.pk, account=customer, currency="BTC")
+    assert calls == [{"pk": invoice.pk, "message": "No such invoice."}] * 2

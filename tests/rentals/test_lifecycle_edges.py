@@ -1,0 +1,213 @@
+"""Edges of the lifecycle: renewal invoices that can be paid as issued, a
+cancelled rental that is never extended, usage billed only for months the
+rental ran and only once their correction window is over, and the real
+provisioning job on the rental."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+import time_machine
+
+from billing.models import CreditEntry, Invoice
+from billing.selectors import credit_balance_usd
+from rentals.models import ProvisioningJob, Rental, UsageReport
+from tests.keys import TEST_RATES
+from tests.rentals.helpers import MONTH, T0, committed, pay, run_jobs_twice
+
+pytestmark = pytest.mark.django_db
+
+
+# --- Renewal invoices are quoted at issue ----------------------------------------------------
+
+
+def test_the_automatic_renewal_is_quoted_in_the_rentals_currency(active_rental, customer_api):
+    order_address = Invoice.objects.get(pk=active_rental.order.invoice_id).active_request.address
+    issued_at = active_rental.paid_until - timedelta(days=7)
+    run_jobs_twice(issued_at)
+
+    body = customer_api.get(f"/api/v1/rentals/{active_rental.pk}").json()
+    [renewal] = body["renewal_invoices"]
+    invoice = Invoice.objects.get(pk=renewal["id"])
+    request = invoice.active_request
+    # 250.00 USD at the test LTC rate (90 USD), rounded up to the next litoshi.
+    assert "LTC=90" in TEST_RATES.split(",")
+    expected = 277_777_778
+    assert (renewal["pay_currency"], renewal["amount"]) == ("LTC", str(expected))
+    assert renewal["address"] == request.address != order_address
+    assert renewal["payment_uri"].startswith("litecoin:" + request.address)
+    assert renewal["checkout_url"].endswith(f"/pay/{invoice.checkout_token}")
+    assert renewal["expires_at"] == (issued_at + timedelta(hours=24)).isoformat().replace("+00:00", "Z")
+    assert request.rate_usd == Decimal("90")
+
+    # Paid as issued, the rental gains its month.
+    with time_machine.travel(issued_at + timedelta(hours=1), tick=False):
+        pay(invoice.number, int(renewal["amount"]), txid="tx-as-issued")
+    assert Rental.objects.get(pk=active_rental.pk).paid_until == active_rental.paid_until + MONTH
+
+
+def test_renew_now_uses_the_currency_asked_for_then_the_last_paid_one(active_rental, customer_api):
+    start = active_rental.paid_until - timedelta(days=10)
+    with time_machine.travel(start, tick=False):
+        resp = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {"pay_currency": "BTC"}, format="json")
+    assert resp.status_code == 201, resp.json()
+    [renewal] = resp.json()["renewal_invoices"]
+    assert renewal["pay_currency"] == "BTC" and renewal["address"] and renewal["amount"]
+    with time_machine.travel(start + timedelta(minutes=5), tick=False):
+        pay(renewal["number"], int(renewal["amount"]), confirmations=2, txid="tx-btc")
+    assert Rental.objects.get(pk=active_rental.pk).pay_currency == "BTC"
+
+    # The next one, asked for without a currency, is quoted in BTC: the last currency paid in.
+    with time_machine.travel(start + timedelta(days=1), tick=False):
+        resp = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json")
+    assert resp.status_code == 201, resp.json()
+    latest = resp.json()["renewal_invoices"][-1]
+    assert (latest["pay_currency"], latest["status"]) == ("BTC", "new")
+    assert latest["address"] != renewal["address"]
+
+
+def test_a_renewal_in_a_currency_no_longer_enabled_is_issued_without_one(active_rental, settings):
+    Rental.objects.filter(pk=active_rental.pk).update(pay_currency="XMR")
+    settings.XMR_ADDRESS, settings.XMR_VIEW_KEY = "", ""  # XMR switched off since the rental was paid
+    run_jobs_twice(active_rental.paid_until - timedelta(days=7))
+    invoice = Invoice.objects.get(renewal__rental=active_rental)
+    assert invoice.status == "new" and invoice.active_request is None
+    assert invoice.expires_at == active_rental.paid_until + timedelta(days=3)  # chosen when paying
+
+
+# --- Cancelling voids open renewals ------------------------------------------------------------
+
+
+def test_cancelling_voids_an_asked_for_renewal_and_its_late_money_becomes_credit(active_rental, customer_api):
+    at = active_rental.paid_until - timedelta(days=10)
+    with time_machine.travel(at, tick=False):
+        resp = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json")
+        [renewal] = resp.json()["renewal_invoices"]
+        with committed():
+            assert customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel").status_code == 200
+    invoice = Invoice.objects.get(pk=renewal["id"])
+    assert invoice.status == "invalid"
+
+    # The customer pays it anyway: credit, not an extension.
+    with time_machine.travel(at + timedelta(minutes=10), tick=False):
+        pay(invoice.number, int(renewal["amount"]), txid="tx-after-cancel")
+    rental = Rental.objects.get(pk=active_rental.pk)
+    assert rental.paid_until == active_rental.paid_until and rental.periods.count() == 1
+    assert credit_balance_usd(account=rental.account) == Decimal("250.00")
+
+    again = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json")
+    assert again.status_code == 409 and again.json()["error"]["code"] == "rental_cancelled"
+
+
+def test_a_renewal_in_flight_when_cancelled_becomes_credit(active_rental, customer_api):
+    at = active_rental.paid_until - timedelta(days=10)
+    with time_machine.travel(at, tick=False):
+        [renewal] = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json").json()[
+            "renewal_invoices"
+        ]
+        pay(renewal["number"], int(renewal["amount"]), confirmations=1, txid="tx-in-flight")
+        assert Invoice.objects.get(pk=renewal["id"]).status == "processing"
+        with committed():
+            customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel")
+        pay(renewal["number"], int(renewal["amount"]), confirmations=6, txid="tx-in-flight")
+    rental = Rental.objects.get(pk=active_rental.pk)
+    assert Invoice.objects.get(pk=renewal["id"]).status == "settled"
+    assert rental.paid_until == active_rental.paid_until
+    entry = CreditEntry.objects.get(invoice_id=renewal["id"])
+    assert (entry.kind, entry.amount_usd) == ("unfulfilled", Decimal("250.00"))
+
+
+# --- Usage: months the rental ran, once they ended, after a correction window ---------------
+
+
+def _usage(staff_api, rental, month, egress_tb, at):
+    with time_machine.travel(at, tick=False), committed():
+        return staff_api.post(
+            f"/api/v1/ops/rentals/{rental.pk}/usage", {"month": month, "egress_tb": egress_tb}, format="json"
+        )
+
+
+def test_usage_is_refused_for_months_the_rental_did_not_run_or_that_have_not_ended(active_rental, staff_api):
+    december = T0 + timedelta(days=10)
+    before = _usage(staff_api, active_rental, "2026-10", "25", december)
+    assert before.status_code == 400 and before.json()["error"]["code"] == "usage_month_outside_rental"
+    running = _usage(staff_api, active_rental, "2026-12", "25", december)
+    assert running.status_code == 409 and running.json()["error"]["code"] == "usage_month_not_ended"
+    ahead = _usage(staff_api, active_rental, "2029-05", "25", december)
+    assert ahead.status_code == 409 and ahead.json()["error"]["code"] == "usage_month_not_ended"
+    assert not UsageReport.objects.exists()
+
+
+def test_usage_of_a_provisioning_rental_or_after_termination_is_refused(active_rental, staff_api, staff):
+    from rentals import services
+
+    with committed():
+        services.rental_terminate(rental_id=active_rental.pk, actor=staff, reason="test", now=T0 + timedelta(days=2))
+    after = _usage(staff_api, active_rental, "2027-01", "25", T0 + timedelta(days=70))
+    assert after.status_code == 400 and after.json()["error"]["code"] == "usage_month_outside_rental"
+    # December is the month it ended in: reportable.
+    assert _usage(staff_api, active_rental, "2026-12", "25", T0 + timedelta(days=70)).status_code == 200
+
+
+def test_a_report_is_corrected_in_its_window_and_billed_after(active_rental, staff_api):
+    ended = T0 + timedelta(hours=12)  # 1 December 00:00
+    assert (
+        _usage(staff_api, active_rental, "2026-11", "30", ended + timedelta(hours=1)).json()["overage_usd"] == "40.00"
+    )
+    corrected = _usage(staff_api, active_rental, "2026-11", "22", ended + timedelta(days=2))
+    assert corrected.json() | {"rental_id": 0} == {
+        "rental_id": 0,
+        "month": "2026-11",
+        "egress_tb": "22.000",
+        "overage_tb": "2.000",
+        "overage_usd": "8.00",
+        "billed_invoice_id": None,
+    }
+    run_jobs_twice(active_rental.paid_until - timedelta(days=7))
+    invoice = Invoice.objects.get(renewal__rental=active_rental)
+    assert [(ln.code, ln.amount_usd) for ln in invoice.lines.all()] == [
+        ("gpu", Decimal("250.00")),
+        ("usage:egress", Decimal("8.00")),
+    ]
+
+
+def test_the_usage_invoice_of_a_cancelled_rental_outlives_its_termination(active_rental, customer_api, staff_api):
+    customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel")
+    _usage(staff_api, active_rental, "2026-11", "25", T0 + timedelta(days=1))
+    run_jobs_twice(T0 + timedelta(days=4))
+    usage = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="usage")
+    assert usage.total_usd == Decimal("20.00")
+    run_jobs_twice(active_rental.paid_until)  # the paid period ends: terminated
+    assert Rental.objects.get(pk=active_rental.pk).status == "terminated"
+    assert Invoice.objects.get(pk=usage.pk).status == "expired"  # still owed, not voided
+    assert UsageReport.objects.get().billed_invoice_id == usage.pk
+
+
+def test_usage_still_in_its_window_waits_for_the_next_renewal(active_rental, staff_api, settings):
+    settings.USAGE_CORRECTION_DAYS = 30
+    _usage(staff_api, active_rental, "2026-11", "30", T0 + timedelta(days=1))
+    run_jobs_twice(active_rental.paid_until - timedelta(days=7))  # 23 December: inside the 30 days
+    invoice = Invoice.objects.get(renewal__rental=active_rental)
+    assert [ln.code for ln in invoice.lines.all()] == ["gpu"]
+    assert UsageReport.objects.get().billed_invoice_id is None
+
+
+# --- The provisioning job on the rental ---------------------------------------------------------
+
+
+def test_the_rental_names_its_real_provisioning_job(active_rental):
+    job = ProvisioningJob.objects.get(rental=active_rental, action="provision")
+    assert active_rental.provision_job == job.pk
+    assert job.payload["job"] == str(active_rental.provision_job)
+
+
+# --- Closing the account ----------------------------------------------------------------------------
+
+
+def test_closing_the_account_stops_its_rentals_renewing(active_rental, customer_api):
+    resp = customer_api.delete("/api/v1/account", {"password": "correct horse battery staple"}, format="json")
+    assert resp.status_code == 204
+    rental = Rental.objects.get(pk=active_rental.pk)
+    assert rental.auto_renew is False and rental.status == "active"  # runs to the end of what was paid
+    run_jobs_twice(active_rental.paid_until - timedelta(days=7))
+    assert not Invoice.objects.filter(renewal__rental=active_rental).exists()
