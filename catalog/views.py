@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 
 from catalog import selectors, serializers, services
 from catalog.models import Addon
+from core.api import error_doc
 from core.errors import DomainError
 
 
@@ -135,7 +136,11 @@ class TemplateListView(PublicView):
 
 
 class QuoteView(PublicView):
-    @extend_schema(request=serializers.QuoteInput, responses=serializers.QuoteOutput, summary="Price an instance")
+    @extend_schema(
+        request=serializers.QuoteInput,
+        responses={200: serializers.QuoteOutput, 409: error_doc("`pricing_unavailable`: the card has no price now.")},
+        summary="Price an instance",
+    )
     def post(self, request):
         snapshot = selectors.catalog_current()
         # Kept per catalog version and request body: the same question asked

@@ -10,7 +10,7 @@ behind: no order, no reservation, no invoice number used.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -30,6 +30,7 @@ from core.db import locked_or_404, prefetched
 from core.errors import Conflict, DomainError
 from rentals.events import order_event_emit
 from rentals.models import Order, OrderLine, OrderStatus
+from rentals.services.unpaid import unpaid_limit_check
 
 log = logging.getLogger(__name__)
 
@@ -95,12 +96,15 @@ def _workload_fits(catalog_now: CatalogSnapshot, spec: OrderSpec, gpu: GpuModel,
     """The sizing check's report; a refusal carries the breakdown and the
     cheapest configuration that fits in that region now. Priced with the tiers
     the order was priced with: nothing read twice."""
+    from sizing.engine import PROFILE_VLLM
     from sizing.serializers import candidate_payload, check_payload
     from sizing.services import sizing_recommend, sizing_require_fit
 
+    # The gate follows the engine, never the guide's arithmetic, however the workload was built.
+    workload = replace(spec.workload, profile=PROFILE_VLLM)
     try:
         result = sizing_require_fit(
-            request=spec.workload,
+            request=workload,
             gpu=gpu,
             gpu_count=spec.gpu_count,
             term=spec.term,
@@ -110,7 +114,7 @@ def _workload_fits(catalog_now: CatalogSnapshot, spec: OrderSpec, gpu: GpuModel,
     except DomainError as exc:
         if exc.code in ("invalid_gpu_count", "min_gpus"):
             raise
-        cheapest = sizing_recommend(request=spec.workload, region=region.code, term=spec.term).candidates
+        cheapest = sizing_recommend(request=workload, region=region.code, term=spec.term).candidates
         exc.details["cheapest_fit"] = candidate_payload(cheapest[0]) if cheapest else None
         raise
     return check_payload(result)
@@ -143,6 +147,7 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
     commit (billing.invoice_issue)."""
     now = now or timezone.now()
     with transaction.atomic():
+        unpaid_limit_check(account=account, gpu_count=spec.gpu_count)
         catalog_now = catalog_current()
         region = catalog_now.region(spec.region)
         gpu = catalog_now.gpu(spec.gpu)
@@ -326,6 +331,7 @@ def order_requote_hook(invoice: Invoice) -> None:
     if order.status == OrderStatus.CANCELLED:
         raise Conflict("order_not_cancellable", "This order was cancelled.")
     if order.status == OrderStatus.EXPIRED:
+        unpaid_limit_check(account=order.account, gpu_count=order.gpu_count)
         reservation = catalog.slots_reserve(
             region=order.region, gpu=order.gpu, count=order.gpu_count, holder=order.holder
         )

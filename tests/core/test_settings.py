@@ -15,6 +15,7 @@ PRODUCTION = {
     "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/gpurenthub",
     "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0",
     "CACHE_URL": "redis://127.0.0.1:6379/1",
+    "SITE_URL": "https://api.example.com",
 }
 
 
@@ -41,6 +42,32 @@ def test_production_refuses_to_start_without_a_secret_key():
     result = manage("check", drop=("SECRET_KEY",))
     assert result.returncode != 0
     assert "SECRET_KEY is not set" in result.stderr
+
+
+@pytest.mark.slow
+def test_production_refuses_to_start_without_a_site_url(tmp_path):
+    """With DEBUG off there is no default: checkout links would point at 127.0.0.1."""
+    result = manage("check", drop=("SITE_URL",))
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: SITE_URL is not set" in result.stderr
+    local = manage(
+        "shell",
+        "-c",
+        "from django.conf import settings; print(settings.SITE_URL)",
+        env_extra={"DEBUG": "1", "DATA_DIR": str(tmp_path)},
+        drop=("SITE_URL",),
+    )
+    assert local.returncode == 0, local.stderr
+    assert local.stdout.splitlines()[-1] == "http://127.0.0.1:8000"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("value", ["BTC=abc", "DOGE=1", "BTC:95000", "ETH=-3"])
+def test_a_malformed_manual_rate_stops_the_start(value):
+    """Refused when the apps load (web, worker, manage.py), not with a 500 on the first order."""
+    result = manage("check", env_extra={"MANUAL_RATES_USD": value})
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: MANUAL_RATES_USD" in result.stderr
 
 
 @pytest.mark.slow
