@@ -332,6 +332,17 @@ ETH_RPC_BATCH_SIZE = env.int("ETH_RPC_BATCH_SIZE", default=100)
 ETH_RPC_TIMEOUT_SECONDS = env.float("ETH_RPC_TIMEOUT_SECONDS", default=30.0)
 XMR_ADDRESS = env.str("XMR_ADDRESS", default="")
 XMR_VIEW_KEY = env.str("XMR_VIEW_KEY", default="")
+# The Monero watcher (docs/chains/monero.md): monero-wallet-rpc holding the view-only
+# wallet of XMR_ADDRESS + XMR_VIEW_KEY (digest login optional), and monerod for how far
+# the wallet is behind.
+XMR_WALLET_RPC_URL = env.str("XMR_WALLET_RPC_URL", default="")
+XMR_WALLET_RPC_USER = env.str("XMR_WALLET_RPC_USER", default="")
+XMR_WALLET_RPC_PASSWORD = env.str("XMR_WALLET_RPC_PASSWORD", default="")
+XMR_DAEMON_URL = env.str("XMR_DAEMON_URL", default="")
+XMR_SUBADDRESS_LOOKAHEAD = env.int("XMR_SUBADDRESS_LOOKAHEAD", default=200)  # the wallet file's minor lookahead
+XMR_SCAN_MARGIN_BLOCKS = env.int("XMR_SCAN_MARGIN_BLOCKS", default=20)  # transfers read from cursor minus this
+XMR_WALLET_MAX_LAG_BLOCKS = env.int("XMR_WALLET_MAX_LAG_BLOCKS", default=5)  # further behind: the watcher is blind
+XMR_RPC_TIMEOUT_SECONDS = env.float("XMR_RPC_TIMEOUT_SECONDS", default=120.0)
 SOL_RECIPIENT = env.str("SOL_RECIPIENT", default="")
 SOL_CLUSTER = env.str("SOL_CLUSTER", default="mainnet-beta")  # mainnet-beta | devnet | testnet | localnet
 

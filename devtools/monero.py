@@ -51,6 +51,8 @@ START_TIMEOUT = 120.0
 COINBASE_UNLOCK = 60  # blocks before a mined output can be spent
 RING_OUTPUTS = 16  # unlocked outputs a transfer's ring needs on the chain
 DEFAULT_LOOKAHEAD = 200  # Monero's own minor subaddress lookahead
+NO_DAEMON_CONNECTION = -38
+REORG_BLOCKS = 12  # blocks mined past a fork point (see MoneroRegtest.reorg)
 
 
 class NodeNotInstalled(RuntimeError):
@@ -256,38 +258,34 @@ class MoneroRegtest:
         wallets.mkdir(exist_ok=True)
         daemon_port = free_port()
         daemon_log = directory / "monerod.out"
-        daemon = subprocess.Popen(
-            [
-                bins["monerod"],
-                "--regtest",
-                "--offline",
-                "--fixed-difficulty",
-                "1",
-                "--data-dir",
-                str(directory / "chain"),
-                "--rpc-bind-ip",
-                "127.0.0.1",
-                "--rpc-bind-port",
-                str(daemon_port),
-                "--p2p-bind-ip",
-                "127.0.0.1",
-                "--p2p-bind-port",
-                str(free_port()),
-                "--no-zmq",
-                "--no-igd",
-                "--non-interactive",
-                "--db-sync-mode",
-                "fastest:async:1000000000",
-                "--max-concurrency",
-                "2",
-                "--log-file",
-                str(directory / "monerod.log"),
-            ],
-            stdout=open(daemon_log, "ab"),  # noqa: SIM115
-            stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
-            env=_ENV,
-        )
+        daemon_args = [
+            bins["monerod"],
+            "--regtest",
+            "--keep-fakechain",  # a restart (or the sandbox's next run) keeps the chain
+            "--offline",
+            "--fixed-difficulty",
+            "1",
+            "--data-dir",
+            str(directory / "chain"),
+            "--rpc-bind-ip",
+            "127.0.0.1",
+            "--rpc-bind-port",
+            str(daemon_port),
+            "--p2p-bind-ip",
+            "127.0.0.1",
+            "--p2p-bind-port",
+            str(free_port()),
+            "--no-zmq",
+            "--no-igd",
+            "--non-interactive",
+            "--db-sync-mode",
+            "fastest:async:1000000000",
+            "--max-concurrency",
+            "2",
+            "--log-file",
+            str(directory / "monerod.log"),
+        ]
+        daemon = _daemon_spawn(daemon_args, daemon_log)
         processes = _Processes([daemon])
         finalizer = weakref.finalize(processes, _stop_all, processes, directory if temporary else None)
         try:
@@ -393,6 +391,7 @@ class MoneroRegtest:
     def wallet_copy_offline(self) -> WalletProcess:
         """A second wallet-rpc on a copy of the merchant's wallet that never talks to the daemon:
         a wallet left behind its daemon. The caller stops it."""
+        self.merchant.rpc.call("refresh")
         self.merchant.rpc.call("store")
         bins = monero_binaries()
         copy = self.directory / "wallets" / f"behind-{free_port()}"
@@ -450,37 +449,63 @@ class MoneroRegtest:
         assert answer.get("status") == "OK", answer
         return self.height()
 
-    def reorg(self, depth: int, *, blocks: int | None = None) -> int:
-        """Replace the top `depth` blocks with `blocks` (default depth + 1) other, empty ones;
-        what they carried is dropped, not mined again. The new height."""
+    def reorg(self, depth: int) -> int:
+        """Replace the top `depth` blocks with other, empty ones; what they carried is
+        dropped, not mined again. The new height.
+
+        REORG_BLOCKS new blocks are mined: monerod 0.18 answers a stale output
+        distribution until the block ten below the top is past the fork (a wallet
+        building a transaction then never finishes picking its ring)."""
         self.pop_blocks(depth)
         self.daemon.call("flush_txpool")
-        height = self.mine(blocks if blocks is not None else depth + 1)
+        height = self.mine(max(depth + 1, REORG_BLOCKS))
         self.payer_resync()
         return height
 
     def payer_resync(self) -> None:
         """The payer forgets outputs it spent in transactions that left the chain and the pool."""
-        self.payer.rpc.call("refresh")
+        for _ in range(20):
+            try:
+                self.payer.rpc.call("refresh")
+                break
+            except MoneroRpcError as exc:
+                if exc.code != NO_DAEMON_CONNECTION:
+                    raise
+                time.sleep(0.5)
         with contextlib.suppress(MoneroRpcError):
             self.payer.rpc.call("rescan_spent")
 
     def pay(self, destinations: Sequence[tuple[str, int]], *, unlock_time: int = 0, mine: bool = False) -> str:
         """One transaction from the payer paying each (address, piconero); its txid."""
         with self._lock:
-            self.payer.rpc.call("refresh")
-            answer = self.payer.rpc.call(
-                "transfer",
-                destinations=[{"address": a, "amount": int(n)} for a, n in destinations],
-                unlock_time=unlock_time,
-                priority=0,
-            )
+            for attempt in range(20):
+                try:
+                    self.payer.rpc.call("refresh")
+                    answer = self.payer.rpc.call(
+                        "transfer",
+                        destinations=[{"address": a, "amount": int(n)} for a, n in destinations],
+                        unlock_time=unlock_time,
+                        priority=0,
+                    )
+                    break
+                except MoneroRpcError as exc:
+                    # The wallet may not have (re)connected to a daemon that was just (re)started.
+                    if exc.code != NO_DAEMON_CONNECTION or attempt == 19:
+                        raise
+                    time.sleep(0.5)
         if mine:
             self.mine(1)
         return answer["tx_hash"]
 
     def merchant_height(self) -> int:
         return int(self.merchant.rpc.call("get_height")["height"])
+
+
+def _daemon_spawn(args: list[str], log_path: Path) -> subprocess.Popen:
+    out = open(log_path, "ab")  # noqa: SIM115 - the child writes to it until it ends
+    process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent, env=_ENV)
+    out.close()
+    return process
 
 
 def _merchant_keys(directory: Path) -> tuple[str, str]:
