@@ -12,7 +12,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("currency", help="A currency with a watcher (BTC, LTC, ETH, USDT, USDC), or a chain name.")
+        parser.add_argument(
+            "currency", help="A currency with a watcher (BTC, LTC, ETH, USDT, USDC, XMR), or a chain name."
+        )
         parser.add_argument(
             "--max-blocks",
             type=int,
