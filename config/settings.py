@@ -21,12 +21,15 @@ env = environ.Env()
 DATA_DIR = Path(env.str("DATA_DIR", default=str(BASE_DIR / "data")))
 DEBUG = env.bool("DEBUG", default=False)
 
-# The local sandbox (`make run` with litecoind or anvil installed) writes the LTC and
-# ETH settings of its nodes to this file while it runs. Local runs (DEBUG only) read
+# The local sandbox (`make run` with litecoind, anvil or monerod installed) writes the LTC,
+# ETH and XMR settings of its nodes to this file while it runs. Local runs (DEBUG only) read
 # it, so commands in another shell (`manage.py sandbox_pay`) see the sandbox too; it
 # never overrides the environment, and is not read when LTC or ETH is configured there.
 SANDBOX_ENV_FILE = DATA_DIR / "sandbox" / "sandbox.env"
-_CHAINS_CONFIGURED = any(env.str(name, default="") for name in ("LTC_XPUB", "LTC_RPC_URL", "ETH_XPUB", "ETH_RPC_URL"))
+_CHAINS_CONFIGURED = any(
+    env.str(name, default="")
+    for name in ("LTC_XPUB", "LTC_RPC_URL", "ETH_XPUB", "ETH_RPC_URL", "XMR_ADDRESS", "XMR_WALLET_RPC_URL")
+)
 if DEBUG and SANDBOX_ENV_FILE.is_file() and not _CHAINS_CONFIGURED:
     environ.Env.read_env(SANDBOX_ENV_FILE)
 

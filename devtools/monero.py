@@ -240,11 +240,12 @@ class MoneroRegtest:
     def start(
         cls,
         *,
-        mine: int = COINBASE_UNLOCK + RING_OUTPUTS + 4,
+        mine: int = COINBASE_UNLOCK
+        + RING_OUTPUTS * 3,  # wallet2 can loop picking a ring among too few unlocked outputs,
         lookahead: int = DEFAULT_LOOKAHEAD,
         directory: Path | None = None,
     ) -> MoneroRegtest:
-        """Start the daemon and both wallets; mine `mine` blocks to the payer.
+        """Start the daemon and both wallets; mine to the payer until the chain has `mine` blocks.
 
         `lookahead`: the merchant wallet's minor subaddress lookahead (how far
         past its last created subaddress it recognises payments). `directory`:
@@ -341,8 +342,9 @@ class MoneroRegtest:
             else:
                 payer.rpc.call("create_wallet", filename="payer", password="", language="English")
             payer_address = payer.rpc.call("get_address")["address"]
-            if mine:
-                rpc.call("generateblocks", amount_of_blocks=mine, wallet_address=payer_address)
+            height = int(rpc.call("get_info")["height"])
+            if mine > height:  # a kept chain (the sandbox) is mined only once
+                rpc.call("generateblocks", amount_of_blocks=mine - height, wallet_address=payer_address)
             merchant.ready_wait()
         except BaseException:
             finalizer()
@@ -423,6 +425,42 @@ class MoneroRegtest:
         wallet.ready_wait()
         return wallet
 
+    def view_only_wallet_start(self, *, lookahead: int) -> WalletProcess:
+        """Another wallet-rpc on a new view-only wallet of the merchant's keys, with its own
+        lookahead, following the daemon from its current height. The caller stops it."""
+        bins = monero_binaries()
+        path = self.directory / "wallets" / f"merchant-{lookahead}-{free_port()}"
+        _view_only_wallet_write(
+            bins["monero-wallet-cli"], path, self.address, self.view_key, lookahead, max(0, self.height() - 1)
+        )
+        port = free_port()
+        wallet = WalletProcess(
+            [
+                bins["monero-wallet-rpc"],
+                "--daemon-address",
+                f"127.0.0.1:{self.daemon_port}",
+                "--trusted-daemon",
+                "--wallet-file",
+                str(path),
+                "--password",
+                "",
+                "--rpc-bind-ip",
+                "127.0.0.1",
+                "--rpc-bind-port",
+                str(port),
+                "--disable-rpc-login",
+                "--non-interactive",
+                "--log-file",
+                f"{path}.log",
+            ],
+            port,
+            Path(f"{path}.out"),
+        )
+        wallet.spawn()
+        self._processes.append(wallet.process)
+        wallet.ready_wait()
+        return wallet
+
     # --- the chain -----------------------------------------------------------------
 
     def height(self) -> int:
@@ -431,7 +469,13 @@ class MoneroRegtest:
 
     def mine(self, blocks: int = 1, *, to: str | None = None) -> int:
         """Mine `blocks` blocks (with whatever the pool holds) to `to` (the payer); the new height."""
+        waiting = set(self.pool())
         self.daemon.call("generateblocks", amount_of_blocks=blocks, wallet_address=to or self.payer_address)
+        for _ in range(3):
+            if not waiting & set(self.pool()):
+                break
+            # monerod can build a block from a template made before a transaction reached its pool.
+            self.daemon.call("generateblocks", amount_of_blocks=1, wallet_address=to or self.payer_address)
         return self.height()
 
     def pool(self) -> list[str]:
@@ -519,10 +563,12 @@ def _merchant_keys(directory: Path) -> tuple[str, str]:
     return address, view_key
 
 
-def _view_only_wallet_write(cli: str, path: Path, address: str, view_key: str, lookahead: int) -> None:
+def _view_only_wallet_write(
+    cli: str, path: Path, address: str, view_key: str, lookahead: int, restore_height: int = 0
+) -> None:
     """Write a view-only wallet file from an address and view key, with a minor subaddress
     lookahead of `lookahead` stored in it (monero-wallet-cli, offline: no daemon needed)."""
-    answers = f"{address}\n{view_key}\n0\n"  # address, view key, restore height
+    answers = f"{address}\n{view_key}\n{restore_height}\n"  # address, view key, restore height
     done = subprocess.run(
         [
             cli,

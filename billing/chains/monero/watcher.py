@@ -192,6 +192,7 @@ class MoneroWatcher(Watcher):
 
         required = services.confirmations_required(currency="XMR")
         now = time.time()
+        recorded = {(p.txid, p.position): p for p in counted}
         with run.atomic() as rec:
             seen: set[tuple[str, str]] = set()
             for entry in entries:
@@ -202,6 +203,10 @@ class MoneroWatcher(Watcher):
                 txid, in_pool = entry["txid"], entry.get("type") == "pool"
                 if in_pool and entry.get("double_spend_seen"):
                     log.warning("monero %s: a double spend of it was seen; not counted", txid)
+                    continue
+                known = recorded.get((txid, key))
+                if known is not None and known.confirmed and not in_pool and known.block_height == entry["height"]:
+                    seen.add((txid, key))  # settled in this very block already: nothing changes
                     continue
                 confirmations = 0 if in_pool else int(entry.get("confirmations") or 0)
                 unlock_time = int(entry.get("unlock_time") or 0)

@@ -5,13 +5,15 @@ from billing.models import Invoice
 from billing.serializers import checkout_url
 from core.errors import DomainError, NotFound
 from devtools.ethereum_sandbox import ETHEREUM_CURRENCIES, eth_sandbox_invoice_pay
+from devtools.monero_sandbox import xmr_sandbox_invoice_pay
 from devtools.sandbox import sandbox_invoice_pay
 
 
 class Command(BaseCommand):
     help = (
-        "Sandbox only (make run with litecoind or anvil installed): pay an invoice from the sandbox's "
-        "node: LTC from the regtest node's wallet, ETH, USDT or USDC from an anvil dev account. With "
+        "Sandbox only (make run with litecoind, anvil or monerod installed): pay an invoice from the sandbox's "
+        "node: LTC from the regtest node's wallet, ETH, USDT or USDC from an anvil dev account, XMR from the "
+        "regtest payer wallet. With "
         "--confirm, also mine the blocks the confirmation policy wants."
     )
 
@@ -21,7 +23,7 @@ class Command(BaseCommand):
             "--amount",
             type=int,
             default=None,
-            help="Base units (litoshi, wei, or token units of 1e-6); default: what is still due on the invoice.",
+            help="Base units (litoshi, wei, token units of 1e-6, or piconero); default: what is still due on the invoice.",
         )
         parser.add_argument("--confirm", action="store_true", help="Mine the blocks that settle it.")
 
@@ -34,6 +36,9 @@ class Command(BaseCommand):
             if request is not None and request.currency in ETHEREUM_CURRENCIES:
                 paid = eth_sandbox_invoice_pay(invoice_number=invoice.number, amount=o["amount"], confirm=o["confirm"])
                 currency = paid.currency
+            elif request is not None and request.currency == "XMR":
+                paid = xmr_sandbox_invoice_pay(invoice_number=invoice.number, amount=o["amount"], confirm=o["confirm"])
+                currency = "XMR"
             else:
                 paid = sandbox_invoice_pay(invoice_number=invoice.number, amount=o["amount"], confirm=o["confirm"])
                 currency = "LTC"

@@ -79,7 +79,7 @@ def test_order_paid_in_xmr_on_regtest_becomes_a_rental(
     assert (rental["status"], rental["ipv4"]) == ("active", "203.0.113.9")
     # The payment counted once, and nothing is left for the watcher to do.
     again = scan(django_capture_on_commit_callbacks)
-    assert (again["recorded"], again["uncounted"]) == (1, 0)  # the wallet still lists it: seen again, not added
+    assert (again["recorded"], again["uncounted"]) == (0, 0)  # the wallet still lists it: settled, left alone
     [payment] = customer_api.get(f"/api/v1/invoices/{invoice['id']}").json()["payments"]
     request = PaymentRequest.objects.get(invoice_id=invoice["id"], currency="XMR")
     assert (payment["txid"], payment["position"]) == (txid, request.match_key)  # the subaddress "0/i"
