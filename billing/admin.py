@@ -139,7 +139,8 @@ class RecordPaymentForm(ReasonForm):
     amount = forms.IntegerField(min_value=1, help_text="Base units (satoshi, wei, piconero, lamport, ...).")
     confirmations = forms.IntegerField(min_value=0)
     output_index = forms.IntegerField(
-        initial=0, help_text="Output index (BTC, LTC) or log index (USDT, USDC); ignored for ETH."
+        initial=0,
+        help_text="Output index (BTC, LTC), log index (USDT, USDC) or subaddress index (XMR); ignored for ETH.",
     )
     currency = forms.ChoiceField(
         choices=[("", "the invoice's active currency")] + [(c, c) for c in CURRENCIES], required=False

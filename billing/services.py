@@ -550,6 +550,28 @@ def payment_uncount(
         return payment
 
 
+def payment_flag(*, chain: str, txid: str, position: str, reason: str, now: datetime | None = None) -> bool:
+    """Flag a payment's invoice for staff, once per payment (a Monero transfer
+    locked by a non-zero unlock_time, ...). True when it was flagged now."""
+    from core.models import AuditEntry
+
+    payment = Payment.objects.filter(chain=chain, txid=txid, position=position).first()
+    if payment is None:
+        return False
+    flagged = AuditEntry.objects.filter(action="payment.flagged", object_id=str(payment.pk))
+    if flagged.filter(content_type__model="payment").exists():
+        return False
+    with transaction.atomic():
+        invoice = _invoice_lock(invoice_id=payment.invoice_id)
+        invoice.needs_attention = True
+        invoice.save(update_fields=["needs_attention"])
+        audit_record(
+            actor=None, action="payment.flagged", obj=payment, reason=reason, changes={"invoice": invoice.number}
+        )
+    log.warning("payment %s flagged for staff on %s: %s", payment, invoice.number, reason)
+    return True
+
+
 def _invoice_advance(*, invoice: Invoice, now: datetime) -> None:
     """Run the state machine on a locked invoice and carry out its decision."""
     payments = {p.pk: p for p in invoice.payments.select_related("request")}

@@ -21,14 +21,23 @@ env = environ.Env()
 DATA_DIR = Path(env.str("DATA_DIR", default=str(BASE_DIR / "data")))
 DEBUG = env.bool("DEBUG", default=False)
 
-# The local sandbox (`make run` with litecoind or anvil installed) writes the LTC and
-# ETH settings of its nodes to this file while it runs. Local runs (DEBUG only) read
+# The local sandbox (`make run` with litecoind, anvil or monerod installed) writes the LTC,
+# ETH and XMR settings of its nodes to this file while it runs. Local runs (DEBUG only) read
 # it, so commands in another shell (`manage.py sandbox_pay`) see the sandbox too; it
 # never overrides the environment, and is not read when LTC or ETH is configured there.
 SANDBOX_ENV_FILE = DATA_DIR / "sandbox" / "sandbox.env"
 _CHAINS_CONFIGURED = any(
     env.str(name, default="")
-    for name in ("LTC_XPUB", "LTC_RPC_URL", "ETH_XPUB", "ETH_RPC_URL", "SOL_RECIPIENT", "SOL_RPC_URL")
+    for name in (
+        "LTC_XPUB",
+        "LTC_RPC_URL",
+        "ETH_XPUB",
+        "ETH_RPC_URL",
+        "XMR_ADDRESS",
+        "XMR_WALLET_RPC_URL",
+        "SOL_RECIPIENT",
+        "SOL_RPC_URL",
+    )
 )
 if DEBUG and SANDBOX_ENV_FILE.is_file() and not _CHAINS_CONFIGURED:
     environ.Env.read_env(SANDBOX_ENV_FILE)
@@ -371,6 +380,17 @@ ETH_RPC_BATCH_SIZE = env.int("ETH_RPC_BATCH_SIZE", default=100)
 ETH_RPC_TIMEOUT_SECONDS = env.float("ETH_RPC_TIMEOUT_SECONDS", default=30.0)
 XMR_ADDRESS = env.str("XMR_ADDRESS", default="")
 XMR_VIEW_KEY = env.str("XMR_VIEW_KEY", default="")
+# The Monero watcher (docs/chains/monero.md): monero-wallet-rpc holding the view-only
+# wallet of XMR_ADDRESS + XMR_VIEW_KEY (digest login optional), and monerod for how far
+# the wallet is behind.
+XMR_WALLET_RPC_URL = env.str("XMR_WALLET_RPC_URL", default="")
+XMR_WALLET_RPC_USER = env.str("XMR_WALLET_RPC_USER", default="")
+XMR_WALLET_RPC_PASSWORD = env.str("XMR_WALLET_RPC_PASSWORD", default="")
+XMR_DAEMON_URL = env.str("XMR_DAEMON_URL", default="")
+XMR_SUBADDRESS_LOOKAHEAD = env.int("XMR_SUBADDRESS_LOOKAHEAD", default=200)  # the wallet file's minor lookahead
+XMR_SCAN_MARGIN_BLOCKS = env.int("XMR_SCAN_MARGIN_BLOCKS", default=20)  # transfers read from cursor minus this
+XMR_WALLET_MAX_LAG_BLOCKS = env.int("XMR_WALLET_MAX_LAG_BLOCKS", default=5)  # further behind: the watcher is blind
+XMR_RPC_TIMEOUT_SECONDS = env.float("XMR_RPC_TIMEOUT_SECONDS", default=120.0)
 SOL_RECIPIENT = env.str("SOL_RECIPIENT", default="")
 SOL_CLUSTER = env.str("SOL_CLUSTER", default="mainnet-beta")  # mainnet-beta | devnet | testnet | localnet
 # The Solana watcher (billing/chains/solana/): a node's or provider's JSON-RPC URL enables it.

@@ -8,6 +8,8 @@
 #   the Ethereum tests, installed from npm into the git-ignored .tools/ folder
 #   of the repository at the versions pinned in devtools/node/package-lock.json.
 #   npm (and node) come from Debian packages when missing and we are root.
+# - monerod, monero-wallet-rpc and monero-wallet-cli (Debian package `monero`)
+#   for the Monero tests, installed the same way as litecoind.
 #
 # Idempotent and silent when everything is present.
 set -euo pipefail
@@ -42,6 +44,25 @@ ensure_litecoind() {
     return 1
   fi
   log "litecoind ready: $(litecoind -version | head -n 1)"
+}
+
+ensure_monero() {
+  if command -v monerod >/dev/null 2>&1 && command -v monero-wallet-rpc >/dev/null 2>&1 &&
+    command -v monero-wallet-cli >/dev/null 2>&1; then
+    return 0
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    log "monerod is missing: install the Debian package as root (apt-get install monero)"
+    log "or put monerod, monero-wallet-rpc and monero-wallet-cli on PATH; the Monero tests need them"
+    return 1
+  fi
+  log "installing monero from Debian packages"
+  apt_install monero
+  if ! command -v monerod >/dev/null 2>&1 || ! command -v monero-wallet-rpc >/dev/null 2>&1; then
+    log "monero was installed but monerod/monero-wallet-rpc are still not on PATH"
+    return 1
+  fi
+  log "monero ready: $(monerod --version | head -n 1)"
 }
 
 ethereum_tools_present() {
@@ -86,4 +107,5 @@ ensure_ethereum_tools() {
 status=0
 ensure_litecoind || status=1
 ensure_ethereum_tools || status=1
+ensure_monero || status=1
 exit "$status"

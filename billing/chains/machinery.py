@@ -188,12 +188,26 @@ class Recorder:
             log.warning("%s %s un-counted: %s", self.run.chain, txid, reason)
         return count
 
+    def flag(self, *, txid: str, position: str, reason: str) -> bool:
+        """Flag a recorded payment's invoice for staff, once (see services.payment_flag)."""
+        return services.payment_flag(
+            chain=self.run.chain, txid=txid, position=position, reason=reason, now=self.run.now
+        )
+
     def stray(self, **fields: Any) -> Any:
         """Record a transfer for staff that is never credited (see services.stray_transfer_record)."""
         stray, created = services.stray_transfer_record(chain=self.run.chain, now=self.run.now, **fields)
         if created:
             self.run.report.strays += 1
         return stray
+
+
+@dataclass(frozen=True)
+class CountedPayment:
+    txid: str
+    position: str
+    block_height: int | None
+    confirmed: bool
 
 
 class ScanRun:
@@ -261,6 +275,16 @@ class ScanRun:
             currency__in=list(currencies or self.currencies()), invoice__monitoring_until__gte=horizon
         )
         return rows.aggregate(at=Min("created_at"))["at"]
+
+    def counted(self, match_keys: Collection[str]) -> list[CountedPayment]:
+        """Payments the watcher recorded to `match_keys` that still count: what a
+        wallet-based watcher checks against what its wallet still holds."""
+        rows = (
+            Payment.objects.filter(chain=self.chain, source="watcher", request__match_key__in=list(match_keys))
+            .exclude(status=PaymentStatus.REMOVED)
+            .values_list("txid", "position", "block_height", "status")
+        )
+        return [CountedPayment(t, p, h, s == PaymentStatus.CONFIRMED) for t, p, h, s in rows]
 
     def recent(self) -> list[BlockRef]:
         return recent_blocks(self.chain)

@@ -1,10 +1,13 @@
-"""The Monero family: XMR to subaddresses (0, i) of one wallet.
+"""The Monero family: XMR to subaddresses (0, i) of one view-only wallet.
 
     family     what the family knows about its destinations (subaddresses, URIs, settings)
+    rpc        monero-wallet-rpc and monerod over JSON-RPC (the `monero` package's backends)
+    watcher    the watcher: the wallet's incoming transfers into billing
 
-No watcher yet: XMR payments are recorded by staff. Only `family` touches
-Django; this module stays importable before Django is set up
-(config/settings.py reads `CHAINS` for the beat schedule).
+Only `family` and `watcher` touch Django; this module stays importable before
+Django is set up (config/settings.py reads `CHAINS` for the beat schedule).
 """
 
-CHAINS = ()
+from billing.chains.spec import ChainSpec
+
+CHAINS = (ChainSpec("monero", ("XMR",), "XMR_WALLET_RPC_URL", ("XMR_ADDRESS", "XMR_VIEW_KEY")),)

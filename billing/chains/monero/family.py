@@ -4,17 +4,28 @@ One wallet, watch-only: its primary address (`XMR_ADDRESS`) and private view
 key (`XMR_VIEW_KEY`). Destination i is subaddress (0, i), derived offline, so
 the sequence starts at 1: (0, 0) is the primary address itself. The watcher
 matches "major/minor" of the subaddress a transfer reached.
+
+Settings of the watcher (all read at call time; docs/chains/monero.md):
+
+    XMR_WALLET_RPC_URL          monero-wallet-rpc holding the view-only wallet (enables the watcher)
+    XMR_WALLET_RPC_USER         its digest-auth login (--rpc-login), optional
+    XMR_WALLET_RPC_PASSWORD
+    XMR_DAEMON_URL              monerod (restricted RPC is enough): how far the wallet is behind
+    XMR_SUBADDRESS_LOOKAHEAD    the wallet's minor subaddress lookahead (Monero's default: 200)
+    XMR_SCAN_MARGIN_BLOCKS      transfers are read from the stored height minus this
+    XMR_WALLET_MAX_LAG_BLOCKS   a wallet further behind its daemon makes the watcher blind
+    XMR_RPC_TIMEOUT_SECONDS     per HTTP request (a refresh after downtime can be long)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from functools import lru_cache
 
 from django.core.exceptions import ImproperlyConfigured
 
 from billing.chains import keys, uris
-from billing.chains.interface import ChainFamily, Destination, setting_value
+from billing.chains.interface import ChainFamily, Destination, Watcher, setting_value
 from billing.currencies import CURRENCIES
 
 XMR_ACCOUNT = 0  # subaddresses (0, i) of the wallet's first account
@@ -43,6 +54,27 @@ def monero_account() -> keys.MoneroAccount:
         raise ImproperlyConfigured(f"XMR_VIEW_KEY {exc}") from None
 
 
+def _url_check(setting: str) -> str:
+    from urllib.parse import urlsplit
+
+    value = setting_value(setting)
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ImproperlyConfigured(f"{setting} must be an http(s)://host:port URL (got something else).")
+    return value
+
+
+def _positive(setting: str) -> int:
+    value = setting_value(setting, "200")
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ImproperlyConfigured(f"{setting} is {value!r}; expected a positive whole number.")
+    return number
+
+
 class MoneroFamily(ChainFamily):
     name = "monero"
     currencies = ("XMR",)
@@ -53,10 +85,18 @@ class MoneroFamily(ChainFamily):
         return bool(setting_value("XMR_ADDRESS")) and bool(setting_value("XMR_VIEW_KEY"))
 
     def checks(self, enabled: Collection[str]) -> list[tuple[str, Callable[[], object]]]:
+        found: list[tuple[str, Callable[[], object]]] = []
         # Half the pair set is a mistake too: say so.
         if setting_value("XMR_ADDRESS") or setting_value("XMR_VIEW_KEY"):
-            return [("XMR_VIEW_KEY", monero_account)]
-        return []
+            found.append(("XMR_VIEW_KEY", monero_account))
+        if setting_value("XMR_WALLET_RPC_URL"):
+            found += [
+                ("XMR_WALLET_RPC_URL", lambda: _url_check("XMR_WALLET_RPC_URL")),
+                ("XMR_SUBADDRESS_LOOKAHEAD", lambda: _positive("XMR_SUBADDRESS_LOOKAHEAD")),
+            ]
+        if setting_value("XMR_DAEMON_URL"):
+            found.append(("XMR_DAEMON_URL", lambda: _url_check("XMR_DAEMON_URL")))
+        return found
 
     def keyset(self, code: str) -> str:
         return f"monero:{monero_account().fingerprint}"
@@ -78,6 +118,16 @@ class MoneroFamily(ChainFamily):
             label=label,
             message=message,
         )
+
+    def manual_position(self, code: str, index: int) -> str:
+        # A Monero payment is one transaction to one subaddress: staff type its index.
+        return f"{XMR_ACCOUNT}/{index}"
+
+    def watchers(self) -> Sequence[Watcher]:
+        from billing.chains.monero import CHAINS
+        from billing.chains.monero.watcher import MoneroWatcher
+
+        return (MoneroWatcher(CHAINS[0]),)
 
     def network(self, code: str) -> str:
         address = setting_value("XMR_ADDRESS")

@@ -17,7 +17,9 @@ class Command(BaseCommand):
         parser.add_argument("--amount", required=True, type=int, help="Base units (satoshi, wei, piconero, ...).")
         parser.add_argument("--confirmations", required=True, type=int)
         parser.add_argument("--reason", required=True)
-        parser.add_argument("--index", type=int, default=0, help="Output or log index (default 0).")
+        parser.add_argument(
+            "--index", type=int, default=0, help="Output or log index; the subaddress index for XMR (default 0)."
+        )
         parser.add_argument("--currency", choices=list(CURRENCIES), help="Defaults to the invoice's active currency.")
         parser.add_argument("--staff", default="", help="Username recorded as the actor.")
 

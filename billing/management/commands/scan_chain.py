@@ -13,7 +13,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "currency", help="A currency with a watcher (BTC, LTC, ETH, USDT, USDC, SOL), or a chain name."
+            "currency", help="A currency with a watcher (BTC, LTC, ETH, USDT, USDC, XMR, SOL), or a chain name."
         )
         parser.add_argument(
             "--max-blocks",

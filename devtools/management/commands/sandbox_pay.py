@@ -5,6 +5,7 @@ from billing.models import Invoice
 from billing.serializers import checkout_url
 from core.errors import DomainError
 from devtools.ethereum_sandbox import ETHEREUM_CURRENCIES, eth_sandbox_invoice_pay
+from devtools.monero_sandbox import xmr_sandbox_invoice_pay
 from devtools.sandbox import invoice_not_found, sandbox_invoice_pay
 from devtools.solana_sandbox import sol_sandbox_invoice_pay
 
@@ -12,10 +13,11 @@ from devtools.solana_sandbox import sol_sandbox_invoice_pay
 class Command(BaseCommand):
     help = (
         "Sandbox only (make run): pay an invoice from the sandbox's node: LTC from the regtest node's "
-        "wallet (litecoind installed), ETH, USDT or USDC from an anvil dev account (anvil installed), SOL "
-        "from the sandbox wallet on the loopback Solana node, as a Solana Pay transfer. With --confirm, "
-        "also mine the blocks the confirmation policy wants (SOL: wait until finalized); on an invoice paid "
-        "in full but not yet confirmed, only those blocks. Run it with the DATA_DIR `make run` was started with."
+        "wallet (litecoind installed), ETH, USDT or USDC from an anvil dev account (anvil installed), XMR "
+        "from the regtest payer wallet (monerod installed), SOL from the sandbox wallet on the loopback "
+        "Solana node, as a Solana Pay transfer. With --confirm, also mine the blocks the confirmation policy "
+        "wants (SOL: wait until finalized); on an invoice paid in full but not yet confirmed, only those "
+        "blocks. Run it with the DATA_DIR `make run` was started with."
     )
 
     def add_arguments(self, parser):
@@ -24,7 +26,10 @@ class Command(BaseCommand):
             "--amount",
             type=int,
             default=None,
-            help="Base units (litoshi, wei, lamports, or token units of 1e-6); default: what is still due on the invoice.",
+            help=(
+                "Base units (litoshi, wei, token units of 1e-6, piconero or lamports); "
+                "default: what is still due on the invoice."
+            ),
         )
         parser.add_argument("--confirm", action="store_true", help="Mine the blocks that settle it.")
 
@@ -40,6 +45,9 @@ class Command(BaseCommand):
             elif request is not None and request.currency in ETHEREUM_CURRENCIES:
                 paid = eth_sandbox_invoice_pay(invoice_number=invoice.number, amount=o["amount"], confirm=o["confirm"])
                 currency = paid.currency
+            elif request is not None and request.currency == "XMR":
+                paid = xmr_sandbox_invoice_pay(invoice_number=invoice.number, amount=o["amount"], confirm=o["confirm"])
+                currency = "XMR"
             else:
                 paid = sandbox_invoice_pay(invoice_number=invoice.number, amount=o["amount"], confirm=o["confirm"])
                 currency = "LTC"

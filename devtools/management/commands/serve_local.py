@@ -131,10 +131,12 @@ class Command(BaseCommand):
         }
         sandbox = self._sandbox_start()
         eth_sandbox = self._eth_sandbox_start(ltc_env=sandbox.env if sandbox else {})
+        rates_env = eth_sandbox.env if eth_sandbox else (sandbox.env if sandbox else {})
+        rates = rates_env.get("MANUAL_RATES_USD", settings.MANUAL_RATES_USD)
+        xmr_sandbox = self._xmr_sandbox_start(rates=rates)
+        # Each sandbox adds its coin's rate to what it is given: SOL's list carries XMR's too.
         sol_sandbox = self._sol_sandbox_start(
-            rates=(eth_sandbox.env if eth_sandbox else sandbox.env if sandbox else {}).get(
-                "MANUAL_RATES_USD", settings.MANUAL_RATES_USD
-            )
+            rates=(xmr_sandbox.env if xmr_sandbox else {}).get("MANUAL_RATES_USD", rates)
         )
         running: dict[str, subprocess.Popen] = {}
         stopping = False
@@ -152,6 +154,7 @@ class Command(BaseCommand):
                 **os.environ,
                 **(sandbox.env if sandbox else {}),
                 **({**eth_sandbox.env, "SANDBOX": "1"} if eth_sandbox else {}),
+                **({**xmr_sandbox.env, "SANDBOX": "1"} if xmr_sandbox else {}),
                 **({**sol_sandbox.env, "SANDBOX": "1"} if sol_sandbox else {}),
             }
             env.setdefault("SITE_URL", base)
@@ -170,9 +173,13 @@ class Command(BaseCommand):
             # make run is a local development server, DEBUG is on (production refuses the setting).
             env.setdefault("WEBHOOK_ALLOW_PRIVATE_TARGETS", "1")
             demo = None
-            if sandbox or eth_sandbox or sol_sandbox:
+            if sandbox or eth_sandbox or xmr_sandbox or sol_sandbox:
                 # Commands run from another shell (sandbox_pay) read the sandbox's settings file.
-                extra = {**(eth_sandbox.env if eth_sandbox else {}), **(sol_sandbox.env if sol_sandbox else {})}
+                extra = {
+                    **(eth_sandbox.env if eth_sandbox else {}),
+                    **(xmr_sandbox.env if xmr_sandbox else {}),
+                    **(sol_sandbox.env if sol_sandbox else {}),
+                }
                 if "SITE_URL" not in os.environ:
                     extra["SITE_URL"] = base
                 env_file = sandbox.env_file if sandbox else eth_sandbox_env_file(settings.SANDBOX_ENV_FILE, extra)
@@ -224,6 +231,15 @@ class Command(BaseCommand):
                         "    DEBUG=1 .venv/bin/python manage.py sandbox_pay <invoice-number> --confirm\n"
                     )
                 )
+            if xmr_sandbox:
+                self.stdout.write(
+                    self.style.SUCCESS(
+                        f"XMR sandbox: monerod --regtest at {xmr_sandbox.net.daemon_url} with a view-only "
+                        f"wallet-rpc at {xmr_sandbox.net.wallet_url} (kept in {xmr_sandbox.net.directory}).\n"
+                        "    Order or invoice in XMR, then pay it from the regtest payer wallet:\n"
+                        "    DEBUG=1 .venv/bin/python manage.py sandbox_pay <invoice-number> --confirm\n"
+                    )
+                )
             while not stopping:
                 for name, proc in running.items():
                     if proc.poll() is not None:
@@ -245,9 +261,11 @@ class Command(BaseCommand):
                 sandbox.stop()
             if eth_sandbox:
                 eth_sandbox.stop()
+            if xmr_sandbox:
+                xmr_sandbox.stop()
             if sol_sandbox:
                 sol_sandbox.stop()
-            if (eth_sandbox or sol_sandbox) and not sandbox:
+            if (eth_sandbox or xmr_sandbox or sol_sandbox) and not sandbox:
                 with contextlib.suppress(OSError):
                     settings.SANDBOX_ENV_FILE.unlink()
             self.stdout.write("Stopped.")
@@ -313,6 +331,26 @@ class Command(BaseCommand):
             return eth_sandbox_start(folder=settings.SANDBOX_ENV_FILE.parent, manual_rates=rates)
         except (NodeStartError, OSError, RuntimeError) as exc:
             self.stderr.write(f"The ETH sandbox did not start: {exc}")
+            return None
+
+    def _xmr_sandbox_start(self, *, rates: str):
+        """A monerod regtest network with a view-only wallet, when monerod is installed and
+        XMR is not configured otherwise (SANDBOX=0 turns it off)."""
+        if not settings.DEBUG or os.environ.get("SANDBOX", "").strip().lower() in ("0", "false", "no", "off"):
+            return None
+        if (settings.XMR_ADDRESS or settings.XMR_WALLET_RPC_URL) and not settings.SANDBOX:
+            return None  # XMR is configured: no sandbox
+        from devtools.monero import NodeStartError, monero_installed
+        from devtools.monero_sandbox import xmr_sandbox_start
+
+        if not monero_installed():
+            self.stdout.write("No XMR sandbox: install monero (bash tests/ensure-chain-nodes.sh) to get one.")
+            return None
+        self.stdout.write("Starting the XMR sandbox (monerod --regtest and two wallets; the first start mines) ...")
+        try:
+            return xmr_sandbox_start(folder=settings.SANDBOX_ENV_FILE.parent, manual_rates=rates)
+        except (NodeStartError, OSError, RuntimeError) as exc:
+            self.stderr.write(f"The XMR sandbox did not start: {exc}")
             return None
 
     def _sol_sandbox_start(self, *, rates: str):

@@ -1,0 +1,136 @@
+"""The Monero part of the sandbox of `make run`: a monerod regtest network kept in the
+data folder (the daemon, a payer wallet with coins, the merchant's view-only wallet),
+the settings that point XMR at it, and `xmr_sandbox_invoice_pay` (behind `manage.py
+sandbox_pay`), which pays an XMR invoice from the payer wallet.
+
+`make run` starts it when DEBUG is on, monerod is installed (`bash
+tests/ensure-chain-nodes.sh`) and XMR is not configured otherwise. Development only:
+nothing in production imports devtools, and paying refuses to run outside the sandbox.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from billing import services
+from billing.chains.interface import ScanReport
+from billing.chains.watchers import chain_scan
+from billing.models import Invoice, PaymentStatus
+from core.errors import DomainError, NotFound
+from devtools.monero import MoneroRegtest, MoneroRpcError, Rpc, monero_installed
+
+SANDBOX_RATE = "200"  # XMR in USD when MANUAL_RATES_USD does not name it
+SANDBOX_LOOKAHEAD = 200  # Monero's default: the watcher creates subaddresses as invoices are issued
+PAYER_FILE = "payer.url"  # where `sandbox_pay` finds the payer wallet (beside the network's files)
+
+
+@dataclass
+class MoneroSandbox:
+    net: MoneroRegtest
+    env: dict[str, str]
+
+    def stop(self) -> None:
+        """Stop the wallets and the daemon; they save their files in the data folder on the way out."""
+        self.net.stop()
+        (self.net.directory / PAYER_FILE).unlink(missing_ok=True)
+
+
+def _with_rate(rates: str) -> str:
+    entries = [e.strip() for e in (rates or "").split(",") if e.strip()]
+    named = {e.split("=", 1)[0].strip().upper() for e in entries}
+    return ",".join([*entries, *([] if "XMR" in named else [f"XMR={SANDBOX_RATE}"])])
+
+
+def xmr_sandbox_start(*, folder: Path, manual_rates: str = "") -> MoneroSandbox | None:
+    """Start the network with everything kept in `folder`/monero (None when monerod is not installed).
+
+    `env` holds the settings for the processes that must see it: XMR_ADDRESS,
+    XMR_VIEW_KEY, XMR_WALLET_RPC_URL, XMR_DAEMON_URL, XMR_SUBADDRESS_LOOKAHEAD
+    and MANUAL_RATES_USD with an XMR rate.
+    """
+    if not monero_installed():
+        return None
+    net = MoneroRegtest.start(directory=folder / "monero", lookahead=SANDBOX_LOOKAHEAD)
+    (net.directory / PAYER_FILE).write_text(f"{net.payer.url} {net.daemon_url}\n")
+    env = {
+        "XMR_ADDRESS": net.address,
+        "XMR_VIEW_KEY": net.view_key,
+        "XMR_WALLET_RPC_URL": net.wallet_url,
+        "XMR_DAEMON_URL": net.daemon_url,
+        "XMR_SUBADDRESS_LOOKAHEAD": str(SANDBOX_LOOKAHEAD),
+        "MANUAL_RATES_USD": _with_rate(manual_rates),
+    }
+    return MoneroSandbox(net=net, env=env)
+
+
+@dataclass(frozen=True)
+class XmrSandboxPayment:
+    invoice_number: str
+    currency: str
+    address: str
+    amount: int
+    txid: str
+    blocks_mined: int
+    status: str
+    exception: str
+    scan: ScanReport
+
+
+def _sandbox_rpcs() -> tuple[Rpc, Rpc]:
+    """The sandbox's payer wallet and daemon; DomainError outside the sandbox."""
+    record = Path(settings.SANDBOX_ENV_FILE).parent / "monero" / PAYER_FILE
+    if not settings.SANDBOX or not record.is_file():
+        raise DomainError(
+            "sandbox_off",
+            "This works only in the local sandbox (SANDBOX=1, with the monerod regtest network "
+            "`make run` starts when monerod is installed).",
+        )
+    payer_url, daemon_url = record.read_text().split()
+    if daemon_url != str(getattr(settings, "XMR_DAEMON_URL", "")):
+        raise DomainError("sandbox_node", "Refusing to pay: XMR_DAEMON_URL is not the sandbox's monerod.")
+    port = lambda url: int(url.rsplit(":", 1)[1])  # noqa: E731 - loopback URLs the sandbox wrote
+    return Rpc(port(payer_url), timeout=120), Rpc(port(daemon_url), timeout=120)
+
+
+def xmr_sandbox_invoice_pay(
+    *, invoice_number: str, amount: int | None = None, confirm: bool = False
+) -> XmrSandboxPayment:
+    """Pay an invoice's XMR subaddress from the sandbox's payer wallet and mine a block
+    (with `confirm`, CONFIRMATIONS_XMR blocks); then scan right away. Refused outside the sandbox."""
+    invoice = Invoice.objects.filter(number=invoice_number).first()
+    if invoice is None:
+        raise NotFound(f"No invoice {invoice_number}.")
+    request = invoice.requests.filter(currency="XMR").order_by("-is_active", "-created_at", "-id").first()
+    if request is None:
+        raise DomainError("no_payment_request", f"{invoice_number} has no XMR subaddress to pay.")
+    if amount is None:
+        paid = sum(int(p.amount) for p in request.payments.exclude(status=PaymentStatus.REMOVED))
+        amount = int(request.amount_due) - paid
+        if amount <= 0:
+            raise DomainError("already_paid", f"{invoice_number} is paid in full; give --amount to pay more.")
+    if amount <= 0:
+        raise DomainError("invalid", "The amount is a positive number of piconero.")
+    payer, daemon = _sandbox_rpcs()
+    try:
+        payer.call("refresh")
+        sent = payer.call("transfer", destinations=[{"address": request.address, "amount": amount}], priority=0)
+    except MoneroRpcError as exc:
+        raise DomainError("sandbox_payer", f"The sandbox's payer wallet refused: {exc}") from None
+    blocks = max(1, services.confirmations_required(currency="XMR")) if confirm else 1
+    daemon.call("generateblocks", amount_of_blocks=blocks, wallet_address=payer.call("get_address")["address"])
+    report = chain_scan(currency="XMR", force=True)
+    invoice.refresh_from_db()
+    return XmrSandboxPayment(
+        invoice.number,
+        "XMR",
+        request.address,
+        amount,
+        sent["tx_hash"],
+        blocks,
+        invoice.status,
+        invoice.exception,
+        report,
+    )

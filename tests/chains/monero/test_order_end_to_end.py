@@ -1,0 +1,85 @@
+"""End to end on monerod regtest: an order paid in XMR goes from invoice to an active
+rental through the real watcher task and the merchant's view-only wallet."""
+
+from __future__ import annotations
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from accounts.services import ssh_key_add
+from billing.models import PaymentRequest
+from billing.tasks import chain_scan as chain_scan_task
+from rentals.models import ProvisioningJob
+from rentals.services import rental_activate
+
+pytestmark = [pytest.mark.chain, pytest.mark.slow, pytest.mark.django_db]
+
+
+def scan(capture) -> dict:
+    """One run of the periodic task, with what its commits trigger (signals to rentals)."""
+    with capture(execute=True):
+        result = chain_scan_task.apply(args=["XMR"]).get()
+    assert result["error"] == "" and result["skipped"] == "", result
+    return result
+
+
+def test_order_paid_in_xmr_on_regtest_becomes_a_rental(
+    xmr, catalog, customer, customer_api, django_capture_on_commit_callbacks
+):
+    public_key = (
+        ed25519.Ed25519PrivateKey.generate()
+        .public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
+    key = ssh_key_add(account=customer, public_key=public_key, name="laptop")
+    created = customer_api.post(
+        "/api/v1/orders",
+        {
+            "region": "PDX-1",
+            "gpu": "l4",
+            "gpu_count": 1,
+            "term": "weekly",
+            "terms": 1,
+            "template": "ubuntu-24.04",
+            "addons": [],
+            "ssh_keys": [key.pk],
+            "pay_currency": "XMR",
+        },
+        format="json",
+    )
+    assert created.status_code == 201, created.json()
+    order = created.json()
+    invoice = order["invoice"]
+    assert (order["status"], invoice["status"], invoice["pay_currency"]) == ("awaiting_payment", "new", "XMR")
+    assert invoice["amount_usd"] == "70.00" and invoice["amount"] == "350000000000"  # $70 at $200, in piconero
+    assert invoice["payment_uri"].startswith(f"monero:{invoice['address']}?tx_amount=0.35")
+
+    txid = xmr.net.pay([(invoice["address"], int(invoice["amount"]))])
+    assert scan(django_capture_on_commit_callbacks)["unconfirmed"] == 1  # seen in the pool
+    body = customer_api.get(f"/api/v1/invoices/{invoice['id']}").json()
+    assert body["status"] == "processing"
+    assert customer_api.get(f"/api/v1/orders/{order['id']}").json()["status"] == "awaiting_payment"
+
+    xmr.net.mine(3)  # 3 confirmations in these tests
+    scan(django_capture_on_commit_callbacks)
+    body = customer_api.get(f"/api/v1/invoices/{invoice['id']}").json()
+    assert (body["status"], body["exception"]) == ("settled", "none")
+    assert customer_api.get(f"/api/v1/orders/{order['id']}").json()["status"] == "paid"
+    [rental] = customer_api.get("/api/v1/rentals").json()
+    assert (rental["status"], rental["gpu"], rental["region"]) == ("provisioning", "l4", "PDX-1")
+    job = ProvisioningJob.objects.get(rental_id=rental["id"])
+    assert job.action == "provision" and job.payload["rental"]["ssh_keys"] == [public_key]
+
+    rental_activate(
+        rental_id=rental["id"], ipv4="203.0.113.9", ipv6_prefix="2001:db8:9::/64", actor=None, reason="handed over"
+    )
+    [rental] = customer_api.get("/api/v1/rentals").json()
+    assert (rental["status"], rental["ipv4"]) == ("active", "203.0.113.9")
+    # The payment counted once, and nothing is left for the watcher to do.
+    again = scan(django_capture_on_commit_callbacks)
+    assert (again["recorded"], again["uncounted"]) == (0, 0)  # the wallet still lists it: settled, left alone
+    [payment] = customer_api.get(f"/api/v1/invoices/{invoice['id']}").json()["payments"]
+    request = PaymentRequest.objects.get(invoice_id=invoice["id"], currency="XMR")
+    assert (payment["txid"], payment["position"]) == (txid, request.match_key)  # the subaddress "0/i"

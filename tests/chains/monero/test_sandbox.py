@@ -1,0 +1,39 @@
+"""`manage.py sandbox_pay` pays an XMR invoice from the sandbox's payer wallet (here the
+session's regtest network stands in for the one `make run` keeps in its data folder)."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from devtools.monero_sandbox import PAYER_FILE
+
+pytestmark = [pytest.mark.chain, pytest.mark.slow, pytest.mark.django_db]
+
+
+@pytest.fixture
+def sandbox(xmr, settings, tmp_path):
+    folder = tmp_path / "monero"
+    folder.mkdir()
+    (folder / PAYER_FILE).write_text(f"{xmr.net.payer.url} {xmr.net.daemon_url}\n")
+    settings.SANDBOX_ENV_FILE = tmp_path / "sandbox.env"
+    settings.SANDBOX = True
+    return xmr
+
+
+def test_sandbox_pay_settles_an_xmr_invoice(sandbox, capsys):
+    invoice = sandbox.invoice()
+    call_command("sandbox_pay", invoice.number, "--confirm")
+    out = capsys.readouterr().out
+    assert f"Paid 0.175000000000 XMR (175000000000 piconero) to {sandbox.address(invoice)}" in out
+    assert "Mined 3 block(s)." in out and f"Invoice {invoice.number} is settled (none)." in out
+    with pytest.raises(CommandError, match="already_paid"):
+        call_command("sandbox_pay", invoice.number)
+
+
+def test_sandbox_pay_refuses_outside_the_sandbox(xmr, settings):
+    settings.SANDBOX = False
+    invoice = xmr.invoice()
+    with pytest.raises(CommandError, match="sandbox_off"):
+        call_command("sandbox_pay", invoice.number)
+    assert xmr.payments(invoice) == []
