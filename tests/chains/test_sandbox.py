@@ -247,6 +247,7 @@ def test_serve_local_on_a_wildcard_address_allows_this_machine_and_warns(setting
     monkeypatch.setattr(serve_local.Command, "_sandbox_start", lambda self: None)
     monkeypatch.setattr(serve_local.Command, "_eth_sandbox_start", lambda self, ltc_env: None)
     monkeypatch.setattr(serve_local.Command, "_sol_sandbox_start", lambda self, rates: None)
+    monkeypatch.setattr(serve_local.Command, "_xmr_sandbox_start", lambda self, rates: None)
     monkeypatch.setattr(serve_local.signal, "signal", lambda *a: None)
     err = io.StringIO()
     serve_local.Command(stdout=io.StringIO(), stderr=err)._serve("0.0.0.0", 8000)
