@@ -43,7 +43,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from billing.chains.solana.rpc import SolanaRpc, SolanaRpcError, SolanaUnavailable
+from billing.chains.solana.rpc import UNSUPPORTED_TRANSACTION_VERSION, SolanaRpc, SolanaRpcError, SolanaUnavailable
 from billing.chains.solana.transactions import MalformedTransaction, SolanaTransaction, transfer_validate
 
 log = logging.getLogger(__name__)
@@ -397,12 +397,17 @@ def solana_scan(
     fetched: list[tuple[SolanaTransaction, bool]] = []
     for sig, answer in zip(order, answers, strict=True):
         if isinstance(answer, SolanaRpcError):
-            # e.g. a transaction version newer than 0: it cannot be read. Once
-            # final it is passed over (staff see the log line), so it cannot
-            # hold the cursor back for ever.
-            log.error("SOL transaction %s cannot be read, check it by hand: %s", sig, answer)
-            if wanted[sig][0] == FINALIZED:
+            if answer.code == UNSUPPORTED_TRANSACTION_VERSION and wanted[sig][0] == FINALIZED:
+                # A transaction version newer than 0 can never be read: once final
+                # it is passed over (staff see the log line), so it cannot hold
+                # the cursor back for ever.
+                log.error("SOL transaction %s cannot be read, check it by hand: %s", sig, answer)
                 done.add(sig)
+            else:
+                # Anything else (a slot missing from the provider's long-term
+                # storage, a block not available yet...) may answer next time:
+                # the cursor waits for it rather than pass a payment unread.
+                log.warning("SOL transaction %s not read this pass: %s", sig, answer)
             continue
         if answer is None:
             continue  # not (or no longer) at that commitment: the next pass sees where it went
