@@ -224,13 +224,20 @@ def usage_correction_window() -> timedelta:
     return timedelta(days=settings.USAGE_CORRECTION_DAYS)
 
 
+def _usage_unbilled() -> Q:
+    """Usage not billed yet, or billed on an invoice voided since (a renewal that
+    carried it was voided by a cancel or a termination): the egress was used all
+    the same, so it is billed again, on the next invoice that bills usage."""
+    return Q(billed_invoice__isnull=True) | Q(billed_invoice__status=InvoiceStatus.INVALID)
+
+
 def _usage_lines(rental: Rental, *, now: datetime) -> tuple[list[billing.LineSpec], list[UsageReport]]:
     """Unbilled egress overage of the months whose correction window is over
     (USAGE_CORRECTION_DAYS after the month ended), at the price of when it was
     reported."""
     reports = [
         r
-        for r in rental.usage_reports.filter(billed_invoice__isnull=True, overage_usd__gt=0).order_by("month")
+        for r in rental.usage_reports.filter(_usage_unbilled(), overage_usd__gt=0).order_by("month")
         if _month_end(r.month) + usage_correction_window() <= now
     ]
     lines = [
@@ -738,7 +745,7 @@ def rentals_usage_bill_due(*, now: datetime | None = None) -> int:
     reported: each on its own invoice. Idempotent."""
     now = now or timezone.now()
     ids = (
-        UsageReport.objects.filter(billed_invoice__isnull=True, overage_usd__gt=0)
+        UsageReport.objects.filter(_usage_unbilled(), overage_usd__gt=0)
         .filter(Q(rental__cancelled_at__isnull=False) | ~Q(rental__status=RentalStatus.ACTIVE))
         .values_list("rental_id", flat=True)
         .distinct()

@@ -192,6 +192,40 @@ def test_usage_still_in_its_window_waits_for_the_next_renewal(active_rental, sta
     assert UsageReport.objects.get().billed_invoice_id is None
 
 
+def test_usage_on_a_renewal_voided_by_cancelling_is_billed_on_its_own_invoice(active_rental, customer_api, staff_api):
+    _usage(staff_api, active_rental, "2026-11", "25", T0 + timedelta(days=1))
+    run_jobs_twice(active_rental.paid_until - timedelta(days=7))
+    renewal = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="auto")
+    assert [(ln.code, ln.amount_usd) for ln in renewal.lines.all()] == [
+        ("gpu", Decimal("250.00")),
+        ("usage:egress", Decimal("20.00")),
+    ]
+    with time_machine.travel(active_rental.paid_until - timedelta(days=6), tick=False), committed():
+        assert customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel").status_code == 200
+    assert Invoice.objects.get(pk=renewal.pk).status == "invalid"
+
+    # The egress was used: voiding the renewal must not void what it billed for it.
+    run_jobs_twice(active_rental.paid_until - timedelta(days=5))
+    usage = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="usage")
+    assert [(ln.code, ln.amount_usd) for ln in usage.lines.all()] == [("usage:egress", Decimal("20.00"))]
+    assert UsageReport.objects.get().billed_invoice_id == usage.pk
+
+
+def test_usage_on_a_renewal_voided_by_termination_is_billed_on_its_own_invoice(active_rental, staff_api, staff):
+    from rentals import services
+
+    _usage(staff_api, active_rental, "2026-11", "25", T0 + timedelta(days=1))
+    run_jobs_twice(active_rental.paid_until - timedelta(days=7))
+    renewal = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="auto")
+    with committed():
+        services.rental_terminate(
+            rental_id=active_rental.pk, actor=staff, reason="test", now=active_rental.paid_until - timedelta(days=6)
+        )
+    assert Invoice.objects.get(pk=renewal.pk).status == "invalid"
+    usage = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="usage")
+    assert usage.total_usd == Decimal("20.00") and UsageReport.objects.get().billed_invoice_id == usage.pk
+
+
 # --- The provisioning job on the rental ---------------------------------------------------------
 
 
