@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from billing import services as billing
 from billing.models import CreditKind, Invoice, InvoiceStatus
-from billing.selectors import credit_balance_usd, invoice_has_payments
+from billing.selectors import credit_balance_usd
 from catalog import services as catalog
 from catalog.models import TERM_HOURS, Addon
 from core.audit import audit_record
@@ -534,13 +534,7 @@ def rental_terminate(*, rental_id: int, actor: Any = None, reason: str, now: dat
         released = catalog.slots_release(holder=rental.holder)
         provisioning_job_create(rental=rental, action=ProvisioningAction.DEPROVISION, now=now)
         # Renewals no longer buy anything; a usage invoice still bills what was used.
-        for invoice in Invoice.objects.filter(
-            renewal__rental=rental,
-            renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
-            status__in=[InvoiceStatus.NEW, InvoiceStatus.EXPIRED],
-        ):
-            if not invoice_has_payments(invoice=invoice):
-                billing.invoice_void(invoice_id=invoice.pk, reason=f"rental {rental.pk} terminated")
+        _renewals_void(rental, reason=f"rental {rental.pk} terminated")
         usage, reports = _usage_lines(rental, now=now)
         if usage:
             _renewal_invoice(
@@ -601,6 +595,23 @@ def rental_extend(*, rental_id: int, days: int, actor: Any, reason: str, now: da
     return period
 
 
+def _renewals_void(rental: Rental, *, reason: str) -> None:
+    """Void the rental's open renewal invoices that nobody has paid. Whether one
+    has a payment is decided under the invoice's lock (in invoice_void): a
+    payment the watcher records between this listing and that lock keeps its
+    invoice open, and the money becomes credit when it settles (renewal_apply),
+    instead of failing the cancel or the termination."""
+    for invoice in Invoice.objects.filter(
+        renewal__rental=rental,
+        renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
+        status__in=[InvoiceStatus.NEW, InvoiceStatus.EXPIRED],
+    ):
+        try:
+            billing.invoice_void(invoice_id=invoice.pk, reason=reason)
+        except Conflict as exc:  # invoice_has_payments, invoice_not_open: paid meanwhile
+            log.info("rental %s: renewal invoice %s left open (%s)", rental.pk, invoice.number, exc.code)
+
+
 def rental_cancel(*, rental_id: int, account: Any, now: datetime | None = None) -> Rental:
     """No more renewals: the rental runs to the end of its paid period, then ends."""
     now = now or timezone.now()
@@ -613,13 +624,7 @@ def rental_cancel(*, rental_id: int, account: Any, now: datetime | None = None) 
             rental.auto_renew = False
             rental.save(update_fields=["cancelled_at", "auto_renew"])
             # Every open renewal is voided (money that still arrives becomes credit).
-            for invoice in Invoice.objects.filter(
-                renewal__rental=rental,
-                renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
-                status__in=[InvoiceStatus.NEW, InvoiceStatus.EXPIRED],
-            ):
-                if not invoice_has_payments(invoice=invoice):
-                    billing.invoice_void(invoice_id=invoice.pk, reason="rental cancelled by the customer")
+            _renewals_void(rental, reason="rental cancelled by the customer")
     return rental
 
 

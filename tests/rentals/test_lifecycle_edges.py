@@ -117,6 +117,45 @@ def test_a_renewal_in_flight_when_cancelled_becomes_credit(active_rental, custom
     assert (entry.kind, entry.amount_usd) == ("unfulfilled", Decimal("250.00"))
 
 
+def test_a_payment_recorded_while_cancelling_keeps_its_renewal_open_and_becomes_credit(
+    active_rental, customer_api, monkeypatch
+):
+    from billing import services as billing_services
+
+    at = active_rental.paid_until - timedelta(days=10)
+    with time_machine.travel(at, tick=False):
+        [renewal] = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json").json()[
+            "renewal_invoices"
+        ]
+    void = billing_services.invoice_void
+    raced = []
+
+    def void_after_a_payment(*, invoice_id, **kwargs):
+        # The watcher commits a sighting after cancel listed the open renewals
+        # and before it takes the invoice's lock.
+        if not raced:
+            raced.append(invoice_id)
+            pay(renewal["number"], int(renewal["amount"]) // 2, confirmations=0, txid="tx-racing")
+        return void(invoice_id=invoice_id, **kwargs)
+
+    monkeypatch.setattr(billing_services, "invoice_void", void_after_a_payment)
+    with time_machine.travel(at + timedelta(minutes=1), tick=False), committed():
+        resp = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel")
+    assert resp.status_code == 200, resp.json()
+    assert raced == [renewal["id"]]
+    assert Rental.objects.get(pk=active_rental.pk).cancelled_at is not None
+    assert Invoice.objects.get(pk=renewal["id"]).status == "new"  # it holds a payment: not voided
+
+    # The rest arrives: the renewal settles and, the rental being cancelled, becomes credit.
+    with time_machine.travel(at + timedelta(minutes=5), tick=False):
+        pay(renewal["number"], int(renewal["amount"]) // 2, confirmations=6, txid="tx-racing")
+        pay(renewal["number"], int(renewal["amount"]) - int(renewal["amount"]) // 2, confirmations=6, txid="tx-rest")
+    assert Invoice.objects.get(pk=renewal["id"]).status == "settled"
+    rental = Rental.objects.get(pk=active_rental.pk)
+    assert rental.paid_until == active_rental.paid_until
+    assert credit_balance_usd(account=rental.account) == Decimal("250.00")
+
+
 # --- Usage: months the rental ran, once they ended, after a correction window ---------------
 
 
