@@ -10,8 +10,9 @@ signatures it knows) and records what comes back.
    next pass from where it stopped (`before`), so a flood of transactions
    naming one reference cannot stall the others.
 2. Pending payments. A payment recorded at `confirmed` whose transaction no
-   longer shows up is checked: once its blockhash has expired at `finalized`
-   (`isBlockhashValid`), and the transaction is not found even then, it was on
+   longer shows up is checked once the finalized slot has passed its own: once
+   its blockhash has expired at `finalized` (`isBlockhashValid`), and the
+   transaction is not found even then, it was on
    a fork the cluster abandoned and can never land: it is reported `gone` and
    the caller un-counts it.
 3. Fetching. Each new signature (not failed, not already known final) is
@@ -370,7 +371,13 @@ def solana_scan(
             wanted[sig] = (CONFIRMED, entry.slot)
 
     # Pending transactions no listing showed: dropped, once their blockhash expired.
-    missing = [p for sig, p in still_pending.items() if sig not in entries and sig not in gone]
+    # Only once the finalized slot has passed theirs: before, the finalized bank
+    # does not hold a blockhash that new, and isBlockhashValid answers false for
+    # it whether or not the transaction can still land (a node behind its peers
+    # shows neither the transaction nor its blockhash).
+    missing = [
+        p for sig, p in still_pending.items() if sig not in entries and sig not in gone and p.slot <= finalized_slot
+    ]
     expired = _expired_pending(rpc, missing)
     if expired:
         answers = rpc.batch(

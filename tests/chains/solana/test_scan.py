@@ -282,3 +282,27 @@ def test_a_transaction_of_an_unsupported_version_is_passed_over_once_final(
     monkeypatch.setattr(sol_node.handler, "rpc_getTransaction", newer_version)
     outcome = watcher.scan(sol_rpc)
     assert outcome.sightings == [] and watcher.cursors[reference].until == sig
+
+
+def test_a_confirmed_payment_a_lagging_node_does_not_show_is_not_taken_for_dropped(
+    sol_ledger, sol_node, sol_rpc, watcher, payer, merchant, monkeypatch
+):
+    # Behind a provider's load balancer one pass may reach a node that has not
+    # seen the transaction yet; its finalized bank does not hold the (newer)
+    # blockhash either, so isBlockhashValid says false. That is no proof of a
+    # dropped fork while the transaction's slot is above the finalized one.
+    reference = watcher.reference()
+    sol_ledger.advance(3)  # the newest blockhash is above the finalized bank
+    sig = sol_ledger.pay(payer, merchant.pubkey(), 2_000_000, references=[reference])
+    assert seen(watcher.scan(sol_rpc)) == [(sig, reference, 2_000_000, False)]
+    assert not sol_ledger.blockhash_known_valid(watcher.pending[sig].blockhash)
+    listed, served = sol_node.handler.rpc_getSignaturesForAddress, sol_node.handler.rpc_getTransaction
+    monkeypatch.setattr(
+        sol_node.handler, "rpc_getSignaturesForAddress", lambda p: [e for e in listed(p) if e["signature"] != sig]
+    )
+    monkeypatch.setattr(sol_node.handler, "rpc_getTransaction", lambda p: None if p[0] == sig else served(p))
+    lagging = watcher.scan(sol_rpc)
+    assert lagging.gone == [] and set(watcher.pending) == {sig}
+    monkeypatch.undo()
+    sol_ledger.finalize()
+    assert seen(watcher.scan(sol_rpc)) == [(sig, reference, 2_000_000, True)]
