@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -755,15 +756,30 @@ def rentals_usage_bill_due(*, now: datetime | None = None) -> int:
         .values_list("rental_id", flat=True)
         .distinct()
     )
-    count = 0
-    for rental_id in list(ids):
+
+    def bill(rental_id: int) -> bool:
         with transaction.atomic():
-            rental = _rental_lock(rental_id=rental_id)
-            count += _usage_invoice_if_ending(rental, now=now) is not None
-    return count
+            return _usage_invoice_if_ending(_rental_lock(rental_id=rental_id), now=now) is not None
+
+    return _each_rental(ids, bill, job="usage billing")
 
 
 # --- The periodic jobs ---------------------------------------------------------------------
+
+
+def _each_rental(ids: Iterable[int], step: Callable[[int], object], *, job: str) -> int:
+    """`step` for each rental, each in its own transaction: one rental that
+    fails (bad data, a bug) is logged and tried again at the next run, and never
+    holds back the rentals after it (whose renewals would otherwise not be
+    issued, and which would then be suspended for an invoice they never got).
+    How many steps did something."""
+    done = 0
+    for rental_id in list(ids):
+        try:
+            done += bool(step(rental_id))
+        except Exception:
+            log.exception("%s: rental %s failed; it is tried again at the next run", job, rental_id)
+    return done
 
 
 def rentals_renewals_issue(*, now: datetime | None = None) -> int:
@@ -777,7 +793,9 @@ def rentals_renewals_issue(*, now: datetime | None = None) -> int:
         cancelled_at__isnull=True,
         paid_until__lte=now + longest,
     ).values_list("pk", flat=True)
-    issued = sum(renewal_issue(rental_id=rental_id, now=now) is not None for rental_id in list(ids))
+    issued = _each_rental(
+        ids, lambda rental_id: renewal_issue(rental_id=rental_id, now=now) is not None, job="renewals"
+    )
     return issued + rentals_usage_bill_due(now=now)
 
 
@@ -785,18 +803,24 @@ def rentals_suspend_due(*, now: datetime | None = None) -> int:
     """Unpaid past the end of the paid period plus the grace: suspended. A
     cancelled rental simply ends at the end of its paid period."""
     now = now or timezone.now()
-    count = 0
     cancelled = Rental.objects.filter(
         status__in=[RentalStatus.ACTIVE, RentalStatus.SUSPENDED], cancelled_at__isnull=False, paid_until__lte=now
     )
-    for rental_id in list(cancelled.values_list("pk", flat=True)):
-        rental_terminate(rental_id=rental_id, reason="cancelled by the customer; paid period over", now=now)
-        count += 1
+    count = _each_rental(
+        cancelled.values_list("pk", flat=True),
+        lambda rental_id: rental_terminate(
+            rental_id=rental_id, reason="cancelled by the customer; paid period over", now=now
+        ),
+        job="ending cancelled rentals",
+    )
     unpaid = Rental.objects.filter(status=RentalStatus.ACTIVE, cancelled_at__isnull=True, paid_until__lte=now - grace())
-    for rental_id in list(unpaid.values_list("pk", flat=True)):
-        rental_suspend(rental_id=rental_id, reason="unpaid: the paid period and its grace are over", now=now)
-        count += 1
-    return count
+    return count + _each_rental(
+        unpaid.values_list("pk", flat=True),
+        lambda rental_id: rental_suspend(
+            rental_id=rental_id, reason="unpaid: the paid period and its grace are over", now=now
+        ),
+        job="suspensions",
+    )
 
 
 def rentals_terminate_due(*, now: datetime | None = None) -> int:
@@ -807,11 +831,11 @@ def rentals_terminate_due(*, now: datetime | None = None) -> int:
         status=RentalStatus.SUSPENDED,
         suspended_at__lte=now - terminate_after(),
     )
-    count = 0
-    for rental_id in list(due.values_list("pk", flat=True)):
-        rental_terminate(rental_id=rental_id, reason="unpaid: suspended for too long", now=now)
-        count += 1
-    return count
+    return _each_rental(
+        due.values_list("pk", flat=True),
+        lambda rental_id: rental_terminate(rental_id=rental_id, reason="unpaid: suspended for too long", now=now),
+        job="terminations",
+    )
 
 
 def orders_reconcile(*, now: datetime | None = None) -> int:

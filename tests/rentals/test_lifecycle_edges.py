@@ -13,7 +13,9 @@ from billing.models import CreditEntry, Invoice
 from billing.selectors import credit_balance_usd
 from rentals.models import ProvisioningJob, Rental, UsageReport
 from tests.keys import TEST_RATES
-from tests.rentals.helpers import MONTH, T0, committed, pay, run_jobs_twice
+from tests.rentals.helpers import MONTH, T0, committed, new_key_line, pay, run_jobs_twice
+
+LATER = timedelta(minutes=10)
 
 pytestmark = pytest.mark.django_db
 
@@ -263,6 +265,66 @@ def test_usage_on_a_renewal_voided_by_termination_is_billed_on_its_own_invoice(a
     assert Invoice.objects.get(pk=renewal.pk).status == "invalid"
     usage = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="usage")
     assert usage.total_usd == Decimal("20.00") and UsageReport.objects.get().billed_invoice_id == usage.pk
+
+
+# --- Periodic jobs: one rental that fails holds back no other -------------------------------
+
+
+def _second_rental(customer, customer_api, staff) -> Rental:
+    from accounts.services import ssh_key_add
+    from rentals import services
+
+    key = ssh_key_add(account=customer, public_key=new_key_line(), name="k2")
+    with time_machine.travel(T0, tick=False):
+        order = customer_api.post(
+            "/api/v1/orders",
+            {
+                "region": "DFW-1",
+                "gpu": "l4",
+                "gpu_count": 1,
+                "term": "monthly",
+                "terms": 1,
+                "template": "ollama-ubuntu-24.04",
+                "addons": [],
+                "ssh_keys": [key.pk],
+                "pay_currency": "LTC",
+            },
+            format="json",
+        ).json()
+    with time_machine.travel(T0 + timedelta(minutes=5), tick=False):
+        pay(order["invoice"]["number"], int(order["invoice"]["amount"]), txid="tx-second")
+    rental = Rental.objects.get(order_id=order["id"])
+    with committed():
+        services.rental_activate(
+            rental_id=rental.pk, ipv4="203.0.113.12", ipv6_prefix="2001:db8:12::/64", actor=staff, now=T0 + LATER
+        )
+    return Rental.objects.get(pk=rental.pk)
+
+
+def test_a_rental_whose_renewal_fails_holds_back_no_other_renewal(
+    active_rental, customer, customer_api, staff, monkeypatch
+):
+    from rentals.services import lifecycle
+
+    other = _second_rental(customer, customer_api, staff)
+    issue = lifecycle.renewal_issue
+
+    def broken_for_one(*, rental_id, now=None):
+        if rental_id == active_rental.pk:
+            raise RuntimeError("bad data on one rental")
+        return issue(rental_id=rental_id, now=now)
+
+    monkeypatch.setattr(lifecycle, "renewal_issue", broken_for_one)
+    at = active_rental.paid_until - timedelta(days=7)
+    with time_machine.travel(at, tick=False), committed():
+        assert lifecycle.rentals_renewals_issue(now=at) == 1
+    assert Invoice.objects.filter(renewal__rental=other).count() == 1
+    assert not Invoice.objects.filter(renewal__rental=active_rental).exists()
+
+    monkeypatch.undo()  # fixed: the next run issues it
+    with time_machine.travel(at + LATER, tick=False), committed():
+        assert lifecycle.rentals_renewals_issue(now=at + LATER) == 1
+    assert Invoice.objects.filter(renewal__rental=active_rental).count() == 1
 
 
 # --- The provisioning job on the rental ---------------------------------------------------------
