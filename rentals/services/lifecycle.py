@@ -338,7 +338,14 @@ def _renewal_invoice(
     )
     # Paid from credit at once when the credit covers it (not when the customer named a currency).
     if from_credit:
-        billing.invoice_pay_with_credit(invoice_id=invoice.pk, account=rental.account, now=now)
+        try:
+            with transaction.atomic():
+                billing.invoice_pay_with_credit(invoice_id=invoice.pk, account=rental.account, now=now)
+        except Conflict as exc:
+            # The credit was read before its lock: spent meanwhile (a renewal of
+            # another rental, an invoice paid from credit). The renewal stays
+            # open, its currency chosen when paying, as when none is available.
+            log.info("rental %s: renewal %s not paid from credit (%s)", rental.pk, invoice.number, exc.code)
         invoice.refresh_from_db()
     if kind != RenewalKind.USAGE:
         rental_event_emit(rental=rental, type="rental.renewal_due", invoice=invoice)

@@ -77,6 +77,21 @@ def test_a_renewal_in_a_currency_no_longer_enabled_is_issued_without_one(active_
     assert invoice.expires_at == active_rental.paid_until + timedelta(days=3)  # chosen when paying
 
 
+def test_credit_spent_while_a_renewal_is_issued_leaves_it_open_to_pay(active_rental, customer_api, monkeypatch):
+    from rentals.services import lifecycle
+
+    # The balance is read before its lock: another renewal or invoice may spend it meanwhile.
+    monkeypatch.setattr(lifecycle, "credit_balance_usd", lambda account: Decimal("250.00"))
+    at = active_rental.paid_until - timedelta(days=10)
+    with time_machine.travel(at, tick=False), committed():
+        resp = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json")
+    assert resp.status_code == 201, resp.json()
+    invoice = Invoice.objects.get(renewal__rental=active_rental)
+    assert (invoice.status, invoice.total_usd, invoice.settled_via) == ("new", Decimal("250.00"), "")
+    assert not CreditEntry.objects.exists()
+    assert Rental.objects.get(pk=active_rental.pk).paid_until == active_rental.paid_until
+
+
 # --- Cancelling voids open renewals ------------------------------------------------------------
 
 
