@@ -705,7 +705,12 @@ def usage_report(
                 },
             )
         report = UsageReport.objects.select_for_update().filter(rental=rental, month=month).first()
-        if report is not None and report.billed_invoice_id:
+        # Billed on an invoice voided since: not billed (see _usage_unbilled), so still correctable.
+        if (
+            report is not None
+            and report.billed_invoice_id
+            and not UsageReport.objects.filter(_usage_unbilled(), pk=report.pk).exists()
+        ):
             raise Conflict(
                 "usage_already_billed",
                 "This month's usage is billed already.",

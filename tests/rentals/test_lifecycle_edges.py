@@ -267,6 +267,20 @@ def test_usage_on_a_renewal_voided_by_cancelling_is_billed_on_its_own_invoice(ac
     assert UsageReport.objects.get().billed_invoice_id == usage.pk
 
 
+def test_usage_on_a_voided_renewal_can_be_corrected_before_it_is_billed_again(active_rental, customer_api, staff_api):
+    _usage(staff_api, active_rental, "2026-11", "25", T0 + timedelta(days=1))
+    run_jobs_twice(active_rental.paid_until - timedelta(days=7))
+    billed = _usage(staff_api, active_rental, "2026-11", "24", active_rental.paid_until - timedelta(days=7))
+    assert billed.status_code == 409 and billed.json()["error"]["code"] == "usage_already_billed"
+    at = active_rental.paid_until - timedelta(days=6)
+    with time_machine.travel(at, tick=False), committed():
+        assert customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel").status_code == 200
+    corrected = _usage(staff_api, active_rental, "2026-11", "24", at + timedelta(minutes=1))
+    assert corrected.status_code == 200, corrected.json()
+    usage = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="usage")
+    assert usage.total_usd == Decimal("16.00") and UsageReport.objects.get().billed_invoice_id == usage.pk
+
+
 def test_usage_on_a_renewal_voided_by_termination_is_billed_on_its_own_invoice(active_rental, staff_api, staff):
     from rentals import services
 
