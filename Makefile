@@ -20,7 +20,7 @@ TEST_WORKERS ?= 2
 PO_FILES := $(wildcard */locale/*/LC_MESSAGES/*.po)
 MO_FILES := $(PO_FILES:.po=.mo)
 
-.PHONY: run test install lock check lint clean services chain-nodes browser messages screenshots
+.PHONY: run test install lock check lint clean services chain-nodes browser messages screenshots bench
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -62,6 +62,15 @@ test: install services chain-nodes browser
 screenshots: install services browser
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 	  $(PY) -m pytest -q tests/billing/checkout_screenshots.py tests/rentals/admin_screenshots.py
+
+# Speed under load (docs/operations.md#performance): a throwaway PostgreSQL database, the
+# production gunicorn settings, wrk at 16 connections against every hot endpoint and a bare
+# DRF view, pgbench, a worker's memory; cleans up after itself. BENCH_ARGS="--scale-out" for the
+# two-instance trial. Needs wrk and pgbench (Debian: apt-get install wrk postgresql-client).
+BENCH_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/postgres
+BENCH_ARGS ?=
+bench: install
+	BENCH_POSTGRES_URL=$(BENCH_POSTGRES_URL) $(PY) bench/load.py $(BENCH_ARGS)
 
 # Static checks: lint and formatting (ruff), and which way imports point
 # (import-linter, contracts in .importlinter). .ci/run runs them before the tests.

@@ -69,6 +69,13 @@ class TokenObtainInput(serializers.Serializer):
     username = _username_field()
     password = _password_field()
     name = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+    otp = serializers.CharField(
+        max_length=16,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Staff accounts with two-factor authentication: the authenticator app's current code.",
+    )
 
 
 class TokenIssuedOutput(serializers.Serializer):

@@ -27,8 +27,14 @@ from django.db.models import ProtectedError, Q, RestrictedError
 from django.utils import timezone
 
 from accounts.models import SSH_RSA_MIN_BITS, Account, ApiToken, RecoveryCode, SshKey, SshKeyType
-from accounts.signals import account_closing
-from accounts.throttling import auth_failure_record, auth_failures_clear, auth_throttle_check
+from accounts.signals import account_closing, account_deactivated
+from accounts.throttling import (
+    address_remember,
+    auth_attempt_begin,
+    auth_attempt_succeeded,
+    auth_username_failure,
+    signup_attempt_count,
+)
 from core.audit import audit_record
 from core.db import locked_or_404
 from core.errors import Conflict, DomainError
@@ -183,10 +189,10 @@ def _invalid_credentials(message: str = "Unknown username or wrong password.") -
 def _password_confirm(*, account: Account, password: str, client_address: str) -> None:
     """A signed-in account proves its password again before a sensitive change.
     Wrong guesses count against the same throttle as logins."""
-    auth_throttle_check(username=account.username, address=client_address)
+    counted = auth_attempt_begin(username=account.username, address=client_address)
     if not account.check_password(password):
-        auth_failure_record(username=account.username, address=client_address)
         raise DomainError("wrong_password", "The password is wrong.", status=403)
+    auth_attempt_succeeded(username=account.username, address=client_address, counted=counted)
 
 
 # =============================================================================
@@ -235,20 +241,48 @@ def token_create(*, account: Account, name: str = "") -> IssuedToken:
         return _token_issue(account=account, name=name)
 
 
-def token_obtain(*, username: str, password: str, name: str = "", client_address: str) -> IssuedToken:
+def token_obtain(
+    *, username: str, password: str, name: str = "", client_address: str, otp_token: str = ""
+) -> IssuedToken:
     """Log in with username and password: a new token, or `invalid_credentials`
-    (401) / `throttled` (429)."""
+    (401) / `throttled` (429). A staff token opens the /ops endpoints, so a
+    staff member who uses a second factor in the admin (or whom
+    ADMIN_OTP_REQUIRED covers) gives its code here too: `otp_required` /
+    `otp_invalid` (401, counted as failures), `otp_not_enrolled` (403) when the
+    policy wants a second factor the account has not set up yet."""
     username = _login_username(username)
-    auth_throttle_check(username=username, address=client_address)
+    counted = auth_attempt_begin(username=username, address=client_address)
     account = Account.objects.filter(username=username).first()
     if not _password_matches(account=account, password=password):
-        auth_failure_record(username=username, address=client_address)
         raise _invalid_credentials()
-    auth_failures_clear(username=username)
+    if account.is_staff:
+        _staff_token_second_factor(account=account, otp_token=otp_token)
+    auth_attempt_succeeded(username=username, address=client_address, counted=counted)
     with transaction.atomic():
         account.last_login = timezone.now()
         account.save(update_fields=["last_login"])
         return _token_issue(account=account, name=name or "login")
+
+
+def _staff_token_second_factor(*, account: Account, otp_token: str) -> None:
+    from django_otp import verify_token
+
+    device = staff_otp_device(account=account)
+    if device is None:
+        if staff_otp_required(account=account):
+            raise DomainError(
+                "otp_not_enrolled",
+                "This staff account must set up two-factor authentication in the admin before it gets an API token.",
+                status=403,
+            )
+        return
+    token = "".join((otp_token or "").split())
+    if not token:
+        raise DomainError(
+            "otp_required", "Send `otp`: the 6-digit code your authenticator app shows for this account.", status=401
+        )
+    if verify_token(account, device.persistent_id, token) is None:
+        raise DomainError("otp_invalid", "The authentication code is wrong or has expired.", status=401)
 
 
 def token_authenticate(*, raw: str) -> tuple[Account, ApiToken] | None:
@@ -341,9 +375,12 @@ class Recovered:
 
 def account_recover(*, username: str, recovery_code: str, new_password: str, client_address: str) -> Recovered:
     """Set a new password with a one-time recovery code. Burns the code,
-    revokes every token and issues a fresh one."""
+    revokes every token and issues a fresh one. A valid code goes through the
+    per-username lock-out (so guessing a password cannot lock the holder out
+    of recovery); the per-address limit holds, and a wrong code counts as a
+    failure of the username and is refused with 429 once it is locked."""
     username = _login_username(username)
-    auth_throttle_check(username=username, address=client_address)
+    counted = auth_attempt_begin(username=username, address=client_address, per_username=False)
     # Checked first: a refused password must not cost the caller a code.
     _password_validate(password=new_password, account=Account(username=username))
     with transaction.atomic():
@@ -356,7 +393,9 @@ def account_recover(*, username: str, recovery_code: str, new_password: str, cli
                 .first()
             )
         if code is None:
-            auth_failure_record(username=username, address=client_address)
+            # The address was counted up front; the username is counted now, and
+            # a locked one answers as a locked login would.
+            auth_username_failure(username=username)
             raise _invalid_credentials("Unknown username or invalid recovery code.")
         code.used_at = timezone.now()
         code.save(update_fields=["used_at"])
@@ -365,7 +404,7 @@ def account_recover(*, username: str, recovery_code: str, new_password: str, cli
         revoked = _tokens_revoke(account=account)
         audit_record(actor=account, action="account.recover", obj=account, changes={"revoked_tokens": revoked})
         issued = _token_issue(account=account, name="recovery")
-    auth_failures_clear(username=username)
+    auth_attempt_succeeded(username=username, address=client_address, counted=counted)
     return Recovered(account=account, token=issued, revoked_tokens=revoked)
 
 
@@ -394,8 +433,12 @@ def _account_insert(*, username: str, password: str, is_staff: bool = False) -> 
     return account
 
 
-def account_create(*, username: str, password: str) -> AccountCreated:
-    """Sign up: an account, its first token and its ten recovery codes."""
+def account_create(*, username: str, password: str, client_address: str | None = None) -> AccountCreated:
+    """Sign up: an account, its first token and its ten recovery codes. With
+    `client_address` (the API), sign-ups are limited per address (`throttled`,
+    429) and the address counts as one the holder has used."""
+    if client_address is not None:
+        signup_attempt_count(address=client_address)
     username = username_normalize(username=username)
     _password_validate(password=password, account=Account(username=username))
     with transaction.atomic():
@@ -403,6 +446,8 @@ def account_create(*, username: str, password: str) -> AccountCreated:
         audit_record(actor=account, action="account.create", obj=account)
         issued = _token_issue(account=account, name="signup")
         codes = _recovery_codes_replace(account=account)
+    if client_address is not None:
+        address_remember(username=username, address=client_address)
     return AccountCreated(account=account, token=issued, recovery_codes=codes)
 
 
@@ -446,6 +491,7 @@ def account_deactivate(*, account: Account, actor: Account, reason: str = "") ->
         Account.objects.filter(pk=account.pk).update(is_active=False)
         account.is_active = False
         revoked = _tokens_revoke(account=account)
+        account_deactivated.send(sender=Account, account=account, actor=actor)
         audit_record(
             actor=actor,
             action="account.deactivate",
@@ -694,23 +740,20 @@ def staff_login(*, username: str, password: str, otp_token: str, client_address:
     from django_otp import verify_token
 
     username = _login_username(username)
-    auth_throttle_check(username=username, address=client_address)
+    counted = auth_attempt_begin(username=username, address=client_address)
     account = Account.objects.filter(username=username).first()
     if not _password_matches(account=account, password=password) or not account.is_staff:
-        auth_failure_record(username=username, address=client_address)
         raise _invalid_credentials("Enter the username and password of a staff account.")
     device = staff_otp_device(account=account)
     if device is not None:
         token = "".join((otp_token or "").split())
         if not token:
-            auth_failure_record(username=username, address=client_address)
             raise DomainError(
                 "otp_required", "Enter the 6-digit code your authenticator app shows for this account.", status=401
             )
         if verify_token(account, device.persistent_id, token) is None:
-            auth_failure_record(username=username, address=client_address)
             raise DomainError("otp_invalid", "The authentication code is wrong or has expired.", status=401)
-    auth_failures_clear(username=username)
+    auth_attempt_succeeded(username=username, address=client_address, counted=counted)
     with transaction.atomic():
         account.last_login = timezone.now()
         account.save(update_fields=["last_login"])

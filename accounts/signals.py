@@ -11,8 +11,14 @@ account_closing(sender=Account, account=Account)
     no row anywhere still refers to it, and otherwise keeps it, deactivated.
     A receiver may refuse the closing by raising a DomainError: the whole
     transaction rolls back and the caller gets the error.
+
+account_deactivated(sender=Account, account=Account, actor=Account)
+    Sent by `account_deactivate` (staff switch an account off) inside its
+    transaction. Receivers let go of what the account holds but has not paid
+    for (rentals: unpaid orders' reservations); its records stay.
 """
 
 from django.dispatch import Signal
 
 account_closing = Signal()  # account
+account_deactivated = Signal()  # account, actor

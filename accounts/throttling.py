@@ -9,12 +9,22 @@ limit, attempts are refused with 429 and `Retry-After` until the window closes,
 without checking the password: a throttled username answers the same whether
 or not the account exists.
 
+The per-username limit stops guessing, but must not let a stranger lock the
+holder out: an address the username has logged in (or signed up) from before
+is not held to it (only to the per-address limit), and account recovery with a
+valid recovery code goes through it too.
+
+Sign-ups are limited per address (SIGNUP_PER_ADDRESS in SIGNUP_WINDOW_SECONDS):
+each one costs a password hash.
+
 Settings: AUTH_FAILURES_PER_USERNAME, AUTH_FAILURES_PER_ADDRESS,
-AUTH_FAILURE_WINDOW_SECONDS, TRUSTED_PROXY_COUNT.
+AUTH_FAILURE_WINDOW_SECONDS, AUTH_KNOWN_ADDRESS_DAYS, SIGNUP_PER_ADDRESS,
+SIGNUP_WINDOW_SECONDS, TRUSTED_PROXY_COUNT.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import ipaddress
 import math
@@ -35,10 +45,10 @@ class AuthThrottled(DomainError):
 
     status = 429
 
-    def __init__(self, *, retry_after: int) -> None:
+    def __init__(self, *, retry_after: int, message: str = "Too many failed attempts.") -> None:
         super().__init__(
             "throttled",
-            f"Too many failed attempts. Try again in {retry_after} seconds.",
+            f"{message} Try again in {retry_after} seconds.",
             details={"retry_after_seconds": retry_after},
         )
         self.retry_after = retry_after
@@ -62,54 +72,123 @@ def _address_bucket(address: str) -> str:
 
 
 # --- Counters -----------------------------------------------------------------
+# Every attempt is counted before the password is checked (an atomic INCR), so
+# concurrent guesses cannot all pass the check before any failure is recorded:
+# with a limit of 5, 40 guesses at once get 5 answers and 35 refusals. An
+# attempt that is refused, or whose password proves right, gives its count back.
 
 
-def _keys(*, username: str, address: str) -> list[tuple[str, int]]:
-    user_digest = hashlib.sha256(username.strip().lower().encode()).hexdigest()
-    addr_digest = hashlib.sha256(_address_bucket(address).encode()).hexdigest()
-    return [
-        (f"{_KEY_PREFIX}:u:{user_digest}", settings.AUTH_FAILURES_PER_USERNAME),
-        (f"{_KEY_PREFIX}:a:{addr_digest}", settings.AUTH_FAILURES_PER_ADDRESS),
-    ]
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
 
 
-def auth_throttle_check(*, username: str, address: str) -> None:
-    """Raise AuthThrottled when the username or the address has used up its
-    failures in the current window."""
-    keys = _keys(username=username, address=address)
-    state = cache.get_many([k for k, _ in keys] + [f"{k}:reset" for k, _ in keys])
-    now = time.time()
-    window = settings.AUTH_FAILURE_WINDOW_SECONDS
-    waits = [
-        wait
-        for key, limit in keys
-        if int(state.get(key, 0)) >= limit and (wait := state.get(f"{key}:reset", now + window) - now) > 0
-    ]
-    if waits:
-        raise AuthThrottled(retry_after=max(1, math.ceil(max(waits))))
+def _username_key(username: str) -> str:
+    return f"{_KEY_PREFIX}:u:{_digest(username.strip().lower())}"
 
 
-def auth_failure_record(*, username: str, address: str) -> None:
-    """Count one failed attempt against the username and the address."""
-    window = settings.AUTH_FAILURE_WINDOW_SECONDS
-    now = time.time()
-    for key, _limit in _keys(username=username, address=address):
-        reset = cache.get(f"{key}:reset")
-        if reset is not None and reset <= now:  # the window has closed: its count no longer holds
-            cache.delete_many([key, f"{key}:reset"])
-        # The first failure opens the window; later ones only count.
+def _address_key(address: str) -> str:
+    return f"{_KEY_PREFIX}:a:{_digest(_address_bucket(address))}"
+
+
+def _known_key(*, username: str, address: str) -> str:
+    return f"authok:{_digest(username.strip().lower())}:{_digest(_address_bucket(address))}"
+
+
+def _count(key: str, *, window: int, now: float) -> tuple[int, float]:
+    """Add one to a windowed counter, atomically; the new count and the end of its window."""
+    reset = cache.get(f"{key}:reset")
+    if reset is not None and reset <= now:  # the window has closed: its count no longer holds
+        cache.delete_many([key, f"{key}:reset"])
+        reset = None
+    for _ in range(3):
+        # The first attempt opens the window; later ones only count.
         if cache.add(key, 1, timeout=window):
             cache.set(f"{key}:reset", now + window, timeout=window)
-            continue
+            return 1, now + window
         try:
-            cache.incr(key)
-        except ValueError:  # the window closed between add and incr
-            if cache.add(key, 1, timeout=window):
-                cache.set(f"{key}:reset", now + window, timeout=window)
+            count = cache.incr(key)
+        except ValueError:  # the key expired between add and incr
+            continue
+        if reset is None:
+            reset = cache.get(f"{key}:reset", now + window)
+        return count, reset
+    return 1, now + window  # pragma: no cover - the cache keeps losing the key
 
 
-def auth_failures_clear(*, username: str) -> None:
-    """Forget a username's failures after it proves its password. The address
-    count stays: one good login must not reset a guesser's budget."""
-    key = _keys(username=username, address="")[0][0]
-    cache.delete_many([key, f"{key}:reset"])
+def _uncount(key: str) -> None:
+    with contextlib.suppress(ValueError):  # gone meanwhile: nothing to give back
+        cache.decr(key)
+
+
+def address_known(*, username: str, address: str) -> bool:
+    """Whether this username has logged in (or signed up) from this address
+    (IPv6: its /64) within AUTH_KNOWN_ADDRESS_DAYS."""
+    return bool(cache.get(_known_key(username=username, address=address)))
+
+
+def address_remember(*, username: str, address: str) -> None:
+    """Remember that the account's holder proved who they are from this address."""
+    days = settings.AUTH_KNOWN_ADDRESS_DAYS
+    if days > 0 and address:
+        cache.set(_known_key(username=username, address=address), 1, timeout=days * 86400)
+
+
+def auth_attempt_begin(*, username: str, address: str, per_username: bool = True) -> list[str]:
+    """Count one attempt against the address and (unless `per_username` is
+    False, or the username has succeeded from this address before) the
+    username, before the secret is checked. Raises AuthThrottled (giving the
+    counts back) when either has used up its failures in the current window.
+    Returns the keys counted: pass them to `auth_attempt_succeeded`."""
+    window = settings.AUTH_FAILURE_WINDOW_SECONDS
+    now = time.time()
+    keys = [(_address_key(address), settings.AUTH_FAILURES_PER_ADDRESS)]
+    if per_username and not address_known(username=username, address=address):
+        keys.append((_username_key(username), settings.AUTH_FAILURES_PER_USERNAME))
+    counted: list[str] = []
+    waits: list[float] = []
+    for key, limit in keys:
+        count, reset = _count(key, window=window, now=now)
+        counted.append(key)
+        if count > limit:
+            waits.append(reset - now)
+    if waits:
+        for key in counted:
+            _uncount(key)
+        raise AuthThrottled(retry_after=max(1, math.ceil(max(waits))))
+    return counted
+
+
+def auth_username_failure(*, username: str) -> None:
+    """Count a failure against the username alone (its address was counted up
+    front); AuthThrottled when the username was locked already."""
+    now = time.time()
+    count, reset = _count(_username_key(username), window=settings.AUTH_FAILURE_WINDOW_SECONDS, now=now)
+    if count > settings.AUTH_FAILURES_PER_USERNAME:
+        raise AuthThrottled(retry_after=max(1, math.ceil(reset - now)))
+
+
+def auth_attempt_succeeded(*, username: str, address: str, counted: list[str]) -> None:
+    """The secret was right: forget the username's failures, give the
+    address its count back (one good login must not reset a guesser's
+    budget, nor cost one) and remember the address for this username."""
+    user_key = _username_key(username)
+    cache.delete_many([user_key, f"{user_key}:reset"])
+    for key in counted:
+        if key != user_key:
+            _uncount(key)
+    address_remember(username=username, address=address)
+
+
+def signup_attempt_count(*, address: str) -> None:
+    """Count one sign-up from this address; AuthThrottled once the address has
+    used up SIGNUP_PER_ADDRESS in the window (counted before the work, so a
+    flood of concurrent sign-ups cannot slip past)."""
+    limit = settings.SIGNUP_PER_ADDRESS
+    if limit <= 0:
+        return
+    now = time.time()
+    key = f"signup:a:{_digest(_address_bucket(address))}"
+    count, reset = _count(key, window=settings.SIGNUP_WINDOW_SECONDS, now=now)
+    if count > limit:
+        _uncount(key)
+        raise AuthThrottled(retry_after=max(1, math.ceil(reset - now)), message="Too many sign-ups from this address.")

@@ -61,6 +61,8 @@ class _BodyOnDeleteSchema(AutoSchema):
 
 
 class AccountCreateView(PublicApiView):
+    no_store = True  # the answer carries a secret
+
     @extend_schema(
         operation_id="account_create",
         tags=[TAG_ACCOUNTS],
@@ -72,11 +74,14 @@ class AccountCreateView(PublicApiView):
             201: AccountCreatedOutput,
             400: error_doc("`invalid_username`, `weak_password` or `invalid`."),
             409: error_doc("`username_taken`."),
+            429: error_doc("`throttled`: too many sign-ups from this address; see the Retry-After header."),
         },
     )
     def post(self, request):
         data = self.validated(AccountCreateInput)
-        created = services.account_create(username=data["username"], password=data["password"])
+        created = services.account_create(
+            username=data["username"], password=data["password"], client_address=client_address(request)
+        )
         out = {
             "username": created.account.username,
             "token": created.token.raw,
@@ -86,6 +91,8 @@ class AccountCreateView(PublicApiView):
 
 
 class TokenObtainView(PublicApiView):
+    no_store = True  # the answer carries a secret
+
     @extend_schema(
         operation_id="auth_token_create",
         tags=[TAG_ACCOUNTS],
@@ -95,7 +102,11 @@ class TokenObtainView(PublicApiView):
         responses={
             200: TokenIssuedOutput,
             400: _E400,
-            401: error_doc("`invalid_credentials`."),
+            401: error_doc(
+                "`invalid_credentials`; for staff accounts with two-factor authentication, `otp_required` "
+                "(send `otp`) or `otp_invalid`."
+            ),
+            403: error_doc("`otp_not_enrolled`: a staff account that must set up two-factor authentication first."),
             429: _E429,
         },
     )
@@ -106,11 +117,14 @@ class TokenObtainView(PublicApiView):
             password=data["password"],
             name=data["name"],
             client_address=client_address(request),
+            otp_token=data["otp"],
         )
         return Response(TokenIssuedOutput(issued).data)
 
 
 class RecoverView(PublicApiView):
+    no_store = True  # the answer carries a secret
+
     @extend_schema(
         operation_id="auth_recover",
         tags=[TAG_ACCOUNTS],
@@ -243,6 +257,8 @@ class PasswordChangeView(ApiView):
 
 
 class RecoveryCodesView(ApiView):
+    no_store = True  # the answer carries a secret
+
     @extend_schema(
         operation_id="account_recovery_codes_regenerate",
         tags=[TAG_ACCOUNTS],

@@ -27,6 +27,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-used-anywhere-else-0123456789")
 os.environ.setdefault("ALLOWED_HOSTS", "testserver,localhost")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "false")
+os.environ.setdefault("SITE_URL", "http://127.0.0.1:8000")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
 

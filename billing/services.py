@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -42,7 +42,7 @@ from billing.models import (
 )
 from billing.selectors import invoice_has_payments
 from core.audit import audit_record
-from core.db import locked_or_404
+from core.db import locked_or_404, prefetched
 from core.errors import Conflict, DomainError, NotFound
 from core.money import ZERO, ceil_int, cents
 
@@ -116,18 +116,32 @@ def _currency_enabled(currency: str) -> str:
     return currency_enabled_code(currency)
 
 
+def _counter_advance(model, key_field: str, key: str, value_field: str, default: int) -> int:
+    """Advance a counter row by one in a single statement (UPDATE ... RETURNING)
+    and return the value before; the row is created first when it is missing.
+    The row stays locked to the end of the caller's transaction: take it last."""
+    from django.db import connection
+
+    table = connection.ops.quote_name(model._meta.db_table)
+    column = connection.ops.quote_name(value_field)
+    sql = f"UPDATE {table} SET {column} = {column} + 1 WHERE {connection.ops.quote_name(key_field)} = %s RETURNING {column}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [key])
+        row = cursor.fetchone()
+        if row is None:
+            try:
+                with transaction.atomic():
+                    model.objects.get_or_create(**{key_field: key}, defaults={value_field: default})
+            except IntegrityError:
+                pass  # created concurrently
+            cursor.execute(sql, [key])
+            row = cursor.fetchone()
+    return int(row[0]) - 1
+
+
 def _index_take(*, keyset: str, first: int) -> int:
     """The next derivation index of a watch-only key, never handed out twice."""
-    try:
-        with transaction.atomic():
-            DerivationCounter.objects.get_or_create(keyset=keyset, defaults={"next_index": first})
-    except IntegrityError:
-        pass  # created concurrently
-    counter = DerivationCounter.objects.select_for_update().get(keyset=keyset)
-    index = counter.next_index
-    counter.next_index = index + 1
-    counter.save(update_fields=["next_index"])
-    return index
+    return _counter_advance(DerivationCounter, "keyset", keyset, "next_index", first)
 
 
 def amount_due_for(*, total_usd: Decimal, currency: str, rate_usd: Decimal) -> int:
@@ -136,8 +150,19 @@ def amount_due_for(*, total_usd: Decimal, currency: str, rate_usd: Decimal) -> i
 
 
 def _request_create(
-    *, invoice: Invoice, currency: str, now: datetime, rate_lock: timedelta | None = None
+    *,
+    invoice: Invoice,
+    currency: str,
+    now: datetime,
+    fresh: bool = False,
+    number_take=None,
+    rate_lock: timedelta | None = None,
 ) -> PaymentRequest:
+    """A payment request at the current rate, locked for `rate_lock` (default
+    INVOICE_EXPIRY_MINUTES); `fresh`: the invoice has none yet (no earlier
+    request to retire). `number_take`, when given, names the invoice once the
+    destination is derived: the payment URI carries the number, and the
+    number's lock is then held for the fewest statements."""
     from billing.chains.config import (
         derivation_first_index,
         derivation_keyset,
@@ -150,10 +175,14 @@ def _request_create(
     code = _currency_enabled(currency)
     rate = rate_current(currency=code)
     keyset = derivation_keyset(currency=code)
+    amount = amount_due_for(total_usd=invoice.total_usd, currency=code, rate_usd=rate.usd)
+    # The key's counter is locked from here to the commit: everything else first.
     index = _index_take(keyset=keyset, first=derivation_first_index(currency=code))
     destination = destination_derive(currency=code, index=index)
-    amount = amount_due_for(total_usd=invoice.total_usd, currency=code, rate_usd=rate.usd)
-    invoice.requests.filter(is_active=True).update(is_active=False)
+    if number_take is not None:
+        invoice.number = number_take()
+    if not fresh:
+        invoice.requests.filter(is_active=True).update(is_active=False)
     expires_at = now + (rate_lock or _expiry_window())
     # A new quote is locked for its own window; the invoice follows it (callers save).
     invoice.expires_at, invoice.monitoring_until = expires_at, expires_at + _monitoring_window()
@@ -167,7 +196,10 @@ def _request_create(
         keyset=keyset,
         derivation_index=index,
         amount_due=amount,
-        rate_usd=rate.usd,
+        # As the column keeps it (an answer rendered from this object matches a later read).
+        rate_usd=rate.usd.quantize(
+            Decimal(1).scaleb(-PaymentRequest._meta.get_field("rate_usd").decimal_places), rounding=ROUND_HALF_UP
+        ),
         rate_source=rate.source,
         rate_at=rate.at,
         payment_uri=payment_uri(
@@ -182,16 +214,13 @@ def _request_create(
 
 
 def _number_take(*, now: datetime) -> str:
+    """The next invoice number of the year. The counter row stays locked until
+    the caller commits (a rolled-back invoice gives its number back, so numbers
+    have no gaps): every invoice of the year queues on it, so it is taken as
+    the last write of the transaction, in one statement."""
     series = f"{settings.INVOICE_NUMBER_PREFIX}-{now.year}"
-    try:
-        with transaction.atomic():
-            InvoiceCounter.objects.get_or_create(series=series)
-    except IntegrityError:
-        pass
-    counter = InvoiceCounter.objects.select_for_update().get(series=series)
-    counter.last += 1
-    counter.save(update_fields=["last"])
-    return f"{series}-{counter.last:06d}"
+    last = _counter_advance(InvoiceCounter, "series", series, "last", 0) + 1
+    return f"{series}-{last:06d}"
 
 
 @transaction.atomic
@@ -212,6 +241,36 @@ def invoice_create(
     until the invoice expires; without one (a renewal whose currency is not
     available, chosen by the customer when paying, or paid from credit) it stays
     open until `payable_until` (default: the usual expiry)."""
+    invoice = invoice_draft(
+        account=account,
+        subject=subject,
+        description=description,
+        lines=lines,
+        currency=currency,
+        metadata=metadata,
+        payable_until=payable_until,
+        rate_lock=rate_lock,
+        now=now,
+    )
+    return invoice_issue(invoice=invoice)
+
+
+def invoice_draft(
+    *,
+    account: Any,
+    subject: str,
+    description: str,
+    lines: Sequence[LineSpec],
+    currency: str | None,
+    metadata: dict[str, Any] | None = None,
+    payable_until: datetime | None = None,
+    rate_lock: timedelta | None = None,
+    now: datetime | None = None,
+) -> Invoice:
+    """The first half of `invoice_create`, for a caller that has more to write
+    in its transaction: the invoice and its lines, under a placeholder number.
+    `invoice_issue` must follow in the same transaction, as its last write (it
+    takes the locked counters). Must run inside the caller's transaction."""
     now = now or timezone.now()
     expires_at = now + _expiry_window()
     if currency is None and payable_until is not None:
@@ -224,10 +283,7 @@ def invoice_create(
     if currency is not None:
         currency = _currency_enabled(currency)
     invoice = Invoice.objects.create(
-        # A unique placeholder until the number is taken below: the counter's lock
-        # is held from then to the commit, so everything that can be done
-        # before it (lines) is. The payment request needs the number (its URI
-        # names it), so it comes after.
+        # A unique placeholder until invoice_issue takes the number.
         number=f"~{uuid.uuid4().hex}",
         account=account,
         subject=subject,
@@ -238,7 +294,7 @@ def invoice_create(
         monitoring_until=expires_at + _monitoring_window(),
         metadata=metadata or {},
     )
-    InvoiceLine.objects.bulk_create(
+    invoice_lines = InvoiceLine.objects.bulk_create(
         InvoiceLine(
             invoice=invoice,
             position=i,
@@ -251,12 +307,40 @@ def invoice_create(
         )
         for i, ln in enumerate(lines, start=1)
     )
-    invoice.number = _number_take(now=now)
-    invoice.save(update_fields=["number"])
-    if currency is not None:
-        _request_create(invoice=invoice, currency=currency, now=now, rate_lock=rate_lock)
-        invoice.save(update_fields=["expires_at", "monitoring_until"])
+    invoice._draft = (currency, now, invoice_lines, rate_lock)  # what invoice_issue needs
+    return invoice
+
+
+def invoice_issue(*, invoice: Invoice, attach: bool = False) -> Invoice:
+    """Give a drafted invoice its number and, with a currency, its payment
+    request (a fresh deposit destination at the current rate): the two counters
+    every invoice queues on are taken here, last, and held only to the commit.
+    `attach`: the invoice comes back with its lines, requests and payments
+    attached as if prefetched, so rendering it right away reads nothing."""
+    currency, now, invoice_lines, rate_lock = invoice._draft
+    del invoice._draft
+    requests = []
+    if currency is None:
+        invoice.number = _number_take(now=now)
+    else:
+        requests.append(
+            _request_create(
+                invoice=invoice,
+                currency=currency,
+                now=now,
+                fresh=True,
+                number_take=lambda: _number_take(now=now),
+                rate_lock=rate_lock,
+            )
+        )
+    invoice.save(update_fields=["number", "expires_at", "monitoring_until"])
     _on_commit_send(signals.invoice_created, invoice)
+    if attach:
+        invoice._prefetched_objects_cache = {
+            "lines": prefetched(invoice.lines, invoice_lines),
+            "requests": prefetched(invoice.requests, requests),
+            "payments": prefetched(invoice.payments, []),
+        }
     return invoice
 
 

@@ -7,6 +7,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing import selectors, serializers, services
+from core.api import error_doc
 
 
 def _invoice_response(request, invoice_id: int, status: int = 200) -> Response:
@@ -30,7 +31,11 @@ class InvoiceDetailView(APIView):
 class InvoiceCurrencyView(APIView):
     @extend_schema(
         request=serializers.CurrencyChoiceInput,
-        responses=serializers.InvoiceOutput,
+        responses={
+            200: serializers.InvoiceOutput,
+            400: error_doc("`invalid`, `unknown_currency`, `currency_unavailable`."),
+            409: error_doc("`invoice_not_open`, `invoice_has_payments`, `rate_unavailable`, `stablecoin_depegged`."),
+        },
         summary="Pay an open invoice in another currency (new address, new rate)",
     )
     def post(self, request, invoice_id: int):
@@ -45,7 +50,13 @@ class InvoiceCurrencyView(APIView):
 class InvoiceRequoteView(APIView):
     @extend_schema(
         request=serializers.RequoteInput,
-        responses=serializers.InvoiceOutput,
+        responses={
+            200: serializers.InvoiceOutput,
+            409: error_doc(
+                "`invoice_not_expired`, `invoice_has_payments`, `insufficient_stock`, `unpaid_limit`, "
+                "`order_not_cancellable`, `rate_unavailable`, ..."
+            ),
+        },
         summary="Re-open an expired, unpaid invoice at a fresh rate",
     )
     def post(self, request, invoice_id: int):
@@ -59,7 +70,12 @@ class InvoiceRequoteView(APIView):
 
 class InvoicePayWithCreditView(APIView):
     @extend_schema(
-        request=None, responses=serializers.InvoiceOutput, summary="Settle an open invoice from account credit"
+        request=None,
+        responses={
+            200: serializers.InvoiceOutput,
+            409: error_doc("`invoice_not_open`, `invoice_has_payments`, `insufficient_credit`."),
+        },
+        summary="Settle an open invoice from account credit",
     )
     def post(self, request, invoice_id: int):
         services.invoice_pay_with_credit(invoice_id=invoice_id, account=request.user)

@@ -98,14 +98,30 @@ class Host(models.Model):
     gpu = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="hosts", verbose_name="GPU")
     slot_count = models.PositiveSmallIntegerField()
     is_active = models.BooleanField(default=True, help_text="Inactive hosts take no new reservations.")
+    # Free slots of this host, kept by database triggers on catalog_slot in the
+    # same statement that frees or takes a slot (catalog/triggers.py): stock and
+    # reservations read it instead of counting slots. Never written from Python.
+    free_slots = models.IntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["region", "gpu", "name"]
         indexes = [models.Index(fields=["region", "gpu"])]
-        constraints = [models.CheckConstraint(condition=Q(slot_count__gte=1), name="host_has_slots")]
+        constraints = [
+            models.CheckConstraint(condition=Q(slot_count__gte=1), name="host_has_slots"),
+            models.CheckConstraint(condition=Q(free_slots__gte=0), name="host_free_slots_nonneg"),
+        ]
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args, **kwargs):
+        # An edit never writes free_slots: the triggers own it, and the value
+        # this instance read may be stale by the time it is saved.
+        if self.pk is not None and not self._state.adding and kwargs.get("update_fields") is None:
+            kwargs["update_fields"] = [
+                f.name for f in self._meta.concrete_fields if not f.primary_key and f.name != "free_slots"
+            ]
+        super().save(*args, **kwargs)
 
 
 class SlotStatus(models.TextChoices):
@@ -226,6 +242,24 @@ class Template(models.Model):
         restricted = list(self.gpus.all())
         stack_ok = not self.stack or self.stack == gpu.software_stack
         return self.is_active and stack_ok and (not restricted or gpu in restricted)
+
+
+class CatalogVersion(models.Model):
+    """One row: changes whenever anything an answer of the catalog, pricing or
+    sizing endpoints depends on changes (cards, regions, hosts, discounts,
+    add-ons, templates, architectures; not slots). Database triggers set it in
+    the writing transaction (catalog/triggers.py), so no write path can miss it;
+    caches and ETags are keyed on it. `version` is never reused, not even after
+    a rollback (a sequence on PostgreSQL, a random number on SQLite)."""
+
+    version = models.BigIntegerField(default=0)
+    changed_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="catalogversion_single_row")]
+
+    def __str__(self) -> str:
+        return f"catalog version {self.version}"
 
 
 class StockOverview(Region):

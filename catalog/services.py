@@ -207,31 +207,35 @@ class Reservation:
 def slots_reserve(*, region: Region, gpu: GpuModel, count: int, holder: str) -> Reservation:
     """Reserve `count` slots of `gpu` on one host in `region` for `holder`.
 
-    Best fit: the host with the fewest free slots that still holds the count, so
-    whole hosts stay free for node orders. Each candidate host is locked
-    (SELECT ... FOR UPDATE) inside its own savepoint and its free slots are
-    re-counted under the lock; a host that no longer fits is let go (the
-    savepoint rolls back, releasing the lock) before the next is tried, so a
-    transaction never holds two host locks and concurrent orders cannot deadlock.
-    Must run inside the caller's transaction.
+    Each host's free count is kept by triggers on its slots (catalog/triggers.py)
+    and read under the host's lock (SELECT ... FOR UPDATE), so it is exact.
+    First the best-fit host (fewest free that still hold the count, so whole
+    hosts stay free for node orders) that no other transaction holds right now
+    (SKIP LOCKED): concurrent orders of one card spread over the hosts instead
+    of queuing on the same one. When every fitting host is held, the hosts are
+    waited for one at a time, best fit first, each inside its own savepoint; one
+    that no longer fits is let go (the savepoint rolls back, releasing the lock)
+    before the next is tried, so a transaction never holds two host locks and
+    concurrent orders cannot deadlock. Must run inside the caller's transaction.
     """
     if not holder:
         raise ValueError("a reservation needs a holder")
+    hosts = Host.objects.filter(
+        region=region, gpu=gpu, is_active=True, region__is_active=True, gpu__is_active=True, free_slots__gte=count
+    ).order_by("free_slots", "name")
+    host = hosts.select_for_update(skip_locked=True, of=("self",)).first()
+    if host is not None:
+        reservation = _slots_take(host=host, count=count, holder=holder)
+        if reservation is not None:
+            return reservation
     for host_id, _free in hosts_with_free_slots(region=region, gpu=gpu, at_least=count):
         try:
             with transaction.atomic():
                 host = Host.objects.select_for_update().get(pk=host_id, is_active=True)
-                free = list(Slot.objects.filter(host=host, status=SlotStatus.FREE).order_by("index")[:count])
-                if len(free) < count:
+                reservation = _slots_take(host=host, count=count, holder=holder)
+                if reservation is None:
                     raise _HostTaken
-                taken = Slot.objects.filter(pk__in=[s.pk for s in free], status=SlotStatus.FREE).update(
-                    status=SlotStatus.RESERVED, holder=holder
-                )
-                if taken != count:  # a slot changed under us (staff took it out of service)
-                    raise _HostTaken
-                for s in free:
-                    s.status, s.holder = SlotStatus.RESERVED, holder
-                return Reservation(host=host, slots=tuple(free))
+                return reservation
         except (_HostTaken, Host.DoesNotExist):
             continue
     raise Conflict(
@@ -239,6 +243,25 @@ def slots_reserve(*, region: Region, gpu: GpuModel, count: int, holder: str) -> 
         f"No host in {region.code} has {count} free {gpu.name} right now.",
         details={"region": region.code, "gpu": gpu.slug, "gpu_count": count},
     )
+
+
+def _slots_take(*, host: Host, count: int, holder: str) -> Reservation | None:
+    """Take `count` free slots of a host the caller holds locked; None (nothing
+    taken) when it no longer has them."""
+    if host.free_slots < count:
+        return None
+    free = list(Slot.objects.filter(host=host, status=SlotStatus.FREE).order_by("index")[:count])
+    if len(free) < count:
+        return None
+    taken = Slot.objects.filter(pk__in=[s.pk for s in free], status=SlotStatus.FREE).update(
+        status=SlotStatus.RESERVED, holder=holder
+    )
+    if taken != count:  # cannot happen under the host's lock; refuse rather than half-reserve
+        raise Conflict("insufficient_stock", "The host's slots changed under the reservation; try again.")
+    for s in free:
+        s.status, s.holder = SlotStatus.RESERVED, holder
+    host.free_slots -= count
+    return Reservation(host=host, slots=tuple(free))
 
 
 def slots_release(*, holder: str) -> int:
@@ -261,6 +284,17 @@ def slots_rehold(*, holder: str, new_holder: str) -> int:
 
 
 # --- Hosts and slots in the admin ---------------------------------------------------
+
+
+def hosts_free_recount() -> None:
+    """Set every host's free count from its slots. The triggers keep it exact;
+    this is for a bulk copy of the tables that bypassed them (a restore)."""
+    from django.db import connection
+
+    from catalog.triggers import free_slots_recount_sql
+
+    with connection.cursor() as cursor:
+        cursor.execute(free_slots_recount_sql())
 
 
 def host_slots_ensure(*, host: Host) -> int:

@@ -2,7 +2,10 @@
 
 from django.urls import include, path
 
+from core.views import ApiIndexView
+
 urlpatterns = [
+    path("", ApiIndexView.as_view(), name="api-index"),
     path("", include("catalog.urls")),
     path("", include("billing.urls")),
     path("", include("accounts.urls")),

@@ -55,7 +55,14 @@ def _secret_key() -> str:
 SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
-SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000")
+# The public base URL (checkout links, provisioning jobs' ready_url). Production
+# must say it: a default would send customers' checkout links to 127.0.0.1.
+SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000" if DEBUG else "")
+if not SITE_URL:
+    raise ImproperlyConfigured(
+        "SITE_URL is not set. With DEBUG off set it to the public base URL, e.g. https://api.example.com "
+        "(invoices' checkout links and provisioning jobs start with it)."
+    )
 
 INSTALLED_APPS = [
     "accounts.apps.StaffAdminConfig",  # django.contrib.admin with the staff site (accounts/admin_site.py)
@@ -84,6 +91,7 @@ if DEBUG:
     INSTALLED_APPS.append("devtools")
 
 MIDDLEWARE = [
+    "core.middleware.ApiJsonErrorsMiddleware",  # outermost: sees every answer under /api/
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -160,6 +168,7 @@ PASSWORD_HASHERS = [
     "django.contrib.auth.hashers.PBKDF2PasswordHasher",
 ]
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "accounts.password_validation.NotBlankValidator"},
     {
         "NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator",
         "OPTIONS": {"user_attributes": ("username",)},
@@ -175,6 +184,12 @@ AUTH_PASSWORD_VALIDATORS = [
 AUTH_FAILURES_PER_USERNAME = env.int("AUTH_FAILURES_PER_USERNAME", default=5)
 AUTH_FAILURES_PER_ADDRESS = env.int("AUTH_FAILURES_PER_ADDRESS", default=20)
 AUTH_FAILURE_WINDOW_SECONDS = env.int("AUTH_FAILURE_WINDOW_SECONDS", default=900)
+# An address a username has logged in (or signed up) from is not held to the
+# per-username limit for this many days (so a stranger cannot lock the holder out).
+AUTH_KNOWN_ADDRESS_DAYS = env.int("AUTH_KNOWN_ADDRESS_DAYS", default=90)
+# Sign-ups accepted per client address (IPv6: per /64) in a window; 0 turns the limit off.
+SIGNUP_PER_ADDRESS = env.int("SIGNUP_PER_ADDRESS", default=10)
+SIGNUP_WINDOW_SECONDS = env.int("SIGNUP_WINDOW_SECONDS", default=3600)
 # Number of reverse proxies in front of the app whose X-Forwarded-For entries are trusted.
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 
@@ -232,12 +247,16 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.DepthLimitedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "core.api.exception_handler",
     "UNAUTHENTICATED_USER": None,
     "COERCE_DECIMAL_TO_STRING": True,
 }
+
+# JSON request bodies nested deeper than this (objects and arrays) are refused
+# with 400 nesting_too_deep; a Hugging Face config.json nests 3 or 4 levels.
+API_JSON_MAX_DEPTH = env.int("API_JSON_MAX_DEPTH", default=32)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU Rent Hub API",
@@ -254,6 +273,10 @@ SPECTACULAR_SETTINGS = {
     },
     "SECURITY": [{"bearerAuth": []}],
     "ENUM_NAME_OVERRIDES": {"CurrencyEnum": "billing.currencies.CURRENCY_CODES"},
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "core.schema.error_responses_complete",
+    ],
 }
 
 # --- Logging ------------------------------------------------------------------
@@ -301,6 +324,13 @@ if PROVISIONER not in ("manual", "webhook"):
     raise ImproperlyConfigured("PROVISIONER is manual or webhook.")
 if PROVISIONER == "webhook" and not (PROVISIONER_URL and PROVISIONER_SECRET):
     raise ImproperlyConfigured("PROVISIONER=webhook needs PROVISIONER_URL and PROVISIONER_SECRET.")
+# What one account may hold unpaid at once (orders awaiting payment and their
+# GPUs, reserved while the invoice can be paid); higher once it has paid for an
+# order. Beyond it an order is refused with 409 unpaid_limit.
+UNPAID_ORDERS_MAX = env.int("UNPAID_ORDERS_MAX", default=2)
+UNPAID_GPUS_MAX = env.int("UNPAID_GPUS_MAX", default=8)
+UNPAID_ORDERS_MAX_PAID = env.int("UNPAID_ORDERS_MAX_PAID", default=10)
+UNPAID_GPUS_MAX_PAID = env.int("UNPAID_GPUS_MAX_PAID", default=64)
 # Idempotency-Key headers are remembered this long.
 IDEMPOTENCY_KEY_HOURS = env.int("IDEMPOTENCY_KEY_HOURS", default=24)
 

@@ -22,6 +22,7 @@ _redis = os.environ.setdefault("TEST_REDIS_URL", "redis://127.0.0.1:6379")
 os.environ.setdefault("CACHE_URL", f"{_redis}/12")
 os.environ.setdefault("CELERY_BROKER_URL", f"{_redis}/13")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "false")
+os.environ.setdefault("SITE_URL", "http://127.0.0.1:8000")
 os.environ.setdefault("ALLOWED_HOSTS", "localhost,testserver,127.0.0.1")
 # Admin tests log staff in directly; the two-factor tests turn the policy on themselves.
 os.environ.setdefault("ADMIN_OTP_REQUIRED", "off")

@@ -75,7 +75,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return None  # a bug: Django's 500 handler (JSON under /api/) takes it
 
     assert isinstance(exc, exceptions.APIException)
-    code = next((c for t, c in _DRF_CODES.items() if isinstance(exc, t)), "error")
+    code = getattr(exc, "error_code", None) or next((c for t, c in _DRF_CODES.items() if isinstance(exc, t)), "error")
     if isinstance(exc, exceptions.ValidationError):
         details = {"fields": exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}}
         message = _validation_message(exc.detail)
@@ -92,9 +92,27 @@ def _wants_json(request) -> bool:
     return request.path.startswith("/api/") or request.path in ("/healthz", "/readyz")
 
 
+def not_found_details(request) -> dict[str, Any]:
+    """What a client that asked for an unknown API URL can do next: the same
+    path with or without its trailing slash when that one exists, else the index."""
+    from django.urls import Resolver404, resolve
+
+    path = request.path
+    other = path.rstrip("/") if path.endswith("/") else path + "/"
+    if other != path and other.startswith("/api/"):
+        try:
+            resolve(other)
+        except Resolver404:
+            pass
+        else:
+            return {"did_you_mean": other}
+    return {"index": "/api/v1/"}
+
+
 def json_page_not_found(request, exception=None):
     if _wants_json(request):
-        return JsonResponse(error_body("not_found", "Not found."), status=status.HTTP_404_NOT_FOUND)
+        details = not_found_details(request) if request.path.startswith("/api/") else {}
+        return JsonResponse(error_body("not_found", "Not found.", details), status=status.HTTP_404_NOT_FOUND)
     from django.views.defaults import page_not_found
 
     return page_not_found(request, exception)
@@ -150,7 +168,19 @@ def id_parameter(name: str) -> OpenApiParameter:
 # An APIView whose refusals with a `retry_after` (login throttling) carry a
 # `Retry-After` header. (Comments, not docstrings, on these bases:
 # drf-spectacular would show a docstring as the description of every endpoint.)
+# `no_store = True` on views whose answers carry a secret (a token, recovery
+# codes, a signing secret): `Cache-Control: no-store`, so no browser or proxy
+# cache keeps them.
 class ApiView(APIView):
+    no_store = False
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if self.no_store:
+            response["Cache-Control"] = "no-store"
+            response["Pragma"] = "no-cache"
+        return response
+
     def handle_exception(self, exc):
         response = super().handle_exception(exc)
         retry_after = getattr(exc, "retry_after", None)

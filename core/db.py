@@ -30,3 +30,13 @@ def locked_or_404(
     if obj is None:
         raise NotFound(message, code=code)
     return obj
+
+
+def prefetched(manager: Any, objects: list) -> models.QuerySet:
+    """A related manager's queryset holding `objects` as its results, as
+    prefetch_related would leave it: for putting what a transaction just wrote
+    into `_prefetched_objects_cache`, so rendering it reads nothing again."""
+    queryset = manager.all()
+    queryset._result_cache = list(objects)
+    queryset._prefetch_done = True
+    return queryset

@@ -12,13 +12,19 @@ import logging
 from django.db import transaction
 from django.dispatch import receiver
 
-from accounts.signals import account_closing
+from accounts.signals import account_closing, account_deactivated
 from billing import services as billing_services
 from billing import signals as billing_signals
 from billing.models import Invoice
 from rentals.events import invoice_event_emit
 from rentals.models import IdempotencyKey
-from rentals.services import order_expire, renewal_apply, rental_from_order, rentals_auto_renew_off
+from rentals.services import (
+    account_unpaid_orders_release,
+    order_expire,
+    renewal_apply,
+    rental_from_order,
+    rentals_auto_renew_off,
+)
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +84,17 @@ def on_invoice_processing(sender, invoice_id: int, subject: str, **kwargs) -> No
 def on_account_closing(sender, account, **kwargs) -> None:
     """Billing refuses while the account holds credit (account_has_credit).
     Otherwise remembered responses to Idempotency-Key requests go with the
-    account, and its rentals stop renewing (each runs to the end of its paid
-    period). Orders and rentals stay: they name the account, which is then kept
-    (deactivated) rather than deleted."""
+    account, its rentals stop renewing (each runs to the end of its paid
+    period) and its unpaid orders are cancelled, so the GPUs they hold go back
+    to stock at once. Orders and rentals stay: they name the account, which is
+    then kept (deactivated) rather than deleted."""
     billing_services.account_closing_check(account_id=account.pk)
     IdempotencyKey.objects.filter(account=account).delete()
     rentals_auto_renew_off(account=account, reason="account closed")
+    account_unpaid_orders_release(account=account, reason="account closed")
+
+
+@receiver(account_deactivated, dispatch_uid="rentals.account_deactivated")
+def on_account_deactivated(sender, account, actor, **kwargs) -> None:
+    """Staff switched the account off: its unpaid orders let their GPUs go."""
+    account_unpaid_orders_release(account=account, reason="account deactivated", actor=actor)

@@ -38,20 +38,21 @@ class OrderCreateInput(serializers.Serializer):
         required=False,
         help_text="A sizing request (the body of /sizing/check without "
         "gpu and gpu_count): the order is refused if it does "
-        "not fit.",
+        "not fit as vLLM loads and admits it (always the vllm profile; a `profile` given is ignored).",
     )
     pay_currency = serializers.ChoiceField(choices=list(CURRENCIES))
 
     def validate_workload(self, value: Any) -> Any:
         if not isinstance(value, dict):
             raise serializers.ValidationError("A JSON object, as /sizing/check takes.")
-        from sizing.serializers import WorkloadInput
+        from sizing.serializers import OrderWorkloadInput
 
-        workload = WorkloadInput(data=value)
+        workload = OrderWorkloadInput(data=value)
         if not workload.is_valid():
             raise serializers.ValidationError(workload.errors)
         self._workload = workload.validated_data["workload"]
-        return value
+        # Kept on the order as it was sized: by the engine (the vllm profile).
+        return {**value, "profile": self._workload.profile}
 
     def spec(self) -> OrderSpec:
         v = self.validated_data

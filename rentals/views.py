@@ -10,6 +10,7 @@ from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.api import error_doc
 from rentals import selectors, services
 from rentals.serializers import (
     OpsReadyInput,
@@ -43,7 +44,16 @@ class OrderListView(APIView):
 
     @extend_schema(
         request=OrderCreateInput,
-        responses={201: OrderOutput},
+        responses={
+            201: OrderOutput,
+            400: error_doc(
+                "`invalid`, or a catalog or sizing rule: `unknown_region`, `unknown_gpu`, `does_not_fit`, ..."
+            ),
+            409: error_doc(
+                "`insufficient_stock`, `region_unavailable`, `unpaid_limit`, `rate_unavailable`, `stablecoin_depegged`, ..."
+            ),
+            422: error_doc("`idempotency_key_reused`: the same key with another body."),
+        },
         parameters=[IDEMPOTENCY_HEADER],
         summary="Order a server: validate, price, reserve, invoice",
     )
@@ -53,7 +63,8 @@ class OrderListView(APIView):
         def run() -> tuple[int, dict]:
             data.is_valid(raise_exception=True)
             order = services.order_create(account=request.user, spec=data.spec())
-            return status.HTTP_201_CREATED, _order_body(request, order.pk)
+            # The order comes back with everything its answer shows: no second read.
+            return status.HTTP_201_CREATED, OrderOutput(order).data
 
         key = request.headers.get("Idempotency-Key")
         if key is None:
@@ -75,7 +86,11 @@ class OrderDetailView(APIView):
 
 
 class OrderCancelView(APIView):
-    @extend_schema(request=None, responses=OrderOutput, summary="Cancel an unpaid order: its slots go back to stock")
+    @extend_schema(
+        request=None,
+        responses={200: OrderOutput, 409: error_doc("`order_not_cancellable`, `order_has_payments`.")},
+        summary="Cancel an unpaid order: its slots go back to stock",
+    )
     def post(self, request, order_id: int):
         services.order_cancel(order_id=order_id, account=request.user)
         return Response(_order_body(request, order_id))
@@ -96,7 +111,11 @@ class RentalDetailView(APIView):
     def get(self, request, rental_id: int):
         return Response(_rental_body(request, rental_id))
 
-    @extend_schema(request=RentalUpdateInput, responses=RentalOutput, summary="Turn automatic renewal on or off")
+    @extend_schema(
+        request=RentalUpdateInput,
+        responses={200: RentalOutput, 409: error_doc("`rental_cancelled`.")},
+        summary="Turn automatic renewal on or off",
+    )
     def patch(self, request, rental_id: int):
         data = RentalUpdateInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -109,7 +128,12 @@ class RentalDetailView(APIView):
 class RentalRenewView(APIView):
     @extend_schema(
         request=RenewInput,
-        responses={201: RentalOutput},
+        responses={
+            201: RentalOutput,
+            409: error_doc(
+                "`renewal_open`, `rental_not_renewable`, `rental_terminated`, `rental_cancelled`, `rate_unavailable`, ..."
+            ),
+        },
         summary="Renew now: an invoice for more terms at the price on the order",
     )
     def post(self, request, rental_id: int):
@@ -127,7 +151,7 @@ class RentalRenewView(APIView):
 class RentalCancelView(APIView):
     @extend_schema(
         request=None,
-        responses=RentalOutput,
+        responses={200: RentalOutput, 409: error_doc("`rental_terminated`.")},
         summary="Cancel: no renewal; the rental runs to the end of its paid period",
     )
     def post(self, request, rental_id: int):
@@ -140,7 +164,7 @@ class OpsRentalReadyView(APIView):
 
     @extend_schema(
         request=OpsReadyInput,
-        responses=RentalOutput,
+        responses={200: RentalOutput, 409: error_doc("The rental is not waiting to be handed over.")},
         tags=["ops"],
         summary="Operators: the server is handed over (staff token)",
     )
@@ -158,7 +182,10 @@ class OpsRentalUsageView(APIView):
 
     @extend_schema(
         request=OpsUsageInput,
-        responses=UsageOutput,
+        responses={
+            200: UsageOutput,
+            409: error_doc("`usage_already_billed`, or a month the rental cannot be billed for."),
+        },
         tags=["ops"],
         summary="Operators: report a month's egress (staff token)",
     )

@@ -173,6 +173,14 @@ class WorkloadInput(serializers.Serializer):
         return attrs
 
 
+class OrderWorkloadInput(WorkloadInput):
+    """An order's workload: always sized as the engine loads and admits it (the
+    vllm profile). The guide's arithmetic is for reading, not for gating an
+    order: a `profile` sent with an order is ignored."""
+
+    profile = serializers.HiddenField(default=PROFILE_VLLM)
+
+
 class CheckInput(WorkloadInput):
     gpu = serializers.CharField(max_length=32, help_text="A card slug, e.g. h100-sxm.")
     gpu_count = serializers.IntegerField(min_value=1, max_value=MAX_GPUS, default=1)
@@ -213,6 +221,8 @@ class RecommendInput(WorkloadInput):
 
 
 class ArchitectureOutput(serializers.ModelSerializer):
+    # A plain string: model slugs carry dots (llama-3.1-8b), which a slug pattern refuses.
+    slug = serializers.CharField(max_length=64)
     params_b = serializers.SerializerMethodField()
     active_params_b = serializers.SerializerMethodField()
 

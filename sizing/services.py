@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from catalog.models import TERM_HOURS, TERM_MONTHLY, GpuModel, MultiGpuDiscount, TermDiscount
-from catalog.selectors import StockRow, region_get, stock
+from catalog.models import TERM_HOURS, TERM_MONTHLY, GpuModel
+from catalog.selectors import CatalogSnapshot, StockRow, catalog_current, catalog_memo, stock
 from catalog.services import Quote, quote
 from core.errors import DomainError
 from core.money import cents
@@ -157,19 +157,51 @@ def tokens_per_s(check: Check) -> int:
 
 
 def sizing_check(
-    *, request: Workload, gpu: GpuModel, gpu_count: int, term: str = TERM_MONTHLY, solve: bool = False
+    *,
+    request: Workload,
+    gpu: GpuModel,
+    gpu_count: int,
+    term: str = TERM_MONTHLY,
+    solve: bool = False,
+    multi_gpu_tiers=None,
+    term_tiers: dict[str, list] | None = None,
 ) -> SizingResult:
     """Whether `gpu_count` x `gpu` holds the workload, with the reasons when not.
     A report, not a refusal: see `sizing_require_fit` for that. `solve` adds, in
-    the vllm profile, the most sequences and the longest context that fit."""
-    return _result(workload=request, gpu=gpu, gpu_count=gpu_count, term=term, solve=solve)
+    the vllm profile, the most sequences and the longest context that fit.
+    The discount tiers may be passed in by a caller that has them (they are
+    read from the database otherwise)."""
+    return _result(
+        workload=request,
+        gpu=gpu,
+        gpu_count=gpu_count,
+        term=term,
+        solve=solve,
+        multi_gpu_tiers=multi_gpu_tiers,
+        term_tiers=term_tiers,
+    )
 
 
-def sizing_require_fit(*, request: Workload, gpu: GpuModel, gpu_count: int, term: str = TERM_MONTHLY) -> SizingResult:
+def sizing_require_fit(
+    *,
+    request: Workload,
+    gpu: GpuModel,
+    gpu_count: int,
+    term: str = TERM_MONTHLY,
+    multi_gpu_tiers=None,
+    term_tiers: dict[str, list] | None = None,
+) -> SizingResult:
     """`sizing_check`, raising DomainError (the first reason's code: `does_not_fit`,
     `fp8_unsupported`, `tp_indivisible`, `invalid_gpu_count`, `min_gpus`) with
     every reason and the per-GPU breakdown in its details when it does not fit."""
-    result = sizing_check(request=request, gpu=gpu, gpu_count=gpu_count, term=term)
+    result = sizing_check(
+        request=request,
+        gpu=gpu,
+        gpu_count=gpu_count,
+        term=term,
+        multi_gpu_tiers=multi_gpu_tiers,
+        term_tiers=term_tiers,
+    )
     if not result.fits:
         first = result.reasons[0]
         raise DomainError(
@@ -219,6 +251,35 @@ def _sort_key(result: SizingResult):
     return (result.quote.total_usd, result.gpu_count, -result.check.headroom_per_gpu, result.gpu.sort_order)
 
 
+def _configurations(
+    *, request: Workload, term: str, gpus: list[GpuModel], multi_gpu_tiers, term_tiers: dict[str, list]
+) -> list[SizingResult]:
+    """The sizing of every allowed count of every card given, fitting or not
+    (an unfit one is not priced): the arithmetic of a recommendation, before
+    any filter."""
+    out: list[SizingResult] = []
+    requirements: dict[int, Requirement] = {}  # by GPU count: the same for every card
+    weights: dict = {}  # vllm profile: weight bytes by GPU count, the same for every card
+    for gpu in gpus:
+        for count in gpu.allowed_counts:
+            if request.profile != PROFILE_VLLM and count not in requirements:
+                requirements[count] = requirement_compute(workload=request, gpu_count=count)
+            out.append(
+                _result(
+                    workload=request,
+                    gpu=gpu,
+                    gpu_count=count,
+                    term=term,
+                    multi_gpu_tiers=multi_gpu_tiers,
+                    term_tiers=term_tiers,
+                    requirement=requirements.get(count),
+                    price_unfit=False,
+                    weights=weights,
+                )
+            )
+    return out
+
+
 def sizing_recommend(
     *,
     request: Workload,
@@ -229,53 +290,63 @@ def sizing_recommend(
     term: str = TERM_MONTHLY,
     tokens_per_month: int | None = None,
     traffic: str | None = None,
+    memo_key: str | None = None,
+    catalog_now: CatalogSnapshot | None = None,
+    stock_rows: list[StockRow] | None = None,
 ) -> Recommendation:
     """Every (card, count) that holds the workload, cheapest first by the term's
     price after discounts. `region` keeps what that region can supply now (an
     instance lives on one host, so a count needs a host with that many free);
-    `gpu_count` asks for exactly that many cards, `max_gpus` for at most that many."""
+    `gpu_count` asks for exactly that many cards, `max_gpus` for at most that many.
+
+    `memo_key` names the workload (e.g. its request body without the filters):
+    with it, the arithmetic of every configuration is kept per workload, term
+    and catalog version in this process, and a repeated request only filters it
+    by what is free now. `catalog_now`: the caller's catalog_current(), and
+    `stock_rows`: the region's stock, when the caller has read them."""
     if term not in TERM_HOURS:
         raise DomainError("invalid_term", f"Terms are {', '.join(TERM_HOURS)}.", details={"term": term})
-    gpus = list(GpuModel.objects.filter(is_active=True))
-    if vendor:
-        gpus = [g for g in gpus if g.vendor == vendor]
+    catalog_now = catalog_now or catalog_current()
+    all_gpus = [g for g in catalog_now.gpus.values() if g.is_active]
+    gpus = [g for g in all_gpus if g.vendor == vendor] if vendor else all_gpus
     supply: dict[str, StockRow] | None = None
     if region is not None:
-        region = region_get(code=region).code
-        supply = {row.gpu: row for row in stock(region=region)}
-    multi_gpu_tiers = list(MultiGpuDiscount.objects.values_list("min_gpus", "percent"))
-    term_tiers: dict[str, list] = {t: [] for t in TERM_HOURS}
-    for row_term, min_terms, percent in TermDiscount.objects.values_list("term", "min_terms", "percent"):
-        term_tiers.setdefault(row_term, []).append((min_terms, percent))
+        region = catalog_now.region(region).code
+        if stock_rows is None:
+            stock_rows = stock(region=region, catalog_now=catalog_now)
+        supply = {row.gpu: row for row in stock_rows}
+    term_tiers = {t: list(catalog_now.term_tiers.get(t, ())) for t in TERM_HOURS}
 
+    def arithmetic() -> list[SizingResult]:
+        return _configurations(
+            request=request,
+            term=term,
+            gpus=all_gpus,
+            multi_gpu_tiers=catalog_now.multi_gpu_tiers,
+            term_tiers=term_tiers,
+        )
+
+    configurations = (
+        arithmetic()
+        if memo_key is None
+        # About 4 KB a configuration (the check, the engine's figures, the quote).
+        else catalog_memo(catalog_now, ("recommend", memo_key, term), arithmetic, cost=lambda v: 4096 * len(v))
+    )
     fitting: list[SizingResult] = []
     considered = 0
-    requirements: dict[int, Requirement] = {}  # by GPU count: the same for every card
-    weights: dict = {}  # vllm profile: weight bytes by GPU count, the same for every card
-    for gpu in gpus:
-        for count in gpu.allowed_counts:
-            if gpu_count is not None and count != gpu_count:
-                continue
-            if max_gpus is not None and count > max_gpus:
-                continue
-            if supply is not None and (gpu.slug not in supply or supply[gpu.slug].max_per_host < count):
-                continue
-            considered += 1
-            if request.profile != PROFILE_VLLM and count not in requirements:
-                requirements[count] = requirement_compute(workload=request, gpu_count=count)
-            result = _result(
-                workload=request,
-                gpu=gpu,
-                gpu_count=count,
-                term=term,
-                multi_gpu_tiers=multi_gpu_tiers,
-                term_tiers=term_tiers,
-                requirement=requirements.get(count),
-                price_unfit=False,
-                weights=weights,
-            )
-            if result.fits:
-                fitting.append(result)
+    for result in configurations:
+        gpu, count = result.gpu, result.gpu_count
+        if vendor and gpu.vendor != vendor:
+            continue
+        if gpu_count is not None and count != gpu_count:
+            continue
+        if max_gpus is not None and count > max_gpus:
+            continue
+        if supply is not None and (gpu.slug not in supply or supply[gpu.slug].max_per_host < count):
+            continue
+        considered += 1
+        if result.fits:
+            fitting.append(result)
     fitting.sort(key=_sort_key)
     advice = advice_for(
         workload=request,

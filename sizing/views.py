@@ -1,9 +1,13 @@
 """Sizing endpoints: public, like the catalog (a customer sizes before signing up)."""
 
+import json
+
+from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
-from catalog.selectors import gpu_get
+from catalog.selectors import catalog_current, catalog_memo, gpu_get, stock
 from catalog.views import PublicView
 
 from . import selectors, serializers, services
@@ -31,6 +35,16 @@ class CheckView(PublicView):
         return Response(serializers.CheckOutput(serializers.check_payload(result)).data)
 
 
+# Fields of a recommendation that filter or advise; the rest names the workload.
+RECOMMEND_FILTERS = ("region", "vendor", "max_gpus", "gpu_count", "term", "tokens_per_month", "traffic")
+
+
+def _workload_key(body) -> str:
+    """The workload of a request body, as a key for the arithmetic kept per
+    workload (sizing_recommend's memo_key): the body without its filters."""
+    return json.dumps({k: v for k, v in body.items() if k not in RECOMMEND_FILTERS}, sort_keys=True, default=str)
+
+
 class RecommendView(PublicView):
     @extend_schema(
         request=serializers.RecommendInput,
@@ -38,20 +52,43 @@ class RecommendView(PublicView):
         summary="Every configuration that holds the model, cheapest first",
     )
     def post(self, request):
-        data = serializers.RecommendInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        v = data.validated_data
-        rec = services.sizing_recommend(
-            request=v["workload"],
-            region=v.get("region"),
-            vendor=v.get("vendor"),
-            max_gpus=v.get("max_gpus"),
-            gpu_count=v.get("gpu_count"),
-            term=v["term"],
-            tokens_per_month=v.get("tokens_per_month"),
-            traffic=v.get("traffic"),
-        )
-        # The payload is built in the documented shape (RecommendOutput; a test
-        # holds them together) and returned as is: re-rendering up to sixty
-        # candidates through DRF fields would cost more than the sizing itself.
-        return Response(serializers.recommend_payload(rec))
+        def validated() -> dict:
+            data = serializers.RecommendInput(data=request.data)
+            data.is_valid(raise_exception=True)
+            return data.validated_data
+
+        # The validated request (its architecture read from the database) is kept
+        # per catalog version and body, like the arithmetic it names; what is free
+        # in the region is read anew each time. A refusal raises and is not kept.
+        catalog_now = catalog_current()
+        # A posted config.json makes a large workload: counted as four times its body.
+        v = catalog_memo(catalog_now, ("recommend-input", request.body), validated, cost=4 * len(request.body) + 4096)
+        region = v.get("region")
+        rows = None
+        if region is not None:
+            region = catalog_now.region(region).code
+            rows = stock(region=region, catalog_now=catalog_now)
+
+        def answer() -> bytes:
+            rec = services.sizing_recommend(
+                request=v["workload"],
+                region=region,
+                vendor=v.get("vendor"),
+                max_gpus=v.get("max_gpus"),
+                gpu_count=v.get("gpu_count"),
+                term=v["term"],
+                tokens_per_month=v.get("tokens_per_month"),
+                traffic=v.get("traffic"),
+                memo_key=_workload_key(request.data),
+                catalog_now=catalog_now,
+                stock_rows=rows,
+            )
+            # Built in the documented shape (RecommendOutput; a test holds them
+            # together): re-rendering up to sixty candidates through DRF fields
+            # would cost more than the sizing itself.
+            return JSONRenderer().render(serializers.recommend_payload(rec))
+
+        # The whole answer is kept per catalog version, body and the region's
+        # stock as just read: asked again while nothing changed, it is sent as it was.
+        key = ("recommend", request.body, tuple(rows) if rows is not None else None)
+        return HttpResponse(catalog_memo(catalog_now, key, answer), content_type="application/json")

@@ -38,19 +38,92 @@ def api() -> APIClient:
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(django_db_setup, django_db_blocker):
-    """Load the published catalog (and the sizing architectures) once for the
-    whole run; tests roll back around it. A copy of the seeded tables is kept
-    beside them (schema test_seed_snapshot), so that after a transactional test
-    has flushed the database they come back in one statement per table instead
-    of a whole seed (845 hosts, 6,300 slots)."""
+def django_db_setup(
+    request,
+    django_test_environment,
+    django_db_blocker,
+    django_db_modify_db_settings,
+    django_db_keepdb,
+    django_db_createdb,
+):
+    """The test database, with the published catalog (and the sizing
+    architectures) loaded once for the whole run; tests roll back around it. A
+    copy of the seeded tables is kept beside them (schema test_seed_snapshot), so
+    that after a transactional test has flushed the database they come back in
+    one statement per table instead of a whole seed (845 hosts, 6,300 slots).
+
+    Under pytest-xdist the workers do not each migrate and seed: the first builds
+    one template database for the run and each worker's database is a copy of it
+    (tests/database_template.py). In one process, or with --reuse-db, the
+    database is made the usual way. Replaces pytest-django's fixture of this name."""
+    from django.conf import settings
+    from django.db import connection
+    from django.test.utils import setup_databases, teardown_databases
+
+    from tests.database_template import worker_database_create
+
+    verbosity = request.config.option.verbose
+    keepdb = django_db_keepdb and not django_db_createdb
+    workerinput = getattr(request.config, "workerinput", None)
+    with django_db_blocker.unblock():
+        if workerinput is None or keepdb or len(settings.DATABASES) != 1:
+            db_cfg = setup_databases(verbosity=verbosity, interactive=False, keepdb=keepdb, serialized_aliases=set())
+            _catalog_seed()
+
+            def teardown():
+                teardown_databases(db_cfg, verbosity=verbosity)
+
+        else:
+            base_name = connection.settings_dict["NAME"]
+            worker_name = connection.creation._get_test_db_name()
+
+            def build(name: str) -> None:
+                connection.settings_dict["TEST"]["NAME"] = name
+                try:
+                    connection.creation.create_test_db(verbosity=verbosity, autoclobber=True, serialize=False)
+                    _catalog_seed()
+                finally:
+                    connection.close()
+                    connection.settings_dict["TEST"]["NAME"] = worker_name
+                    settings.DATABASES[connection.alias]["NAME"] = base_name
+                    connection.settings_dict["NAME"] = base_name
+
+            worker_database_create(
+                base_name=base_name, worker_name=worker_name, run_id=workerinput["testrunuid"], build=build
+            )
+
+            def teardown():
+                connection.creation.destroy_test_db(base_name, verbosity=verbosity)
+
+    yield
+
+    if not django_db_keepdb:
+        with django_db_blocker.unblock():
+            teardown()
+
+
+def _catalog_seed() -> None:
     from django.core.management import call_command
 
     from tests.seeding import seed_snapshot_take
 
-    with django_db_blocker.unblock():
-        call_command("seed_catalog", verbosity=0)
-        seed_snapshot_take()
+    call_command("seed_catalog", verbosity=0)
+    seed_snapshot_take()
+
+
+def pytest_sessionfinish(session):
+    """The controller of an xdist run drops the run's template database once
+    every worker has finished (tests/database_template.py)."""
+    if hasattr(session.config, "workerinput") or not getattr(session.config.option, "numprocesses", None):
+        return
+    from django.conf import settings
+    from pytest_django.plugin import blocking_manager_key
+
+    from tests.database_template import template_drop
+
+    if len(settings.DATABASES) == 1 and settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        with session.config.stash[blocking_manager_key].unblock():
+            template_drop(base_name=settings.DATABASES["default"]["NAME"])
 
 
 @pytest.fixture

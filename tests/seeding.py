@@ -53,6 +53,9 @@ def seed_restore() -> None:
     from django.core.management.color import no_style
     from django.db import connection, transaction
 
+    from catalog.models import CatalogVersion
+    from catalog.services import hosts_free_recount
+
     partial = False
     with transaction.atomic(), connection.cursor() as cursor:
         for label in SEEDED_APPS:
@@ -64,5 +67,12 @@ def seed_restore() -> None:
                 cursor.execute(f"INSERT INTO {_quoted(model)} SELECT * FROM {SEED_SNAPSHOT_SCHEMA}.{_quoted(model)}")
             for statement in connection.ops.sequence_reset_sql(no_style(), models):
                 cursor.execute(statement)
+        # The slot triggers counted the copied slots onto the copied hosts' counts a second time.
+        hosts_free_recount()
+        if not partial:
+            # The copies moved the catalog version (triggers); the data is the snapshot's again, so is its version.
+            version = _quoted(CatalogVersion)
+            cursor.execute(f"DELETE FROM {version}")
+            cursor.execute(f"INSERT INTO {version} SELECT * FROM {SEED_SNAPSHOT_SCHEMA}.{version}")
     if partial:
         call_command("seed_catalog", verbosity=0)

@@ -346,7 +346,10 @@ def event_emit(
     An unknown type is a programming error: ValueError."""
     if type not in WEBHOOK_EVENTS:
         raise ValueError(f"Unknown webhook event type {type!r}; known: {', '.join(WEBHOOK_EVENTS)}")
-    with transaction.atomic():
+    # Part of the caller's transaction, without a savepoint of its own: an order
+    # emits while it holds the invoice number's lock, and a savepoint is two
+    # more round trips under it. An error here fails the caller's transaction.
+    with transaction.atomic(savepoint=False):
         ids = _subscribed_endpoint_ids(account=account)
         if not ids:
             return None

@@ -53,6 +53,8 @@ def _delivery_response(request, endpoint_id: int, delivery_id: int, http_status:
 
 
 class WebhookEndpointListView(ApiView):
+    no_store = True  # the answer carries a secret
+
     @extend_schema(
         operation_id="webhooks_list",
         tags=[TAG_WEBHOOKS],
@@ -122,6 +124,8 @@ class WebhookEndpointDetailView(ApiView):
 
 
 class WebhookSecretRotateView(ApiView):
+    no_store = True  # the answer carries a secret
+
     @extend_schema(
         operation_id="webhooks_rotate_secret",
         tags=[TAG_WEBHOOKS],

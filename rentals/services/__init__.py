@@ -25,3 +25,4 @@ from rentals.services.lifecycle import (  # noqa: F401
 )
 from rentals.services.orders import OrderSpec, order_cancel, order_create, order_expire  # noqa: F401
 from rentals.services.provisioning import provisioning_job_deliver, provisioning_jobs_due  # noqa: F401
+from rentals.services.unpaid import account_unpaid_orders_release, unpaid_limit_check  # noqa: F401

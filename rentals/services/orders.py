@@ -10,7 +10,7 @@ behind: no order, no reservation, no invoice number used.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -23,13 +23,14 @@ from billing import services as billing
 from billing.models import Invoice, InvoiceStatus
 from billing.selectors import invoice_has_payments
 from catalog import services as catalog
-from catalog.models import Addon, GpuModel, Region, Template
-from catalog.selectors import gpu_get, gpu_regions, region_get
+from catalog.models import TERM_HOURS, Addon, GpuModel, Region, Template
+from catalog.selectors import CatalogSnapshot, catalog_current
 from core.audit import audit_record
-from core.db import locked_or_404
+from core.db import locked_or_404, prefetched
 from core.errors import Conflict, DomainError
 from rentals.events import order_event_emit
 from rentals.models import Order, OrderLine, OrderStatus
+from rentals.services.unpaid import unpaid_limit_check
 
 log = logging.getLogger(__name__)
 
@@ -51,23 +52,20 @@ class OrderSpec:
     workload_input: dict[str, Any] | None = field(default=None)
 
 
-def _template_get(slug: str) -> Template:
-    template = Template.objects.filter(slug=slug, is_active=True).prefetch_related("gpus").first()
+def _template_get(catalog_now: CatalogSnapshot, slug: str) -> Template:
+    template = catalog_now.templates.get(slug)
     if template is None:
         raise DomainError(
-            "unknown_template",
-            f"No template {slug!r}.",
-            details={"templates": list(Template.objects.filter(is_active=True).values_list("slug", flat=True))},
+            "unknown_template", f"No template {slug!r}.", details={"templates": list(catalog_now.templates)}
         )
     return template
 
 
-def _addons_get(slugs: tuple[str, ...]) -> list[Addon]:
-    found = {a.slug: a for a in Addon.objects.filter(slug__in=slugs, is_active=True, is_usage=False)}
-    missing = [s for s in slugs if s not in found]
+def _addons_get(catalog_now: CatalogSnapshot, slugs: tuple[str, ...]) -> list[Addon]:
+    missing = [s for s in slugs if s not in catalog_now.addons]
     if missing:
         raise DomainError("unknown_addon", f"No add-on {missing[0]!r} can be ordered.", details={"addons": missing})
-    return [found[s] for s in slugs]
+    return [catalog_now.addons[s] for s in slugs]
 
 
 def _ssh_keys_get(account: Any, ids: tuple[int, ...]) -> list[SshKey]:
@@ -84,8 +82,8 @@ def _ssh_keys_get(account: Any, ids: tuple[int, ...]) -> list[SshKey]:
     return [keys[i] for i in dict.fromkeys(ids)]
 
 
-def _region_offers(region: Region, gpu: GpuModel) -> None:
-    regions = gpu_regions(gpu=gpu)
+def _region_offers(catalog_now: CatalogSnapshot, region: Region, gpu: GpuModel) -> None:
+    regions = list(catalog_now.gpu_regions.get(gpu.slug, ()))
     if region.code not in regions:
         raise Conflict(
             "region_unavailable",
@@ -94,18 +92,29 @@ def _region_offers(region: Region, gpu: GpuModel) -> None:
         )
 
 
-def _workload_fits(spec: OrderSpec, gpu: GpuModel, region: Region) -> dict[str, Any]:
+def _workload_fits(catalog_now: CatalogSnapshot, spec: OrderSpec, gpu: GpuModel, region: Region) -> dict[str, Any]:
     """The sizing check's report; a refusal carries the breakdown and the
-    cheapest configuration that fits in that region now."""
+    cheapest configuration that fits in that region now. Priced with the tiers
+    the order was priced with: nothing read twice."""
+    from sizing.engine import PROFILE_VLLM
     from sizing.serializers import candidate_payload, check_payload
     from sizing.services import sizing_recommend, sizing_require_fit
 
+    # The gate follows the engine, never the guide's arithmetic, however the workload was built.
+    workload = replace(spec.workload, profile=PROFILE_VLLM)
     try:
-        result = sizing_require_fit(request=spec.workload, gpu=gpu, gpu_count=spec.gpu_count, term=spec.term)
+        result = sizing_require_fit(
+            request=workload,
+            gpu=gpu,
+            gpu_count=spec.gpu_count,
+            term=spec.term,
+            multi_gpu_tiers=catalog_now.multi_gpu_tiers,
+            term_tiers={term: catalog_now.term_tiers.get(term, ()) for term in TERM_HOURS},
+        )
     except DomainError as exc:
         if exc.code in ("invalid_gpu_count", "min_gpus"):
             raise
-        cheapest = sizing_recommend(request=spec.workload, region=region.code, term=spec.term).candidates
+        cheapest = sizing_recommend(request=workload, region=region.code, term=spec.term).candidates
         exc.details["cheapest_fit"] = candidate_payload(cheapest[0]) if cheapest else None
         raise
     return check_payload(result)
@@ -127,18 +136,36 @@ def _invoice_lines(lines) -> list[billing.LineSpec]:
 
 
 def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) -> Order:
+    """Place an order. The order comes back as the transaction left it, with
+    its lines, its invoice (lines, payment request) and no rental attached, so
+    rendering it reads nothing more.
+
+    The order of the writes is chosen for contention: the catalog comes from
+    memory (catalog_current), the host is the best-fit one no other order holds
+    (catalog.slots_reserve), and the two counters every invoice queues on (the
+    invoice number, the deposit key's index) are taken last, just before the
+    commit (billing.invoice_issue)."""
     now = now or timezone.now()
     with transaction.atomic():
-        region = region_get(code=spec.region)
-        gpu = gpu_get(slug=spec.gpu)
-        template = _template_get(spec.template)
-        addons = _addons_get(spec.addons)
+        unpaid_limit_check(account=account, gpu_count=spec.gpu_count)
+        catalog_now = catalog_current()
+        region = catalog_now.region(spec.region)
+        gpu = catalog_now.gpu(spec.gpu)
+        template = _template_get(catalog_now, spec.template)
+        addons = _addons_get(catalog_now, spec.addons)
         keys = _ssh_keys_get(account, spec.ssh_keys)
         quote = catalog.quote(
-            gpu=gpu, gpu_count=spec.gpu_count, term=spec.term, terms=spec.terms, addons=addons, template=template
+            gpu=gpu,
+            gpu_count=spec.gpu_count,
+            term=spec.term,
+            terms=spec.terms,
+            addons=addons,
+            template=template,
+            multi_gpu_tiers=catalog_now.multi_gpu_tiers,
+            term_tiers=catalog_now.term_tiers.get(spec.term, ()),
         )
-        _region_offers(region, gpu)
-        sizing = _workload_fits(spec, gpu, region) if spec.workload is not None else None
+        _region_offers(catalog_now, region, gpu)
+        sizing = _workload_fits(catalog_now, spec, gpu, region) if spec.workload is not None else None
 
         order = Order.objects.create(
             account=account,
@@ -194,7 +221,7 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
         )
         reservation = catalog.slots_reserve(region=region, gpu=gpu, count=spec.gpu_count, holder=order.holder)
         term_word = "week" if spec.term == "weekly" else "month"
-        invoice = billing.invoice_create(
+        invoice = billing.invoice_draft(
             account=account,
             subject=order.holder,
             description=(
@@ -217,6 +244,9 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
         order.host = reservation.host
         order.invoice = invoice
         order.save(update_fields=["host", "invoice"])
+        billing.invoice_issue(invoice=invoice, attach=True)
+        order._prefetched_objects_cache = {"lines": prefetched(order.lines, lines)}
+        Order.rental.related.set_cached_value(order, None)  # a new order is no rental yet
         order_event_emit(order=order, type="order.created")
     log.info(
         "order %s: %sx %s in %s reserved on %s, invoice %s",
@@ -301,6 +331,7 @@ def order_requote_hook(invoice: Invoice) -> None:
     if order.status == OrderStatus.CANCELLED:
         raise Conflict("order_not_cancellable", "This order was cancelled.")
     if order.status == OrderStatus.EXPIRED:
+        unpaid_limit_check(account=order.account, gpu_count=order.gpu_count)
         reservation = catalog.slots_reserve(
             region=order.region, gpu=order.gpu, count=order.gpu_count, holder=order.holder
         )

@@ -264,3 +264,55 @@ def test_authenticator_secrets_are_not_listed_in_the_admin(boss):
     admin = Client()
     admin.force_login(boss)
     assert admin.get("/admin/otp_totp/totpdevice/").status_code == 404
+
+
+# --- API tokens for staff --------------------------------------------------------
+# A staff token opens the /ops endpoints: it must not be a way round the second factor.
+
+
+def _token(username: str, password: str = PASSWORD, otp: str | None = None):
+    from rest_framework.test import APIClient
+
+    body = {"username": username, "password": password}
+    if otp is not None:
+        body["otp"] = otp
+    return APIClient().post("/api/v1/auth/token", body, format="json")
+
+
+def test_a_staff_member_with_an_authenticator_gives_its_code_for_an_api_token(limits, clerk):
+    device = enrolled(clerk)
+    with time_machine.travel(T0, tick=False) as clock:
+        missing = _token("clerk")
+        assert missing.status_code == 401
+        assert missing.json()["error"]["code"] == "otp_required"
+        wrong = _token("clerk", otp="000000" if code_for(device) != "000000" else "111111")
+        assert wrong.status_code == 401
+        assert wrong.json()["error"]["code"] == "otp_invalid"
+        clock.shift(STEP)
+        ok = _token("clerk", otp=code_for(device))
+        assert ok.status_code == 200, ok.json()
+        assert ok.json()["token"].startswith("grh_")
+
+
+def test_the_policy_refuses_a_token_to_staff_without_an_authenticator(limits, boss, clerk):
+    limits.ADMIN_OTP_REQUIRED = "superusers"
+    resp = _token("boss")
+    assert resp.status_code == 403
+    assert resp.json()["error"]["code"] == "otp_not_enrolled"
+    # A staff member the policy does not cover, without an authenticator, logs in as before.
+    assert _token("clerk").status_code == 200
+
+
+def test_wrong_codes_for_a_token_count_as_failures(limits, clerk):
+    device = enrolled(clerk)
+    with time_machine.travel(T0, tick=False):
+        bad = "000000" if code_for(device) != "000000" else "111111"
+        for _ in range(5):
+            assert _token("clerk", otp=bad).status_code == 401
+        assert _token("clerk", otp=code_for(device)).status_code == 429
+
+
+def test_customers_need_no_code(limits, django_user_model):
+    django_user_model.objects.create_user("carol", PASSWORD)
+    limits.ADMIN_OTP_REQUIRED = "staff"
+    assert _token("carol").status_code == 200

@@ -49,8 +49,8 @@ def test_signup_username_taken_in_any_case(api, signup):
 
 @pytest.mark.parametrize(
     "password",
-    ["short1", "password123", "12345678901234", "alexandrina1"],
-    ids=["too-short", "common", "numeric", "like-username"],
+    ["short1", "password123", "12345678901234", "alexandrina1", " " * 10, " \t \u00a0" * 5],
+    ids=["too-short", "common", "numeric", "like-username", "ten-spaces", "blank-whitespace"],
 )
 def test_signup_refuses_weak_passwords(api, password):
     resp = api.post("/api/v1/accounts", {"username": "alexandrina", "password": password}, format="json")
@@ -116,3 +116,11 @@ def test_production_hashes_passwords_with_argon2id():
     assert production.PASSWORD_HASHERS[0] == "django.contrib.auth.hashers.Argon2PasswordHasher"
     account = Account.objects.create_user("frank", PASSWORD)
     assert account.password.startswith("argon2$argon2id$")
+
+
+def test_a_password_change_to_spaces_is_refused(alice):
+    _body, client = alice
+    resp = client.post("/api/v1/account/password", {"password": PASSWORD, "new_password": " " * 12}, format="json")
+    assert resp.status_code == 400
+    assert resp.json()["error"]["code"] == "weak_password"
+    assert "spaces" in resp.json()["error"]["message"]

@@ -1,9 +1,13 @@
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
 from django.contrib.auth.hashers import Argon2PasswordHasher
+from django.db import connection
+from rest_framework.test import APIClient
 
+from accounts.models import Account
 from tests.accounts.helpers import PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -95,15 +99,101 @@ def test_trusted_proxy_forwarded_for_names_the_client(api, signup, limits):
     assert ok.status_code == 200
 
 
-def test_recovery_is_throttled_too(api, signup, limits):
+def test_recovery_counts_wrong_codes_but_a_valid_code_gets_through_the_lock_out(api, signup, limits):
     body = signup("alice")
     payload = {"username": "alice", "recovery_code": "0000-0000-0000-0000", "new_password": "fresh-meadow-ridge-11"}
     for i in range(3):
         resp = api.post("/api/v1/auth/recover", payload, format="json", REMOTE_ADDR=f"198.51.100.{i}")
         assert resp.status_code == 401
+    # The username is locked: logins and wrong codes wait ...
+    _assert_throttled(_login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.99"))
+    _assert_throttled(api.post("/api/v1/auth/recover", payload, format="json", REMOTE_ADDR="198.51.100.98"))
+    # ... but the holder, with a valid recovery code, is let in.
     payload["recovery_code"] = body["recovery_codes"][0]
     resp = api.post("/api/v1/auth/recover", payload, format="json", REMOTE_ADDR="198.51.100.99")
-    _assert_throttled(resp)
+    assert resp.status_code == 200, resp.json()
+    assert resp.json()["token"].startswith("grh_")
+
+
+def test_recovery_still_holds_the_per_address_limit(api, signup, limits):
+    body = signup("alice")
+    for i in range(5):
+        assert _login(api, username=f"user{i}", REMOTE_ADDR="203.0.113.7").status_code == 401
+    payload = {"username": "alice", "recovery_code": body["recovery_codes"][0], "new_password": "fresh-meadow-ridge-11"}
+    _assert_throttled(api.post("/api/v1/auth/recover", payload, format="json", REMOTE_ADDR="203.0.113.7"))
+
+
+def test_an_address_that_logged_in_before_is_not_locked_out_by_a_stranger(api, signup, limits):
+    signup("alice")
+    assert _login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.77").status_code == 200
+    for i in range(3):  # a stranger locks the username
+        assert _login(api, REMOTE_ADDR=f"203.0.113.{i}").status_code == 401
+    _assert_throttled(_login(api, password=PASSWORD, REMOTE_ADDR="203.0.113.50"))
+    # The holder, from where they logged in before, still gets in.
+    assert _login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.77").status_code == 200
+    # Its failures count against the address's own limit.
+    for _ in range(5):
+        assert _login(api, REMOTE_ADDR="198.51.100.77").status_code == 401
+    _assert_throttled(_login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.77"))
+
+
+def test_the_sign_up_address_counts_as_known(api, limits):
+    resp = api.post(
+        "/api/v1/accounts", {"username": "alice", "password": PASSWORD}, format="json", REMOTE_ADDR="198.51.100.5"
+    )
+    assert resp.status_code == 201
+    for i in range(3):
+        _login(api, REMOTE_ADDR=f"203.0.113.{i}")
+    _assert_throttled(_login(api, password=PASSWORD, REMOTE_ADDR="203.0.113.60"))
+    assert _login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.5").status_code == 200
+
+
+def test_sign_up_is_throttled_per_address(api, limits):
+    limits.SIGNUP_PER_ADDRESS = 3
+    limits.SIGNUP_WINDOW_SECONDS = 3600
+    for i in range(3):
+        body = {"username": f"user{i}", "password": PASSWORD}
+        assert api.post("/api/v1/accounts", body, format="json", REMOTE_ADDR="203.0.113.9").status_code == 201
+    resp = api.post(
+        "/api/v1/accounts", {"username": "user9", "password": PASSWORD}, format="json", REMOTE_ADDR="203.0.113.9"
+    )
+    _assert_throttled(resp, window=3600)
+    assert not Account.objects.filter(username="user9").exists()
+    other = api.post(
+        "/api/v1/accounts", {"username": "user9", "password": PASSWORD}, format="json", REMOTE_ADDR="203.0.113.10"
+    )
+    assert other.status_code == 201
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_wrong_passwords_get_no_more_answers_than_the_limit(limits, django_user_model):
+    """40 wrong passwords at once for one user, limit 5: exactly 5 are checked
+    (401), the rest refused (429). Counting after the check let 12 through."""
+    limits.AUTH_FAILURES_PER_USERNAME = 5
+    limits.AUTH_FAILURES_PER_ADDRESS = 1000
+    django_user_model.objects.create_user("alice", PASSWORD)
+    start = threading.Barrier(40)
+    statuses: list[int] = []
+    lock = threading.Lock()
+
+    def guess(i: int) -> None:
+        try:
+            client = APIClient()
+            start.wait()
+            resp = _login(client, password=f"wrong-guess-{i:04d}", REMOTE_ADDR=f"198.51.{i // 200}.{i % 200 + 1}")
+            with lock:
+                statuses.append(resp.status_code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=guess, args=(i,)) for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert sorted(set(statuses)) == [401, 429]
+    assert statuses.count(401) == 5
+    assert statuses.count(429) == 35
 
 
 def test_password_reconfirmation_counts_failures(signup, client_with, limits):

@@ -4,8 +4,6 @@ payment URIs, network names, and the start-up refusal of spending keys."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -42,6 +40,7 @@ from tests.billing.key_vectors import (
     full_address,
     script_via_bitcoinlib,
 )
+from tests.warm_python import python_run
 
 BTC_ACCOUNT = account(Bip84, Bip84Coins.BITCOIN)
 LTC_REGTEST_ACCOUNT = account(Bip84, Bip84Coins.LITECOIN_TESTNET)
@@ -394,9 +393,7 @@ def test_the_process_does_not_start_with_a_private_key(tmp_path):
         DJANGO_SETTINGS_MODULE="config.settings",
         BTC_XPUB=secret,
     )
-    run = subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
+    run = python_run("manage.py", "check", cwd=ROOT, env=env, timeout=120)
     assert run.returncode != 0
     assert "ImproperlyConfigured" in run.stderr
     assert "BTC_XPUB holds an extended private key (zprv)" in run.stderr

@@ -234,6 +234,39 @@ def test_serve_local_starts_no_sandbox_when_ltc_is_configured_or_in_production(s
     assert started == [{"folder": tmp_path / "sandbox", "manual_rates": "BTC=1"}]
 
 
+def test_serve_local_on_a_wildcard_address_allows_this_machine_and_warns(settings, monkeypatch):
+    """HOST=0.0.0.0 make run: other machines reach it by this machine's name or
+    address, which must be in ALLOWED_HOSTS (else DisallowedHost and, with
+    DEBUG, the settings on a debug page); a warning says DEBUG must not face a network."""
+    import socket
+
+    settings.DEBUG = True
+    settings.ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
+    FakeProcess.started = []
+    monkeypatch.setattr(serve_local.subprocess, "Popen", FakeProcess)
+    monkeypatch.setattr(serve_local.Command, "_sandbox_start", lambda self: None)
+    monkeypatch.setattr(serve_local.Command, "_eth_sandbox_start", lambda self, ltc_env: None)
+    monkeypatch.setattr(serve_local.Command, "_sol_sandbox_start", lambda self, rates: None)
+    monkeypatch.setattr(serve_local.signal, "signal", lambda *a: None)
+    err = io.StringIO()
+    serve_local.Command(stdout=io.StringIO(), stderr=err)._serve("0.0.0.0", 8000)
+    allowed = FakeProcess.started[0].env["ALLOWED_HOSTS"].split(",")
+    assert socket.gethostname() in allowed and "127.0.0.1" in allowed
+    assert "DEBUG pages must not face a network" in err.getvalue()
+
+    FakeProcess.started = []
+    err = io.StringIO()
+    serve_local.Command(stdout=io.StringIO(), stderr=err)._serve("192.0.2.10", 8000)
+    assert "192.0.2.10" in FakeProcess.started[0].env["ALLOWED_HOSTS"].split(",")
+    assert "DEBUG pages must not face a network" in err.getvalue()
+
+    FakeProcess.started = []
+    err = io.StringIO()
+    serve_local.Command(stdout=io.StringIO(), stderr=err)._serve("127.0.0.1", 8000)
+    assert FakeProcess.started[0].env["ALLOWED_HOSTS"].split(",") == ["localhost", "127.0.0.1", "[::1]"]
+    assert "must not face a network" not in err.getvalue()
+
+
 @pytest.mark.django_db
 def test_sandbox_scan_waits_out_the_workers_run_of_the_chain(ltc, monkeypatch):
     """sandbox_pay scans right after paying; when the worker's own run holds the

@@ -31,4 +31,4 @@ def test_readyz_fails_when_broker_is_unreachable(api, settings):
 def test_unknown_api_route_uses_error_shape(api):
     resp = api.get("/api/v1/no-such-thing")
     assert resp.status_code == 404
-    assert resp.json() == {"error": {"code": "not_found", "message": "Not found.", "details": {}}}
+    assert resp.json() == {"error": {"code": "not_found", "message": "Not found.", "details": {"index": "/api/v1/"}}}

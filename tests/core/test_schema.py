@@ -2,10 +2,13 @@
 generated input makes any endpoint answer 5xx (schemathesis over the whole
 schema, authenticated as a customer with a key, an order and a webhook)."""
 
+import os
+
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from openapi_spec_validator import validate
+from schemathesis.config import SchemathesisConfig
 
 from config.wsgi import application
 
@@ -44,7 +47,17 @@ def test_docs_are_served_offline(api):
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/" in html
 
 
-schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
+# Every check schemathesis has, as configured by default, but one: a request the
+# schema allows may still be refused by a rule the schema cannot state (a card
+# slug that is not in the catalog, a password the validators refuse, a model
+# that does not fit): a documented 400 or 422 in the error shape, not a defect.
+CONFIG = SchemathesisConfig.from_str(
+    """
+[checks.positive_data_acceptance]
+expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "422", "429"]
+"""
+)
+schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application, config=CONFIG)
 
 
 @pytest.fixture
@@ -73,10 +86,16 @@ def token(chains, catalog, customer, keep_connection):
 
 @pytest.mark.slow
 @schema.parametrize()
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
-def test_no_input_gets_a_server_error(case, token):
-    case.headers = {**(case.headers or {}), "Authorization": f"Bearer {token}"}
-    response = case.call()
+@settings(
+    max_examples=int(os.environ.get("SCHEMA_FUZZ_EXAMPLES", "12")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+def test_no_input_gets_a_server_error_or_breaks_the_schema(case, token):
+    """Every check schemathesis has: no 5xx, and every answer (status, content
+    type, headers, body) as the schema says."""
+    # Given as the caller's headers, so the auth checks know it is real (and try the call without it).
+    response = case.call_and_validate(headers={"Authorization": f"Bearer {token}"})
     assert response.status_code < 500, (case.method, case.path, case.body, response.text[:500])
     if 400 <= response.status_code < 500 and response.headers.get("Content-Type", "").startswith("application/json"):
         body = response.json()

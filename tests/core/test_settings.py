@@ -1,11 +1,11 @@
 """Production settings are safe by default, and `check --deploy` is clean."""
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.warm_python import python_run
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = {
@@ -15,6 +15,7 @@ PRODUCTION = {
     "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/gpurenthub",
     "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0",
     "CACHE_URL": "redis://127.0.0.1:6379/1",
+    "SITE_URL": "https://api.example.com",
 }
 
 
@@ -24,9 +25,8 @@ def manage(*args, env_extra=None, drop=()):
     env.update(env_extra or {})
     for key in drop:
         env.pop(key, None)
-    return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
+    # A fresh process each time, forked from a Python that has the third-party libraries imported already.
+    return python_run("manage.py", *args, cwd=ROOT, env=env, timeout=120)
 
 
 @pytest.mark.slow
@@ -41,6 +41,32 @@ def test_production_refuses_to_start_without_a_secret_key():
     result = manage("check", drop=("SECRET_KEY",))
     assert result.returncode != 0
     assert "SECRET_KEY is not set" in result.stderr
+
+
+@pytest.mark.slow
+def test_production_refuses_to_start_without_a_site_url(tmp_path):
+    """With DEBUG off there is no default: checkout links would point at 127.0.0.1."""
+    result = manage("check", drop=("SITE_URL",))
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: SITE_URL is not set" in result.stderr
+    local = manage(
+        "shell",
+        "-c",
+        "from django.conf import settings; print(settings.SITE_URL)",
+        env_extra={"DEBUG": "1", "DATA_DIR": str(tmp_path)},
+        drop=("SITE_URL",),
+    )
+    assert local.returncode == 0, local.stderr
+    assert local.stdout.splitlines()[-1] == "http://127.0.0.1:8000"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("value", ["BTC=abc", "DOGE=1", "BTC:95000", "ETH=-3"])
+def test_a_malformed_manual_rate_stops_the_start(value):
+    """Refused when the apps load (web, worker, manage.py), not with a 500 on the first order."""
+    result = manage("check", env_extra={"MANUAL_RATES_USD": value})
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: MANUAL_RATES_USD" in result.stderr
 
 
 @pytest.mark.slow

@@ -139,7 +139,11 @@ def test_rate_unavailable_leaves_no_gap_in_invoice_numbers(chains, customer_api,
     assert free("h100-sxm", "DFW-1") == 26
 
 
-def test_insufficient_stock_is_409(chains, customer_api, ssh_key, catalog):
+def test_insufficient_stock_is_409(chains, customer_api, ssh_key, catalog, settings):
+    settings.UNPAID_ORDERS_MAX, settings.UNPAID_GPUS_MAX = (
+        3,
+        24,
+    )  # this is about stock, not about what one account may hold unpaid
     # DFW-1 has two whole free H100 SXM hosts; the third 8-GPU order finds none.
     for _ in range(2):
         assert customer_api.post("/api/v1/orders", order_body(ssh_key), format="json").status_code == 201
@@ -168,10 +172,10 @@ def test_workload_that_does_not_fit_is_refused_with_the_breakdown_and_the_cheape
     assert (cheapest["gpu"], cheapest["gpu_count"], cheapest["monthly_usd"]) == ("a40", 4, "883.20")
     assert cheapest["launch_command"].startswith("vllm serve meta-llama/Llama-3.1-70B-Instruct ")
     assert not Order.objects.exists()
-    # The guide's arithmetic is still there when asked for.
+    # A profile sent with the order changes nothing: the engine's budget gates it.
     guide = {**workload, "profile": "guide"}
     resp = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1, workload=guide), format="json")
-    assert resp.status_code == 400 and resp.json()["error"]["details"]["per_gpu"]["capacity_gb"] == 80
+    assert resp.status_code == 400 and resp.json()["error"]["details"]["per_gpu"]["capacity_gb"] == 80.77
 
 
 def test_a_format_the_card_cannot_run_is_refused(chains, customer_api, ssh_key, catalog):
@@ -198,7 +202,7 @@ def test_workload_that_fits_is_kept_on_the_order(chains, customer_api, ssh_key, 
     resp = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1, workload=workload), format="json")
     assert resp.status_code == 201, resp.json()
     body = resp.json()
-    assert body["workload"] == workload
+    assert body["workload"] == {**workload, "profile": "vllm"}  # as it was sized
     assert body["sizing"]["fits"] is True and body["sizing"]["profile"] == "vllm"
     # The order keeps the vllm serve line it was sized for.
     launch = body["launch_command"]
@@ -328,3 +332,21 @@ def test_an_invalid_invoice_releases_the_reservation(
     body = customer_api.get(f"/api/v1/orders/{order['id']}").json()
     assert (body["status"], body["invoice"]["status"]) == ("expired", "invalid")
     assert free("l4", "PDX-1") == before
+
+
+@pytest.mark.parametrize("profile", ["guide", "vllm", None])
+def test_orders_are_gated_by_the_engine_whatever_profile_is_sent(chains, customer_api, ssh_key, catalog, profile):
+    """70B in FP8 with two 8k sequences on one H100 SXM: the guide's arithmetic
+    (weights + KV + 2 GB) says it fits, vLLM's budget says it does not. The
+    order follows the engine even when the body asks for the guide."""
+    workload = {"model": "llama-3.1-70b", "precision": "fp8", "context": 8192, "concurrency": 2}
+    if profile is not None:
+        workload["profile"] = profile
+    guide = customer_api.post(
+        "/api/v1/sizing/check", {**workload, "profile": "guide", "gpu": "h100-sxm", "gpu_count": 1}, format="json"
+    )
+    assert guide.json()["fits"] is True
+    resp = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1, workload=workload), format="json")
+    assert resp.status_code == 400
+    assert resp.json()["error"]["code"] == "does_not_fit"
+    assert not Order.objects.exists()

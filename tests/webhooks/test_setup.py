@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import pytest
 from django.conf import settings as django_settings
 from django.test import Client
 
 from accounts.models import Account
+from tests.warm_python import python_run
 from webhooks import services as webhooks
 from webhooks.models import WebhookDelivery, WebhookEndpoint
 
@@ -20,12 +20,11 @@ pytestmark = pytest.mark.django_db
 def _import_settings(**env: str) -> subprocess.CompletedProcess:
     environment = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "WEBHOOK_ALLOW_PRIVATE_TARGETS")}
     environment.update(SECRET_KEY="settings-import-check-0123456789", **env)
-    return subprocess.run(
-        [sys.executable, "-c", "import config.settings as s; print(s.WEBHOOK_ALLOW_PRIVATE_TARGETS)"],
+    return python_run(
+        "-c",
+        "import config.settings as s; print(s.WEBHOOK_ALLOW_PRIVATE_TARGETS)",
         cwd=django_settings.BASE_DIR,
         env=environment,
-        capture_output=True,
-        text=True,
         timeout=60,
     )
 
@@ -104,16 +103,11 @@ def test_staff_see_read_only_lists_without_the_secret(staff_client, recorded, mo
 def _rotation_overlap(**env: str) -> subprocess.CompletedProcess:
     environment = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "WEBHOOK_SECRET_ROTATION_OVERLAP")}
     environment.update(SECRET_KEY="settings-import-check-0123456789", **env)
-    return subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import config.settings as s; print(int(s.WEBHOOK_SECRET_ROTATION_OVERLAP.total_seconds()))",
-        ],
+    return python_run(
+        "-c",
+        "import config.settings as s; print(int(s.WEBHOOK_SECRET_ROTATION_OVERLAP.total_seconds()))",
         cwd=django_settings.BASE_DIR,
         env=environment,
-        capture_output=True,
-        text=True,
         timeout=60,
     )
 

@@ -6,9 +6,11 @@ them all. Development only (devtools is installed when DEBUG is on)."""
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,6 +19,32 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+
+_LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+
+
+def bind_is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def allowed_hosts_for_bind(host: str, current: list[str]) -> list[str]:
+    """ALLOWED_HOSTS for a server bound to `host`: what is set, plus the bound
+    address; for a wildcard (0.0.0.0, ::) the names and addresses of this
+    machine, which is how other machines reach it."""
+    names = [*current]
+    bare = host.strip("[]")
+    if bare in ("0.0.0.0", "::", ""):
+        names += [*_LOOPBACK_HOSTS, socket.gethostname(), socket.getfqdn()]
+        with contextlib.suppress(OSError):
+            names += [info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None)]
+    else:
+        names.append(f"[{bare}]" if ":" in bare else bare)
+    return list(dict.fromkeys(n for n in names if n))
 
 
 class Command(BaseCommand):
@@ -127,6 +155,17 @@ class Command(BaseCommand):
                 **({**sol_sandbox.env, "SANDBOX": "1"} if sol_sandbox else {}),
             }
             env.setdefault("SITE_URL", base)
+            # Requests name the host they were sent to: the bound one must be allowed, or
+            # Django answers DisallowedHost (with DEBUG, a page full of settings).
+            env["ALLOWED_HOSTS"] = ",".join(allowed_hosts_for_bind(host, list(settings.ALLOWED_HOSTS)))
+            if not bind_is_loopback(host) and settings.DEBUG:
+                self.stderr.write(
+                    self.style.WARNING(
+                        f"Listening on {host}, beyond this machine, with DEBUG on: error pages show settings "
+                        "and code. DEBUG pages must not face a network; use this on a network you trust, "
+                        "and run production with DEBUG off (docs/operations.md)."
+                    )
+                )
             # A receiver on this machine (http://127.0.0.1:9000/hook) can be registered and pinged:
             # make run is a local development server, DEBUG is on (production refuses the setting).
             env.setdefault("WEBHOOK_ALLOW_PRIVATE_TARGETS", "1")

@@ -1,0 +1,44 @@
+"""Everything under /api/ answers in the API's error shape, in every mode.
+
+Django's own pages (the 404 of an unknown URL, the 405 of a plain view, and
+with DEBUG its technical 404 and 500 pages) are HTML; a client of the API
+gets JSON instead: {"error": {"code", "message", "details"}}. A URL that only
+differs by a trailing slash says which one exists.
+"""
+
+from __future__ import annotations
+
+from django.http import JsonResponse
+
+from core.api import error_body, not_found_details
+
+_CODES = {
+    400: ("bad_request", "Bad request."),
+    403: ("permission_denied", "You do not have permission to perform this action."),
+    404: ("not_found", "Not found."),
+    405: ("method_not_allowed", "Method not allowed."),
+    500: ("server_error", "Internal error; it has been logged."),
+}
+
+
+class ApiJsonErrorsMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if (
+            request.path.startswith("/api/")
+            and response.status_code >= 400
+            and not response.get("Content-Type", "").startswith("application/json")
+        ):
+            status = response.status_code
+            code, message = _CODES.get(status, ("error", response.reason_phrase or "Error."))
+            replaced = JsonResponse(
+                error_body(code, message, not_found_details(request) if status == 404 else {}), status=status
+            )
+            for header in ("Allow", "Retry-After"):
+                if header in response:
+                    replaced[header] = response[header]
+            return replaced
+        return response

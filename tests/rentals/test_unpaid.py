@@ -1,0 +1,146 @@
+"""What one account may hold unpaid: a fresh account cannot reserve a region's
+whole stock of a card with orders it never pays (UNPAID_ORDERS_MAX,
+UNPAID_GPUS_MAX; higher once it has paid), and a closed or deactivated
+account lets its reservations go at once."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from accounts.models import SshKey
+from accounts.services import account_deactivate, account_delete, ssh_key_add
+from billing.models import Invoice
+from catalog.models import Slot, SlotStatus
+from rentals.models import Order, OrderStatus
+from tests.rentals.helpers import new_key_line
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def caps(settings):
+    settings.UNPAID_ORDERS_MAX = 2
+    settings.UNPAID_GPUS_MAX = 8
+    settings.UNPAID_ORDERS_MAX_PAID = 10
+    settings.UNPAID_GPUS_MAX_PAID = 64
+    return settings
+
+
+@pytest.fixture
+def ssh_key(customer) -> SshKey:
+    return ssh_key_add(account=customer, public_key=new_key_line(), name="laptop")
+
+
+def body(ssh_key, **overrides):
+    return {
+        "region": "PDX-1",
+        "gpu": "b200",
+        "gpu_count": 8,
+        "term": "weekly",
+        "terms": 1,
+        "template": "ubuntu-24.04",
+        "addons": [],
+        "ssh_keys": [ssh_key.pk],
+        "pay_currency": "USDC",
+    } | overrides
+
+
+def reserved_by(account) -> int:
+    holders = [f"order:{pk}" for pk in Order.objects.filter(account=account).values_list("pk", flat=True)]
+    return Slot.objects.filter(holder__in=holders, status=SlotStatus.RESERVED).count()
+
+
+def test_a_new_account_cannot_hoard_a_regions_stock(chains, catalog, caps, customer, customer_api, ssh_key):
+    """The attack: 8 x B200 and then H200s in PDX-1, never paid."""
+    assert customer_api.post("/api/v1/orders", body(ssh_key), format="json").status_code == 201
+    resp = customer_api.post("/api/v1/orders", body(ssh_key, gpu="h200-sxm", gpu_count=4), format="json")
+    assert resp.status_code == 409
+    error = resp.json()["error"]
+    assert error["code"] == "unpaid_limit"
+    assert error["details"] == {
+        "unpaid_orders": 1,
+        "unpaid_gpus": 8,
+        "max_unpaid_orders": 2,
+        "max_unpaid_gpus": 8,
+        "paid_history": False,
+        "requested_gpus": 4,
+    }
+    assert "8 unpaid GPUs" in error["message"]
+    assert reserved_by(customer) == 8
+
+
+def test_the_count_of_unpaid_orders_is_capped_too(chains, catalog, caps, customer_api, ssh_key):
+    one = body(ssh_key, region="DFW-1", gpu="rtx-4090", gpu_count=1)
+    for _ in range(2):
+        assert customer_api.post("/api/v1/orders", one, format="json").status_code == 201
+    resp = customer_api.post("/api/v1/orders", one, format="json")
+    assert resp.status_code == 409
+    assert resp.json()["error"]["code"] == "unpaid_limit"
+    assert resp.json()["error"]["details"]["unpaid_orders"] == 2
+    assert "2 unpaid orders" in resp.json()["error"]["message"]
+
+
+def test_cancelling_an_order_frees_room(chains, catalog, caps, customer_api, ssh_key):
+    first = customer_api.post("/api/v1/orders", body(ssh_key), format="json").json()
+    assert customer_api.post("/api/v1/orders", body(ssh_key, gpu_count=2), format="json").status_code == 409
+    assert customer_api.post(f"/api/v1/orders/{first['id']}/cancel").status_code == 200
+    assert customer_api.post("/api/v1/orders", body(ssh_key, gpu_count=2), format="json").status_code == 201
+
+
+def test_an_account_that_has_paid_may_hold_more(chains, catalog, caps, customer, customer_api, ssh_key):
+    paid = customer_api.post(
+        "/api/v1/orders", body(ssh_key, region="DFW-1", gpu="rtx-4090", gpu_count=1), format="json"
+    )
+    Order.objects.filter(pk=paid.json()["id"]).update(status=OrderStatus.PAID)
+    # Beyond a new account's 2 orders and 8 GPUs: DFW-1 has two free 8-GPU B200 hosts and two H100 SXM ones.
+    for _ in range(2):
+        assert customer_api.post("/api/v1/orders", body(ssh_key, region="DFW-1"), format="json").status_code == 201
+    h100 = body(ssh_key, region="DFW-1", gpu="h100-sxm")
+    resp = customer_api.post("/api/v1/orders", h100, format="json")
+    assert resp.status_code == 201, resp.json()
+    caps.UNPAID_GPUS_MAX_PAID = 24
+    resp = customer_api.post("/api/v1/orders", h100, format="json")
+    assert resp.status_code == 409
+    assert resp.json()["error"]["details"]["paid_history"] is True
+    assert resp.json()["error"]["details"]["max_unpaid_gpus"] == 24
+
+
+def test_closing_the_account_releases_its_reservations_at_once(chains, catalog, caps, customer, customer_api, ssh_key):
+    order = customer_api.post("/api/v1/orders", body(ssh_key), format="json").json()
+    assert reserved_by(customer) == 8
+    account_delete(account=customer, password="correct horse battery staple", client_address="198.51.100.1")
+    assert reserved_by(customer) == 0
+    closed = Order.objects.get(pk=order["id"])
+    assert closed.status == OrderStatus.CANCELLED and closed.close_reason == "account closed"
+    assert Invoice.objects.get(pk=order["invoice"]["id"]).status != "new"
+
+
+def test_deactivation_by_staff_releases_them_too(chains, catalog, caps, customer, customer_api, ssh_key, staff):
+    order = customer_api.post("/api/v1/orders", body(ssh_key), format="json").json()
+    account_deactivate(account=customer, actor=staff, reason="abuse")
+    assert reserved_by(customer) == 0
+    assert Order.objects.get(pk=order["id"]).status == OrderStatus.CANCELLED
+
+
+def test_a_requote_cannot_take_an_account_over_the_cap(
+    chains, catalog, caps, customer_api, ssh_key, django_capture_on_commit_callbacks
+):
+    """Letting orders expire and re-quoting them later is no way round the cap."""
+    import time_machine
+
+    from billing import services as billing
+
+    with time_machine.travel("2026-11-30 12:00:00+00:00", tick=False) as clock:
+        first = customer_api.post("/api/v1/orders", body(ssh_key, region="DFW-1"), format="json").json()
+        clock.shift(timedelta(minutes=31))
+        with django_capture_on_commit_callbacks(execute=True):
+            billing.invoices_advance_due()
+        assert Order.objects.get(pk=first["id"]).status == OrderStatus.EXPIRED
+        second = customer_api.post("/api/v1/orders", body(ssh_key, region="DFW-1"), format="json")
+        assert second.status_code == 201
+        resp = customer_api.post(f"/api/v1/invoices/{first['invoice']['id']}/requote", {}, format="json")
+    assert resp.status_code == 409
+    assert resp.json()["error"]["code"] == "unpaid_limit"
+    assert Order.objects.get(pk=first["id"]).status == OrderStatus.EXPIRED
