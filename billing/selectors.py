@@ -167,11 +167,13 @@ def currencies_enabled() -> list[dict[str, Any]]:
 def _settled_in(*, since: datetime, until: datetime) -> QuerySet[Invoice]:
     """Invoices settled in [since, until), each with `paid_in`: the currency
     its applied payments came in, `credit` when paid from account credit, else
-    the currency of its quote (settled by staff), else `marked`."""
-    from django.db.models import Case, OuterRef, Subquery, Value, When
+    the currency of its quote (settled by staff), else `marked`. An invoice
+    whose whole value went back as credit (its subject could not be delivered)
+    is left out: that money is counted when the credit pays for something."""
+    from django.db.models import Case, Exists, OuterRef, Subquery, Value, When
     from django.db.models.functions import Coalesce
 
-    from billing.models import PaymentDisposition
+    from billing.models import CreditEntry, CreditKind, PaymentDisposition
 
     applied = (
         Payment.objects.filter(invoice=OuterRef("pk"), disposition=PaymentDisposition.APPLIED)
@@ -179,7 +181,9 @@ def _settled_in(*, since: datetime, until: datetime) -> QuerySet[Invoice]:
         .values("currency")[:1]
     )
     quoted = PaymentRequest.objects.filter(invoice=OuterRef("pk"), is_active=True).values("currency")[:1]
-    return Invoice.objects.filter(status=InvoiceStatus.SETTLED, settled_at__gte=since, settled_at__lt=until).annotate(
+    returned = CreditEntry.objects.filter(invoice=OuterRef("pk"), kind=CreditKind.UNFULFILLED)
+    settled = Invoice.objects.filter(status=InvoiceStatus.SETTLED, settled_at__gte=since, settled_at__lt=until)
+    return settled.exclude(Exists(returned)).annotate(
         paid_in=Case(
             When(settled_via="credit", then=Value("credit")),
             default=Coalesce(Subquery(applied), Subquery(quoted), Value("marked")),

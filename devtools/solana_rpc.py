@@ -262,6 +262,17 @@ class SolanaLedger:
         height = self._height_of.get(blockhash)
         return height is not None and self.block_height(commitment) <= height + MAX_PROCESSING_AGE
 
+    def blockhash_known_valid(self, blockhash: str, commitment: str = "finalized") -> bool:
+        """As a node's `isBlockhashValid` answers: the bank at `commitment` must
+        hold the blockhash (a block newer than that bank is not in its queue) and
+        it must not have expired."""
+        height = self._height_of.get(blockhash)
+        return (
+            height is not None
+            and height <= self.block_height(commitment)
+            and self.blockhash_valid(blockhash, commitment)
+        )
+
     # --- accounts -------------------------------------------------------------------
 
     def fund(self, pubkey: Pubkey, lamports: int) -> None:
@@ -716,7 +727,10 @@ class SolanaRpcHandler:
         except ValueError:
             raise RpcFault(INVALID_PARAMS, "Invalid param: WrongSize") from None
         commitment = _commitment(_config(params, 1))
-        return {"context": self._context(commitment), "value": self.ledger.blockhash_valid(blockhash, commitment)}
+        return {
+            "context": self._context(commitment),
+            "value": self.ledger.blockhash_known_valid(blockhash, commitment),
+        }
 
     def rpc_getBalance(self, params: list[Any]) -> dict[str, Any]:
         if not params:

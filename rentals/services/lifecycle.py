@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -22,7 +23,7 @@ from django.utils import timezone
 
 from billing import services as billing
 from billing.models import CreditKind, Invoice, InvoiceStatus
-from billing.selectors import credit_balance_usd, invoice_has_payments
+from billing.selectors import credit_balance_usd
 from catalog import services as catalog
 from catalog.models import TERM_HOURS, Addon
 from core.audit import audit_record
@@ -224,13 +225,20 @@ def usage_correction_window() -> timedelta:
     return timedelta(days=settings.USAGE_CORRECTION_DAYS)
 
 
+def _usage_unbilled() -> Q:
+    """Usage not billed yet, or billed on an invoice voided since (a renewal that
+    carried it was voided by a cancel or a termination): the egress was used all
+    the same, so it is billed again, on the next invoice that bills usage."""
+    return Q(billed_invoice__isnull=True) | Q(billed_invoice__status=InvoiceStatus.INVALID)
+
+
 def _usage_lines(rental: Rental, *, now: datetime) -> tuple[list[billing.LineSpec], list[UsageReport]]:
     """Unbilled egress overage of the months whose correction window is over
     (USAGE_CORRECTION_DAYS after the month ended), at the price of when it was
     reported."""
     reports = [
         r
-        for r in rental.usage_reports.filter(billed_invoice__isnull=True, overage_usd__gt=0).order_by("month")
+        for r in rental.usage_reports.filter(_usage_unbilled(), overage_usd__gt=0).order_by("month")
         if _month_end(r.month) + usage_correction_window() <= now
     ]
     lines = [
@@ -330,7 +338,14 @@ def _renewal_invoice(
     )
     # Paid from credit at once when the credit covers it (not when the customer named a currency).
     if from_credit:
-        billing.invoice_pay_with_credit(invoice_id=invoice.pk, account=rental.account, now=now)
+        try:
+            with transaction.atomic():
+                billing.invoice_pay_with_credit(invoice_id=invoice.pk, account=rental.account, now=now)
+        except Conflict as exc:
+            # The credit was read before its lock: spent meanwhile (a renewal of
+            # another rental, an invoice paid from credit). The renewal stays
+            # open, its currency chosen when paying, as when none is available.
+            log.info("rental %s: renewal %s not paid from credit (%s)", rental.pk, invoice.number, exc.code)
         invoice.refresh_from_db()
     if kind != RenewalKind.USAGE:
         rental_event_emit(rental=rental, type="rental.renewal_due", invoice=invoice)
@@ -527,13 +542,7 @@ def rental_terminate(*, rental_id: int, actor: Any = None, reason: str, now: dat
         released = catalog.slots_release(holder=rental.holder)
         provisioning_job_create(rental=rental, action=ProvisioningAction.DEPROVISION, now=now)
         # Renewals no longer buy anything; a usage invoice still bills what was used.
-        for invoice in Invoice.objects.filter(
-            renewal__rental=rental,
-            renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
-            status__in=[InvoiceStatus.NEW, InvoiceStatus.EXPIRED],
-        ):
-            if not invoice_has_payments(invoice=invoice):
-                billing.invoice_void(invoice_id=invoice.pk, reason=f"rental {rental.pk} terminated")
+        _renewals_void(rental, reason=f"rental {rental.pk} terminated")
         usage, reports = _usage_lines(rental, now=now)
         if usage:
             _renewal_invoice(
@@ -594,6 +603,23 @@ def rental_extend(*, rental_id: int, days: int, actor: Any, reason: str, now: da
     return period
 
 
+def _renewals_void(rental: Rental, *, reason: str) -> None:
+    """Void the rental's open renewal invoices that nobody has paid. Whether one
+    has a payment is decided under the invoice's lock (in invoice_void): a
+    payment the watcher records between this listing and that lock keeps its
+    invoice open, and the money becomes credit when it settles (renewal_apply),
+    instead of failing the cancel or the termination."""
+    for invoice in Invoice.objects.filter(
+        renewal__rental=rental,
+        renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
+        status__in=[InvoiceStatus.NEW, InvoiceStatus.EXPIRED],
+    ):
+        try:
+            billing.invoice_void(invoice_id=invoice.pk, reason=reason)
+        except Conflict as exc:  # invoice_has_payments, invoice_not_open: paid meanwhile
+            log.info("rental %s: renewal invoice %s left open (%s)", rental.pk, invoice.number, exc.code)
+
+
 def rental_cancel(*, rental_id: int, account: Any, now: datetime | None = None) -> Rental:
     """No more renewals: the rental runs to the end of its paid period, then ends."""
     now = now or timezone.now()
@@ -606,13 +632,7 @@ def rental_cancel(*, rental_id: int, account: Any, now: datetime | None = None) 
             rental.auto_renew = False
             rental.save(update_fields=["cancelled_at", "auto_renew"])
             # Every open renewal is voided (money that still arrives becomes credit).
-            for invoice in Invoice.objects.filter(
-                renewal__rental=rental,
-                renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
-                status__in=[InvoiceStatus.NEW, InvoiceStatus.EXPIRED],
-            ):
-                if not invoice_has_payments(invoice=invoice):
-                    billing.invoice_void(invoice_id=invoice.pk, reason="rental cancelled by the customer")
+            _renewals_void(rental, reason="rental cancelled by the customer")
     return rental
 
 
@@ -685,7 +705,12 @@ def usage_report(
                 },
             )
         report = UsageReport.objects.select_for_update().filter(rental=rental, month=month).first()
-        if report is not None and report.billed_invoice_id:
+        # Billed on an invoice voided since: not billed (see _usage_unbilled), so still correctable.
+        if (
+            report is not None
+            and report.billed_invoice_id
+            and not UsageReport.objects.filter(_usage_unbilled(), pk=report.pk).exists()
+        ):
             raise Conflict(
                 "usage_already_billed",
                 "This month's usage is billed already.",
@@ -738,20 +763,35 @@ def rentals_usage_bill_due(*, now: datetime | None = None) -> int:
     reported: each on its own invoice. Idempotent."""
     now = now or timezone.now()
     ids = (
-        UsageReport.objects.filter(billed_invoice__isnull=True, overage_usd__gt=0)
+        UsageReport.objects.filter(_usage_unbilled(), overage_usd__gt=0)
         .filter(Q(rental__cancelled_at__isnull=False) | ~Q(rental__status=RentalStatus.ACTIVE))
         .values_list("rental_id", flat=True)
         .distinct()
     )
-    count = 0
-    for rental_id in list(ids):
+
+    def bill(rental_id: int) -> bool:
         with transaction.atomic():
-            rental = _rental_lock(rental_id=rental_id)
-            count += _usage_invoice_if_ending(rental, now=now) is not None
-    return count
+            return _usage_invoice_if_ending(_rental_lock(rental_id=rental_id), now=now) is not None
+
+    return _each_rental(ids, bill, job="usage billing")
 
 
 # --- The periodic jobs ---------------------------------------------------------------------
+
+
+def _each_rental(ids: Iterable[int], step: Callable[[int], object], *, job: str) -> int:
+    """`step` for each rental, each in its own transaction: one rental that
+    fails (bad data, a bug) is logged and tried again at the next run, and never
+    holds back the rentals after it (whose renewals would otherwise not be
+    issued, and which would then be suspended for an invoice they never got).
+    How many steps did something."""
+    done = 0
+    for rental_id in list(ids):
+        try:
+            done += bool(step(rental_id))
+        except Exception:
+            log.exception("%s: rental %s failed; it is tried again at the next run", job, rental_id)
+    return done
 
 
 def rentals_renewals_issue(*, now: datetime | None = None) -> int:
@@ -765,7 +805,9 @@ def rentals_renewals_issue(*, now: datetime | None = None) -> int:
         cancelled_at__isnull=True,
         paid_until__lte=now + longest,
     ).values_list("pk", flat=True)
-    issued = sum(renewal_issue(rental_id=rental_id, now=now) is not None for rental_id in list(ids))
+    issued = _each_rental(
+        ids, lambda rental_id: renewal_issue(rental_id=rental_id, now=now) is not None, job="renewals"
+    )
     return issued + rentals_usage_bill_due(now=now)
 
 
@@ -773,18 +815,24 @@ def rentals_suspend_due(*, now: datetime | None = None) -> int:
     """Unpaid past the end of the paid period plus the grace: suspended. A
     cancelled rental simply ends at the end of its paid period."""
     now = now or timezone.now()
-    count = 0
     cancelled = Rental.objects.filter(
         status__in=[RentalStatus.ACTIVE, RentalStatus.SUSPENDED], cancelled_at__isnull=False, paid_until__lte=now
     )
-    for rental_id in list(cancelled.values_list("pk", flat=True)):
-        rental_terminate(rental_id=rental_id, reason="cancelled by the customer; paid period over", now=now)
-        count += 1
+    count = _each_rental(
+        cancelled.values_list("pk", flat=True),
+        lambda rental_id: rental_terminate(
+            rental_id=rental_id, reason="cancelled by the customer; paid period over", now=now
+        ),
+        job="ending cancelled rentals",
+    )
     unpaid = Rental.objects.filter(status=RentalStatus.ACTIVE, cancelled_at__isnull=True, paid_until__lte=now - grace())
-    for rental_id in list(unpaid.values_list("pk", flat=True)):
-        rental_suspend(rental_id=rental_id, reason="unpaid: the paid period and its grace are over", now=now)
-        count += 1
-    return count
+    return count + _each_rental(
+        unpaid.values_list("pk", flat=True),
+        lambda rental_id: rental_suspend(
+            rental_id=rental_id, reason="unpaid: the paid period and its grace are over", now=now
+        ),
+        job="suspensions",
+    )
 
 
 def rentals_terminate_due(*, now: datetime | None = None) -> int:
@@ -795,11 +843,11 @@ def rentals_terminate_due(*, now: datetime | None = None) -> int:
         status=RentalStatus.SUSPENDED,
         suspended_at__lte=now - terminate_after(),
     )
-    count = 0
-    for rental_id in list(due.values_list("pk", flat=True)):
-        rental_terminate(rental_id=rental_id, reason="unpaid: suspended for too long", now=now)
-        count += 1
-    return count
+    return _each_rental(
+        due.values_list("pk", flat=True),
+        lambda rental_id: rental_terminate(rental_id=rental_id, reason="unpaid: suspended for too long", now=now),
+        job="terminations",
+    )
 
 
 def orders_reconcile(*, now: datetime | None = None) -> int:

@@ -149,6 +149,23 @@ def test_revenue_counts_an_over_payment_once(chains, customer):
     assert sum(r["usd"] for r in by_day) == Decimal("275.00")  # what was sold, once
 
 
+def test_revenue_leaves_out_an_invoice_whose_value_went_back_as_credit(chains, customer):
+    # A renewal paid for a rental cancelled meanwhile: its whole value became
+    # credit; it is revenue once, when the credit pays for something.
+    with time_machine.travel(START, tick=False):
+        undelivered = make_invoice(customer, total="250.00")
+        pay(undelivered, int(undelivered.active_request.amount_due), txid="tx-undelivered")
+        services.invoice_credit_unfulfilled(invoice_id=undelivered.pk, reason="the rental was cancelled")
+        spent = make_invoice(customer, total="250.00", subject="test:2")
+        services.invoice_pay_with_credit(invoice_id=spent.pk, account=customer)
+
+    since, until = START - timedelta(days=1), START + timedelta(days=1)
+    rows = selectors.revenue_by_currency(since=since, until=until)
+    assert [(r["currency"], r["usd"], r["invoices"]) for r in rows] == [("credit", Decimal("250.00"), 1)]
+    by_day = selectors.revenue_by_day(since=since, until=until)
+    assert [(r["currency"], r["usd"]) for r in by_day] == [("credit", Decimal("250.00"))]
+
+
 # --- Closing an account that holds credit -------------------------------------------------------
 
 

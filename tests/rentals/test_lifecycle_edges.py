@@ -13,7 +13,9 @@ from billing.models import CreditEntry, Invoice
 from billing.selectors import credit_balance_usd
 from rentals.models import ProvisioningJob, Rental, UsageReport
 from tests.keys import TEST_RATES
-from tests.rentals.helpers import MONTH, T0, committed, pay, run_jobs_twice
+from tests.rentals.helpers import MONTH, T0, committed, new_key_line, pay, run_jobs_twice
+
+LATER = timedelta(minutes=10)
 
 pytestmark = pytest.mark.django_db
 
@@ -75,6 +77,21 @@ def test_a_renewal_in_a_currency_no_longer_enabled_is_issued_without_one(active_
     assert invoice.expires_at == active_rental.paid_until + timedelta(days=3)  # chosen when paying
 
 
+def test_credit_spent_while_a_renewal_is_issued_leaves_it_open_to_pay(active_rental, customer_api, monkeypatch):
+    from rentals.services import lifecycle
+
+    # The balance is read before its lock: another renewal or invoice may spend it meanwhile.
+    monkeypatch.setattr(lifecycle, "credit_balance_usd", lambda account: Decimal("250.00"))
+    at = active_rental.paid_until - timedelta(days=10)
+    with time_machine.travel(at, tick=False), committed():
+        resp = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json")
+    assert resp.status_code == 201, resp.json()
+    invoice = Invoice.objects.get(renewal__rental=active_rental)
+    assert (invoice.status, invoice.total_usd, invoice.settled_via) == ("new", Decimal("250.00"), "")
+    assert not CreditEntry.objects.exists()
+    assert Rental.objects.get(pk=active_rental.pk).paid_until == active_rental.paid_until
+
+
 # --- Cancelling voids open renewals ------------------------------------------------------------
 
 
@@ -115,6 +132,45 @@ def test_a_renewal_in_flight_when_cancelled_becomes_credit(active_rental, custom
     assert rental.paid_until == active_rental.paid_until
     entry = CreditEntry.objects.get(invoice_id=renewal["id"])
     assert (entry.kind, entry.amount_usd) == ("unfulfilled", Decimal("250.00"))
+
+
+def test_a_payment_recorded_while_cancelling_keeps_its_renewal_open_and_becomes_credit(
+    active_rental, customer_api, monkeypatch
+):
+    from billing import services as billing_services
+
+    at = active_rental.paid_until - timedelta(days=10)
+    with time_machine.travel(at, tick=False):
+        [renewal] = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json").json()[
+            "renewal_invoices"
+        ]
+    void = billing_services.invoice_void
+    raced = []
+
+    def void_after_a_payment(*, invoice_id, **kwargs):
+        # The watcher commits a sighting after cancel listed the open renewals
+        # and before it takes the invoice's lock.
+        if not raced:
+            raced.append(invoice_id)
+            pay(renewal["number"], int(renewal["amount"]) // 2, confirmations=0, txid="tx-racing")
+        return void(invoice_id=invoice_id, **kwargs)
+
+    monkeypatch.setattr(billing_services, "invoice_void", void_after_a_payment)
+    with time_machine.travel(at + timedelta(minutes=1), tick=False), committed():
+        resp = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel")
+    assert resp.status_code == 200, resp.json()
+    assert raced == [renewal["id"]]
+    assert Rental.objects.get(pk=active_rental.pk).cancelled_at is not None
+    assert Invoice.objects.get(pk=renewal["id"]).status == "new"  # it holds a payment: not voided
+
+    # The rest arrives: the renewal settles and, the rental being cancelled, becomes credit.
+    with time_machine.travel(at + timedelta(minutes=5), tick=False):
+        pay(renewal["number"], int(renewal["amount"]) // 2, confirmations=6, txid="tx-racing")
+        pay(renewal["number"], int(renewal["amount"]) - int(renewal["amount"]) // 2, confirmations=6, txid="tx-rest")
+    assert Invoice.objects.get(pk=renewal["id"]).status == "settled"
+    rental = Rental.objects.get(pk=active_rental.pk)
+    assert rental.paid_until == active_rental.paid_until
+    assert credit_balance_usd(account=rental.account) == Decimal("250.00")
 
 
 # --- Usage: months the rental ran, once they ended, after a correction window ---------------
@@ -190,6 +246,114 @@ def test_usage_still_in_its_window_waits_for_the_next_renewal(active_rental, sta
     invoice = Invoice.objects.get(renewal__rental=active_rental)
     assert [ln.code for ln in invoice.lines.all()] == ["gpu"]
     assert UsageReport.objects.get().billed_invoice_id is None
+
+
+def test_usage_on_a_renewal_voided_by_cancelling_is_billed_on_its_own_invoice(active_rental, customer_api, staff_api):
+    _usage(staff_api, active_rental, "2026-11", "25", T0 + timedelta(days=1))
+    run_jobs_twice(active_rental.paid_until - timedelta(days=7))
+    renewal = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="auto")
+    assert [(ln.code, ln.amount_usd) for ln in renewal.lines.all()] == [
+        ("gpu", Decimal("250.00")),
+        ("usage:egress", Decimal("20.00")),
+    ]
+    with time_machine.travel(active_rental.paid_until - timedelta(days=6), tick=False), committed():
+        assert customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel").status_code == 200
+    assert Invoice.objects.get(pk=renewal.pk).status == "invalid"
+
+    # The egress was used: voiding the renewal must not void what it billed for it.
+    run_jobs_twice(active_rental.paid_until - timedelta(days=5))
+    usage = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="usage")
+    assert [(ln.code, ln.amount_usd) for ln in usage.lines.all()] == [("usage:egress", Decimal("20.00"))]
+    assert UsageReport.objects.get().billed_invoice_id == usage.pk
+
+
+def test_usage_on_a_voided_renewal_can_be_corrected_before_it_is_billed_again(active_rental, customer_api, staff_api):
+    _usage(staff_api, active_rental, "2026-11", "25", T0 + timedelta(days=1))
+    run_jobs_twice(active_rental.paid_until - timedelta(days=7))
+    billed = _usage(staff_api, active_rental, "2026-11", "24", active_rental.paid_until - timedelta(days=7))
+    assert billed.status_code == 409 and billed.json()["error"]["code"] == "usage_already_billed"
+    at = active_rental.paid_until - timedelta(days=6)
+    with time_machine.travel(at, tick=False), committed():
+        assert customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel").status_code == 200
+    corrected = _usage(staff_api, active_rental, "2026-11", "24", at + timedelta(minutes=1))
+    assert corrected.status_code == 200, corrected.json()
+    usage = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="usage")
+    assert usage.total_usd == Decimal("16.00") and UsageReport.objects.get().billed_invoice_id == usage.pk
+
+
+def test_usage_on_a_renewal_voided_by_termination_is_billed_on_its_own_invoice(active_rental, staff_api, staff):
+    from rentals import services
+
+    _usage(staff_api, active_rental, "2026-11", "25", T0 + timedelta(days=1))
+    run_jobs_twice(active_rental.paid_until - timedelta(days=7))
+    renewal = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="auto")
+    with committed():
+        services.rental_terminate(
+            rental_id=active_rental.pk, actor=staff, reason="test", now=active_rental.paid_until - timedelta(days=6)
+        )
+    assert Invoice.objects.get(pk=renewal.pk).status == "invalid"
+    usage = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="usage")
+    assert usage.total_usd == Decimal("20.00") and UsageReport.objects.get().billed_invoice_id == usage.pk
+
+
+# --- Periodic jobs: one rental that fails holds back no other -------------------------------
+
+
+def _second_rental(customer, customer_api, staff) -> Rental:
+    from accounts.services import ssh_key_add
+    from rentals import services
+
+    key = ssh_key_add(account=customer, public_key=new_key_line(), name="k2")
+    with time_machine.travel(T0, tick=False):
+        order = customer_api.post(
+            "/api/v1/orders",
+            {
+                "region": "DFW-1",
+                "gpu": "l4",
+                "gpu_count": 1,
+                "term": "monthly",
+                "terms": 1,
+                "template": "ollama-ubuntu-24.04",
+                "addons": [],
+                "ssh_keys": [key.pk],
+                "pay_currency": "LTC",
+            },
+            format="json",
+        ).json()
+    with time_machine.travel(T0 + timedelta(minutes=5), tick=False):
+        pay(order["invoice"]["number"], int(order["invoice"]["amount"]), txid="tx-second")
+    rental = Rental.objects.get(order_id=order["id"])
+    with committed():
+        services.rental_activate(
+            rental_id=rental.pk, ipv4="203.0.113.12", ipv6_prefix="2001:db8:12::/64", actor=staff, now=T0 + LATER
+        )
+    return Rental.objects.get(pk=rental.pk)
+
+
+def test_a_rental_whose_renewal_fails_holds_back_no_other_renewal(
+    active_rental, customer, customer_api, staff, monkeypatch
+):
+    from rentals.services import lifecycle
+
+    other = _second_rental(customer, customer_api, staff)
+    issue = lifecycle.renewal_issue
+
+    def broken_for_one(*, rental_id, now=None):
+        if rental_id == active_rental.pk:
+            raise RuntimeError("bad data on one rental")
+        return issue(rental_id=rental_id, now=now)
+
+    monkeypatch.setattr(lifecycle, "renewal_issue", broken_for_one)
+    at = active_rental.paid_until - timedelta(days=7)
+    with time_machine.travel(at, tick=False), committed():
+        assert lifecycle.rentals_renewals_issue(now=at) == 1
+    assert Invoice.objects.filter(renewal__rental=other).count() == 1
+    assert not Invoice.objects.filter(renewal__rental=active_rental).exists()
+
+    monkeypatch.undo()  # fixed: the next run issues it
+    with time_machine.travel(at + LATER, tick=False), committed():
+        assert lifecycle.rentals_renewals_issue(now=at + LATER) == 1
+    assert Invoice.objects.filter(renewal__rental=active_rental).count() == 1
 
 
 # --- The provisioning job on the rental ---------------------------------------------------------

@@ -10,8 +10,9 @@ signatures it knows) and records what comes back.
    next pass from where it stopped (`before`), so a flood of transactions
    naming one reference cannot stall the others.
 2. Pending payments. A payment recorded at `confirmed` whose transaction no
-   longer shows up is checked: once its blockhash has expired at `finalized`
-   (`isBlockhashValid`), and the transaction is not found even then, it was on
+   longer shows up is checked once the finalized slot has passed its own: once
+   its blockhash has expired at `finalized` (`isBlockhashValid`), and the
+   transaction is not found even then, it was on
    a fork the cluster abandoned and can never land: it is reported `gone` and
    the caller un-counts it.
 3. Fetching. Each new signature (not failed, not already known final) is
@@ -43,7 +44,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from billing.chains.solana.rpc import SolanaRpc, SolanaRpcError, SolanaUnavailable
+from billing.chains.solana.rpc import UNSUPPORTED_TRANSACTION_VERSION, SolanaRpc, SolanaRpcError, SolanaUnavailable
 from billing.chains.solana.transactions import MalformedTransaction, SolanaTransaction, transfer_validate
 
 log = logging.getLogger(__name__)
@@ -370,7 +371,13 @@ def solana_scan(
             wanted[sig] = (CONFIRMED, entry.slot)
 
     # Pending transactions no listing showed: dropped, once their blockhash expired.
-    missing = [p for sig, p in still_pending.items() if sig not in entries and sig not in gone]
+    # Only once the finalized slot has passed theirs: before, the finalized bank
+    # does not hold a blockhash that new, and isBlockhashValid answers false for
+    # it whether or not the transaction can still land (a node behind its peers
+    # shows neither the transaction nor its blockhash).
+    missing = [
+        p for sig, p in still_pending.items() if sig not in entries and sig not in gone and p.slot <= finalized_slot
+    ]
     expired = _expired_pending(rpc, missing)
     if expired:
         answers = rpc.batch(
@@ -397,12 +404,17 @@ def solana_scan(
     fetched: list[tuple[SolanaTransaction, bool]] = []
     for sig, answer in zip(order, answers, strict=True):
         if isinstance(answer, SolanaRpcError):
-            # e.g. a transaction version newer than 0: it cannot be read. Once
-            # final it is passed over (staff see the log line), so it cannot
-            # hold the cursor back for ever.
-            log.error("SOL transaction %s cannot be read, check it by hand: %s", sig, answer)
-            if wanted[sig][0] == FINALIZED:
+            if answer.code == UNSUPPORTED_TRANSACTION_VERSION and wanted[sig][0] == FINALIZED:
+                # A transaction version newer than 0 can never be read: once final
+                # it is passed over (staff see the log line), so it cannot hold
+                # the cursor back for ever.
+                log.error("SOL transaction %s cannot be read, check it by hand: %s", sig, answer)
                 done.add(sig)
+            else:
+                # Anything else (a slot missing from the provider's long-term
+                # storage, a block not available yet...) may answer next time:
+                # the cursor waits for it rather than pass a payment unread.
+                log.warning("SOL transaction %s not read this pass: %s", sig, answer)
             continue
         if answer is None:
             continue  # not (or no longer) at that commitment: the next pass sees where it went

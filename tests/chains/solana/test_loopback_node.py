@@ -306,3 +306,14 @@ def test_send_transaction_checks_the_blockhash_and_simulates_first(sol_ledger, p
     assert sol_ledger.transaction(landed).err == {"InstructionError": [0, {"Custom": 1}]}  # its fee was charged
 
     assert post("sendTransaction", ["not a transaction", {"encoding": "base64"}])["error"]["code"] == -32602
+
+
+def test_a_blockhash_newer_than_the_finalized_bank_is_not_valid_there_yet(sol_ledger, post):
+    # As a node answers: the finalized bank's queue holds only its own ancestors' blockhashes.
+    sol_ledger.finalize()
+    sol_ledger.advance(3)
+    blockhash = post("getLatestBlockhash", [{"commitment": "confirmed"}])["result"]["value"]["blockhash"]
+    assert post("isBlockhashValid", [blockhash, {"commitment": "confirmed"}])["result"]["value"] is True
+    assert post("isBlockhashValid", [blockhash, {"commitment": "finalized"}])["result"]["value"] is False
+    sol_ledger.finalize()
+    assert post("isBlockhashValid", [blockhash, {"commitment": "finalized"}])["result"]["value"] is True

@@ -15,7 +15,7 @@ from solders.keypair import Keypair
 from billing.chains.solana.cluster import MAX_PROCESSING_AGE, WrongCluster, cluster_check
 from billing.chains.solana.rpc import SolanaRpc
 from billing.chains.solana.scan import AddressCursor, FinalMemory, PendingTx, ScanOutcome, solana_scan
-from devtools.solana_rpc import SolanaLedger, SolanaRpcServer
+from devtools.solana_rpc import UNSUPPORTED_TRANSACTION_VERSION, RpcFault, SolanaLedger, SolanaRpcServer
 
 
 @dataclass
@@ -237,3 +237,72 @@ def test_node_on_another_cluster_is_refused():
         assert cluster_check(rpc, cluster="localnet", pinned=genesis) == genesis
         with pytest.raises(WrongCluster, match="SOL_GENESIS_HASH"):
             cluster_check(rpc, cluster="localnet", pinned="5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d")
+
+
+def test_a_transaction_the_provider_cannot_serve_this_pass_is_read_at_the_next(
+    sol_ledger, sol_node, sol_rpc, watcher, payer, merchant, monkeypatch
+):
+    # Providers answer getTransaction for a finalized slot with -32009 ("missing in
+    # long-term storage") or -32004 ("block not available") while their storage
+    # catches up: the payment must not be passed over with the cursor.
+    reference = watcher.reference()
+    sig = sol_ledger.pay(payer, merchant.pubkey(), 4_200_000, references=[reference])
+    sol_ledger.finalize()
+    served = sol_node.handler.rpc_getTransaction
+    refusals = [
+        RpcFault(-32009, f"Slot {sol_ledger.transaction(sig).slot} was skipped, or missing in long-term storage")
+    ]
+
+    def flaky(params):
+        if refusals and params and params[0] == sig:
+            raise refusals.pop()
+        return served(params)
+
+    monkeypatch.setattr(sol_node.handler, "rpc_getTransaction", flaky)
+    first = watcher.scan(sol_rpc)
+    assert first.sightings == [] and refusals == []
+    assert watcher.cursors[reference].until is None  # the cursor waits for it
+    again = watcher.scan(sol_rpc)
+    assert seen(again) == [(sig, reference, 4_200_000, True)]
+    assert watcher.cursors[reference].until == sig
+
+
+def test_a_transaction_of_an_unsupported_version_is_passed_over_once_final(
+    sol_ledger, sol_node, sol_rpc, watcher, payer, merchant, monkeypatch
+):
+    reference = watcher.reference()
+    sig = sol_ledger.pay(payer, merchant.pubkey(), 1_100_000, references=[reference])
+    sol_ledger.finalize()
+
+    def newer_version(params):
+        raise RpcFault(
+            UNSUPPORTED_TRANSACTION_VERSION, "Transaction version (1) is not supported by the requesting client"
+        )
+
+    monkeypatch.setattr(sol_node.handler, "rpc_getTransaction", newer_version)
+    outcome = watcher.scan(sol_rpc)
+    assert outcome.sightings == [] and watcher.cursors[reference].until == sig
+
+
+def test_a_confirmed_payment_a_lagging_node_does_not_show_is_not_taken_for_dropped(
+    sol_ledger, sol_node, sol_rpc, watcher, payer, merchant, monkeypatch
+):
+    # Behind a provider's load balancer one pass may reach a node that has not
+    # seen the transaction yet; its finalized bank does not hold the (newer)
+    # blockhash either, so isBlockhashValid says false. That is no proof of a
+    # dropped fork while the transaction's slot is above the finalized one.
+    reference = watcher.reference()
+    sol_ledger.advance(3)  # the newest blockhash is above the finalized bank
+    sig = sol_ledger.pay(payer, merchant.pubkey(), 2_000_000, references=[reference])
+    assert seen(watcher.scan(sol_rpc)) == [(sig, reference, 2_000_000, False)]
+    assert not sol_ledger.blockhash_known_valid(watcher.pending[sig].blockhash)
+    listed, served = sol_node.handler.rpc_getSignaturesForAddress, sol_node.handler.rpc_getTransaction
+    monkeypatch.setattr(
+        sol_node.handler, "rpc_getSignaturesForAddress", lambda p: [e for e in listed(p) if e["signature"] != sig]
+    )
+    monkeypatch.setattr(sol_node.handler, "rpc_getTransaction", lambda p: None if p[0] == sig else served(p))
+    lagging = watcher.scan(sol_rpc)
+    assert lagging.gone == [] and set(watcher.pending) == {sig}
+    monkeypatch.undo()
+    sol_ledger.finalize()
+    assert seen(watcher.scan(sol_rpc)) == [(sig, reference, 2_000_000, True)]
