@@ -20,15 +20,12 @@ Nothing here runs in production.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import hashlib
 import json
 import logging
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -40,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from web3 import HTTPProvider, Web3
+
+from devtools.processes import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -178,12 +177,6 @@ def contracts_compile() -> dict[str, Compiled]:
 # --- The node ---------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def _kill(process: subprocess.Popen) -> None:
     if process.poll() is None:
         process.terminate()
@@ -257,7 +250,7 @@ class AnvilNode:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         try:
             port = cls._wait_listening(process, log_path)

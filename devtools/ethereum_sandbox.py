@@ -20,12 +20,11 @@ from django.conf import settings
 
 from billing import services
 from billing.chains.ethereum.rpc import EthRpc
-from billing.chains.interface import ScanReport
 from billing.models import Invoice, PaymentStatus
 from core.errors import DomainError
 from devtools.anvil import AnvilNode, anvil_installed
 from devtools.sandbox import amount_still_due, invoice_not_found, sandbox_off_error, sandbox_off_reasons
-from devtools.scanning import chain_scan_now
+from devtools.scanning import SandboxPayment, chain_scan_now
 
 SANDBOX_CHAIN_ID = 31337
 ETHEREUM_CURRENCIES = ("ETH", "USDT", "USDC")
@@ -120,19 +119,6 @@ def eth_sandbox_start(*, folder: Path, manual_rates: str = "") -> EthereumSandbo
 # --- paying an invoice ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class EthSandboxPayment:
-    invoice_number: str
-    currency: str
-    address: str
-    amount: int
-    txid: str
-    blocks_mined: int
-    status: str
-    exception: str
-    scan: ScanReport
-
-
 def _sandbox_rpc() -> EthRpc:
     url = str(getattr(settings, "ETH_RPC_URL", "") or "")
     if not settings.SANDBOX or not url:
@@ -152,9 +138,7 @@ def _sandbox_rpc() -> EthRpc:
     return rpc
 
 
-def eth_sandbox_invoice_pay(
-    *, invoice_number: str, amount: int | None = None, confirm: bool = False
-) -> EthSandboxPayment:
+def eth_sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, confirm: bool = False) -> SandboxPayment:
     """Pay an invoice's ETH, USDT or USDC address from anvil's first account (a
     token is minted to it first when it holds too little) and mine the block
     that includes it; with `confirm`, the blocks the finality policy wants.
@@ -194,6 +178,6 @@ def eth_sandbox_invoice_pay(
         node.mine(blocks)
     report = chain_scan_now(currency=currency)
     invoice.refresh_from_db()
-    return EthSandboxPayment(
+    return SandboxPayment(
         invoice.number, currency, request.address, amount, txid, blocks, invoice.status, invoice.exception, report
     )

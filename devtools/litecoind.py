@@ -23,13 +23,10 @@ Development and tests only: nothing in production imports devtools.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -70,6 +67,7 @@ from bitcoin.core.script import (
 )
 
 from billing.chains.utxo.rpc import BitcoinRpc, ChainUnavailable, RpcError
+from devtools.processes import die_with_parent, free_port
 
 log = logging.getLogger(__name__)
 
@@ -104,21 +102,6 @@ def node_binaries(daemon: str = "litecoind") -> tuple[str, str]:
     if not all(found):
         raise NodeNotInstalled(INSTALL_HINT)
     return found  # type: ignore[return-value]
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now on loopback."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    # Linux: the node gets SIGTERM (a clean shutdown) when the process that
-    # started it dies, however it dies. Elsewhere stop() and atexit do it.
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _kill(process: subprocess.Popen) -> None:
@@ -373,7 +356,7 @@ class RegtestNode:
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
                 start_new_session=True,  # a Ctrl-C in the terminal reaches us, and we stop it
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         finally:
             stderr.close()

@@ -23,12 +23,9 @@ Nothing here runs in production.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -40,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from devtools.processes import die_with_parent, free_port
 
 log = logging.getLogger(__name__)
 
@@ -83,18 +82,6 @@ def monero_installed() -> bool:
     except NodeNotInstalled:
         return False
     return True
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _kill(process: subprocess.Popen | None) -> None:
@@ -165,7 +152,7 @@ class WalletProcess:
             self.args,
             stdout=out,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             cwd=self.log_path.parent,
             env=_ENV,
         )
@@ -547,7 +534,7 @@ class MoneroRegtest:
 
 def _daemon_spawn(args: list[str], log_path: Path) -> subprocess.Popen:
     out = open(log_path, "ab")  # noqa: SIM115 - the child writes to it until it ends
-    process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent, env=_ENV)
+    process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent, env=_ENV)
     out.close()
     return process
 

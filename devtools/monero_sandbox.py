@@ -16,11 +16,10 @@ from pathlib import Path
 from django.conf import settings
 
 from billing import services
-from billing.chains.interface import ScanReport
-from billing.chains.watchers import chain_scan
 from billing.models import Invoice, PaymentStatus
 from core.errors import DomainError, NotFound
 from devtools.monero import MoneroRegtest, MoneroRpcError, Rpc, monero_installed
+from devtools.scanning import SandboxPayment, chain_scan_now
 
 SANDBOX_RATE = "200"  # XMR in USD when MANUAL_RATES_USD does not name it
 SANDBOX_LOOKAHEAD = 200  # Monero's default: the watcher creates subaddresses as invoices are issued
@@ -66,19 +65,6 @@ def xmr_sandbox_start(*, folder: Path, manual_rates: str = "") -> MoneroSandbox 
     return MoneroSandbox(net=net, env=env)
 
 
-@dataclass(frozen=True)
-class XmrSandboxPayment:
-    invoice_number: str
-    currency: str
-    address: str
-    amount: int
-    txid: str
-    blocks_mined: int
-    status: str
-    exception: str
-    scan: ScanReport
-
-
 def _sandbox_rpcs() -> tuple[Rpc, Rpc]:
     """The sandbox's payer wallet and daemon; DomainError outside the sandbox."""
     record = Path(settings.SANDBOX_ENV_FILE).parent / "monero" / PAYER_FILE
@@ -95,9 +81,7 @@ def _sandbox_rpcs() -> tuple[Rpc, Rpc]:
     return Rpc(port(payer_url), timeout=120), Rpc(port(daemon_url), timeout=120)
 
 
-def xmr_sandbox_invoice_pay(
-    *, invoice_number: str, amount: int | None = None, confirm: bool = False
-) -> XmrSandboxPayment:
+def xmr_sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, confirm: bool = False) -> SandboxPayment:
     """Pay an invoice's XMR subaddress from the sandbox's payer wallet and mine a block
     (with `confirm`, CONFIRMATIONS_XMR blocks); then scan right away. Refused outside the sandbox."""
     invoice = Invoice.objects.filter(number=invoice_number).first()
@@ -121,9 +105,9 @@ def xmr_sandbox_invoice_pay(
         raise DomainError("sandbox_payer", f"The sandbox's payer wallet refused: {exc}") from None
     blocks = max(1, services.confirmations_required(currency="XMR")) if confirm else 1
     daemon.call("generateblocks", amount_of_blocks=blocks, wallet_address=payer.call("get_address")["address"])
-    report = chain_scan(currency="XMR", force=True)
+    report = chain_scan_now(currency="XMR")
     invoice.refresh_from_db()
-    return XmrSandboxPayment(
+    return SandboxPayment(
         invoice.number,
         "XMR",
         request.address,

@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from billing import services
 from billing.chains.utxo.rpc import BitcoinRpc, ChainUnavailable, RpcError
-from billing.chains.utxo.watcher import ScanReport, rpc_url
+from billing.chains.utxo.watcher import rpc_url
 from billing.models import Invoice, PaymentStatus
 from core.errors import DomainError, NotFound
 from devtools.litecoind import (
@@ -36,7 +36,7 @@ from devtools.litecoind import (
     watch_only_account_from_key,
     watch_only_account_generate,
 )
-from devtools.scanning import chain_scan_now
+from devtools.scanning import SandboxPayment, chain_scan_now
 from rentals.models import Rental
 from rentals.services.lifecycle import rental_activate
 
@@ -143,18 +143,6 @@ def sandbox_start(*, folder: Path, manual_rates: str = "") -> Sandbox:
 
 
 # --- invoices in the sandbox: a demo one, and paying one ---------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SandboxPayment:
-    invoice_number: str
-    address: str
-    amount: int
-    txid: str
-    blocks_mined: int
-    status: str
-    exception: str
-    scan: ScanReport
 
 
 def sandbox_pay_command(invoice_number: str = "<invoice-number>") -> str:
@@ -302,7 +290,7 @@ def sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, confi
     report = chain_scan_now(currency="LTC")
     invoice.refresh_from_db()
     return SandboxPayment(
-        invoice.number, request.address, amount, txid, len(hashes), invoice.status, invoice.exception, report
+        invoice.number, "LTC", request.address, amount, txid, len(hashes), invoice.status, invoice.exception, report
     )
 
 

@@ -3,9 +3,25 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from billing.chains.interface import ScanReport
 from billing.chains.watchers import chain_scan
+
+
+@dataclass(frozen=True)
+class SandboxPayment:
+    """What `sandbox_pay` did to an invoice, whichever sandbox chain paid it."""
+
+    invoice_number: str
+    currency: str
+    address: str
+    amount: int  # base units
+    txid: str
+    blocks_mined: int
+    status: str  # the invoice's, after the scan
+    exception: str
+    scan: ScanReport
 
 
 def chain_scan_now(*, currency: str, timeout: float = 60.0) -> ScanReport:

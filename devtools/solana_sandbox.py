@@ -32,12 +32,11 @@ from solders.message import Message
 from solders.pubkey import Pubkey
 from solders.transaction import VersionedTransaction
 
-from billing.chains.interface import ScanReport
 from billing.chains.solana.rpc import SolanaRpc, SolanaRpcError, SolanaUnavailable
 from billing.models import Invoice, PaymentStatus
 from core.errors import DomainError
 from devtools.sandbox import amount_still_due, invoice_not_found, sandbox_off_error, sandbox_off_reasons
-from devtools.scanning import chain_scan_now
+from devtools.scanning import SandboxPayment, chain_scan_now
 from devtools.solana_rpc import LAMPORTS_PER_SOL, SolanaLedger, SolanaRpcServer
 
 SANDBOX_SOL_USD = "150"  # the SOL rate quoted in the sandbox when MANUAL_RATES_USD does not name one
@@ -116,19 +115,6 @@ def sol_sandbox_start(
 # --- paying an invoice -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SolSandboxPayment:
-    invoice_number: str
-    currency: str
-    address: str
-    amount: int
-    txid: str
-    blocks_mined: int
-    status: str
-    exception: str
-    scan: ScanReport
-
-
 def _sandbox_rpc() -> SolanaRpc:
     url = str(getattr(settings, "SOL_RPC_URL", "") or "")
     pinned = str(getattr(settings, "SOL_GENESIS_HASH", "") or "")
@@ -167,7 +153,7 @@ def _finalized_wait(rpc: SolanaRpc, signature: str, *, timeout: float) -> None:
 
 def sol_sandbox_invoice_pay(
     *, invoice_number: str, amount: int | None = None, confirm: bool = False, timeout: float = 60.0
-) -> SolSandboxPayment:
+) -> SandboxPayment:
     """Pay a SOL invoice from the sandbox wallet as a wallet pays its Solana Pay
     request (the reference on the transfer); with `confirm`, wait until the
     transaction is finalized. Then scan right away. Refused outside the sandbox."""
@@ -187,7 +173,7 @@ def sol_sandbox_invoice_pay(
             _finalized_wait(rpc, pending[0].txid, timeout=timeout)
         report = chain_scan_now(currency="SOL")
         invoice.refresh_from_db()
-        return SolSandboxPayment(
+        return SandboxPayment(
             invoice.number, "SOL", request.address, 0, pending[0].txid, 0, invoice.status, invoice.exception, report
         )
     wallet = _kept_keypair(Path(settings.SANDBOX_ENV_FILE).parent / "sol-wallet.json")
@@ -206,6 +192,6 @@ def sol_sandbox_invoice_pay(
             _finalized_wait(rpc, signature, timeout=timeout)
     report = chain_scan_now(currency="SOL")
     invoice.refresh_from_db()
-    return SolSandboxPayment(
+    return SandboxPayment(
         invoice.number, "SOL", request.address, amount, signature, 0, invoice.status, invoice.exception, report
     )

@@ -44,10 +44,16 @@ def clerk():
     return Account.objects.create_user("clerk", PASSWORD, is_staff=True)
 
 
-def code_for(device: TOTPDevice) -> str:
-    """The code the app shows now (the clock is frozen by the caller)."""
-    totp = TOTP(device.bin_key, device.step, device.t0, device.digits, device.drift)
+def code_for(device: TOTPDevice, steps: int = 0) -> str:
+    """The code the app shows now, or `steps` steps from now (the clock is frozen by the caller)."""
+    totp = TOTP(device.bin_key, device.step, device.t0, device.digits, device.drift + steps)
     return f"{totp.token():06d}"
+
+
+def wrong_code_for(device: TOTPDevice) -> str:
+    """A code no step the device accepts now shows (it takes one step either side)."""
+    taken = {code_for(device, steps) for steps in range(-device.tolerance, device.tolerance + 1)}
+    return next(code for code in ("123456", "123457", "123458", "123459") if code not in taken)
 
 
 def login(client: Client, username: str, password: str = PASSWORD, code: str = "", **extra):
@@ -139,7 +145,7 @@ def test_superusers_must_enrol_when_the_setting_says_so(settings, boss):
         assert key.replace(" ", "") in device.config_url  # the key shown is the one in the QR code
         assert client.get("/admin/two-factor/").content.decode().count(key) == 1  # a reload keeps the same key
 
-        wrong = client.post("/admin/two-factor/", {"otp_token": "000000" if code_for(device) != "000000" else "111111"})
+        wrong = client.post("/admin/two-factor/", {"otp_token": wrong_code_for(device)})
         assert wrong.status_code == 200 and "wrong or has expired" in wrong.content.decode()
         clock.shift(STEP)
         done = client.post("/admin/two-factor/", {"otp_token": code_for(device)})
@@ -176,7 +182,7 @@ def test_enrolled_staff_log_in_with_password_and_code(limits, clerk):
     with time_machine.travel(T0, tick=False) as clock:
         missing = login(client, "clerk")
         assert missing.status_code == 200 and "6-digit code" in missing.content.decode()
-        wrong = login(client, "clerk", code="12345" + ("7" if code_for(device).endswith("6") else "6"))
+        wrong = login(client, "clerk", code=wrong_code_for(device))
         assert wrong.status_code == 200 and "wrong or has expired" in wrong.content.decode()
         assert "_auth_user_id" not in client.session
         clock.shift(STEP)

@@ -113,3 +113,50 @@ def chain_configure(settings, *, currency: str, node: RegtestNode, customer) -> 
     process_state_clear()
     bitcoin_cursor_set(currency=currency, height=node.height())
     return WatchedChain(currency, node, account, customer)
+
+
+def chain_task_run(currency: str, capture) -> dict:
+    """One run of the periodic watcher task for `currency`'s chain, with what its
+    commits trigger (signals to rentals): `capture` is pytest-django's
+    django_capture_on_commit_callbacks."""
+    from billing.tasks import chain_scan as chain_scan_task
+
+    with capture(execute=True):
+        result = chain_scan_task.apply(args=[currency]).get()
+    assert result["error"] == "" and result["skipped"] == "", result
+    return result
+
+
+def order_place(customer, customer_api, currency: str) -> tuple[dict, str]:
+    """The end-to-end tests' order, placed through the API: one L4 in PDX-1 for a
+    week, paid in `currency`, with a fresh SSH key. Its answer, checked open, and
+    the public key the rental must hand over."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    from accounts.services import ssh_key_add
+
+    public_key = (
+        ed25519.Ed25519PrivateKey.generate()
+        .public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
+    key = ssh_key_add(account=customer, public_key=public_key, name="laptop")
+    body = {
+        "region": "PDX-1",
+        "gpu": "l4",
+        "gpu_count": 1,
+        "term": "weekly",
+        "terms": 1,
+        "template": "ubuntu-24.04",
+        "addons": [],
+        "ssh_keys": [key.pk],
+        "pay_currency": currency,
+    }
+    created = customer_api.post("/api/v1/orders", body, format="json")
+    assert created.status_code == 201, created.json()
+    order = created.json()
+    invoice = order["invoice"]
+    assert (order["status"], invoice["status"], invoice["pay_currency"]) == ("awaiting_payment", "new", currency)
+    return order, public_key

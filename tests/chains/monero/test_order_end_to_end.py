@@ -4,55 +4,25 @@ rental through the real watcher task and the merchant's view-only wallet."""
 from __future__ import annotations
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from accounts.services import ssh_key_add
 from billing.models import PaymentRequest
-from billing.tasks import chain_scan as chain_scan_task
 from rentals.models import ProvisioningJob
 from rentals.services import rental_activate
+from tests.chains.harness import chain_task_run, order_place
 
 pytestmark = [pytest.mark.chain, pytest.mark.slow, pytest.mark.django_db]
 
 
 def scan(capture) -> dict:
     """One run of the periodic task, with what its commits trigger (signals to rentals)."""
-    with capture(execute=True):
-        result = chain_scan_task.apply(args=["XMR"]).get()
-    assert result["error"] == "" and result["skipped"] == "", result
-    return result
+    return chain_task_run("XMR", capture)
 
 
 def test_order_paid_in_xmr_on_regtest_becomes_a_rental(
     xmr, catalog, customer, customer_api, django_capture_on_commit_callbacks
 ):
-    public_key = (
-        ed25519.Ed25519PrivateKey.generate()
-        .public_key()
-        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-        .decode()
-    )
-    key = ssh_key_add(account=customer, public_key=public_key, name="laptop")
-    created = customer_api.post(
-        "/api/v1/orders",
-        {
-            "region": "PDX-1",
-            "gpu": "l4",
-            "gpu_count": 1,
-            "term": "weekly",
-            "terms": 1,
-            "template": "ubuntu-24.04",
-            "addons": [],
-            "ssh_keys": [key.pk],
-            "pay_currency": "XMR",
-        },
-        format="json",
-    )
-    assert created.status_code == 201, created.json()
-    order = created.json()
+    order, public_key = order_place(customer, customer_api, "XMR")
     invoice = order["invoice"]
-    assert (order["status"], invoice["status"], invoice["pay_currency"]) == ("awaiting_payment", "new", "XMR")
     assert invoice["amount_usd"] == "70.00" and invoice["amount"] == "350000000000"  # $70 at $200, in piconero
     assert invoice["payment_uri"].startswith(f"monero:{invoice['address']}?tx_amount=0.35")
 

@@ -8,52 +8,22 @@ from decimal import Decimal
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from accounts.services import ssh_key_add
-from billing.tasks import chain_scan as chain_scan_task
 from rentals.models import ProvisioningJob
 from rentals.services import rental_activate
+from tests.chains.harness import chain_task_run, order_place
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 
 
 def scan(capture) -> dict:
     """One run of the periodic task, with what its commits trigger (signals to rentals)."""
-    with capture(execute=True):
-        result = chain_scan_task.apply(args=["SOL"]).get()
-    assert result["error"] == "" and result["skipped"] == "", result
-    return result
+    return chain_task_run("SOL", capture)
 
 
 def test_order_paid_in_sol_becomes_a_rental(sol, catalog, customer, customer_api, django_capture_on_commit_callbacks):
-    public_key = (
-        ed25519.Ed25519PrivateKey.generate()
-        .public_key()
-        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-        .decode()
-    )
-    key = ssh_key_add(account=customer, public_key=public_key, name="laptop")
-    created = customer_api.post(
-        "/api/v1/orders",
-        {
-            "region": "PDX-1",
-            "gpu": "l4",
-            "gpu_count": 1,
-            "term": "weekly",
-            "terms": 1,
-            "template": "ubuntu-24.04",
-            "addons": [],
-            "ssh_keys": [key.pk],
-            "pay_currency": "SOL",
-        },
-        format="json",
-    )
-    assert created.status_code == 201, created.json()
-    order = created.json()
+    order, public_key = order_place(customer, customer_api, "SOL")
     invoice = order["invoice"]
-    assert (order["status"], invoice["status"], invoice["pay_currency"]) == ("awaiting_payment", "new", "SOL")
     assert invoice["amount_usd"] == "70.00" and invoice["amount"] == "466666667"  # $70 at $150, lamports rounded up
 
     # The wallet reads the Solana Pay URI: recipient, amount in SOL, reference.
