@@ -160,3 +160,27 @@ def order_place(customer, customer_api, currency: str) -> tuple[dict, str]:
     invoice = order["invoice"]
     assert (order["status"], invoice["status"], invoice["pay_currency"]) == ("awaiting_payment", "new", currency)
     return order, public_key
+
+
+def order_settled_becomes_a_rental(customer_api, order: dict, public_key: str) -> dict:
+    """After the watcher settled `order`'s invoice: the order is paid, its rental
+    waits for hand-over with a provisioning job carrying the customer's key, and
+    handing it over makes it active. The active rental's answer."""
+    from rentals.models import ProvisioningJob
+    from rentals.services import rental_activate
+
+    invoice = order["invoice"]
+    body = customer_api.get(f"/api/v1/invoices/{invoice['id']}").json()
+    assert (body["status"], body["exception"]) == ("settled", "none")
+    assert customer_api.get(f"/api/v1/orders/{order['id']}").json()["status"] == "paid"
+    [rental] = customer_api.get("/api/v1/rentals").json()
+    assert (rental["status"], rental["gpu"], rental["region"]) == ("provisioning", "l4", "PDX-1")
+    job = ProvisioningJob.objects.get(rental_id=rental["id"])
+    assert job.action == "provision" and job.payload["rental"]["ssh_keys"] == [public_key]
+
+    rental_activate(
+        rental_id=rental["id"], ipv4="203.0.113.7", ipv6_prefix="2001:db8:7::/64", actor=None, reason="handed over"
+    )
+    [rental] = customer_api.get("/api/v1/rentals").json()
+    assert (rental["status"], rental["ipv4"]) == ("active", "203.0.113.7")
+    return rental

@@ -6,9 +6,7 @@ from __future__ import annotations
 import pytest
 
 from billing.models import PaymentRequest
-from rentals.models import ProvisioningJob
-from rentals.services import rental_activate
-from tests.chains.harness import chain_task_run, order_place
+from tests.chains.harness import chain_task_run, order_place, order_settled_becomes_a_rental
 
 pytestmark = [pytest.mark.chain, pytest.mark.slow, pytest.mark.django_db]
 
@@ -34,19 +32,7 @@ def test_order_paid_in_xmr_on_regtest_becomes_a_rental(
 
     xmr.net.mine(3)  # 3 confirmations in these tests
     scan(django_capture_on_commit_callbacks)
-    body = customer_api.get(f"/api/v1/invoices/{invoice['id']}").json()
-    assert (body["status"], body["exception"]) == ("settled", "none")
-    assert customer_api.get(f"/api/v1/orders/{order['id']}").json()["status"] == "paid"
-    [rental] = customer_api.get("/api/v1/rentals").json()
-    assert (rental["status"], rental["gpu"], rental["region"]) == ("provisioning", "l4", "PDX-1")
-    job = ProvisioningJob.objects.get(rental_id=rental["id"])
-    assert job.action == "provision" and job.payload["rental"]["ssh_keys"] == [public_key]
-
-    rental_activate(
-        rental_id=rental["id"], ipv4="203.0.113.9", ipv6_prefix="2001:db8:9::/64", actor=None, reason="handed over"
-    )
-    [rental] = customer_api.get("/api/v1/rentals").json()
-    assert (rental["status"], rental["ipv4"]) == ("active", "203.0.113.9")
+    order_settled_becomes_a_rental(customer_api, order, public_key)
     # The payment counted once, and nothing is left for the watcher to do.
     again = scan(django_capture_on_commit_callbacks)
     assert (again["recorded"], again["uncounted"]) == (0, 0)  # the wallet still lists it: settled, left alone
