@@ -61,6 +61,27 @@ class HashSource(Protocol):
         ...
 
 
+def resume_point(
+    *, fork: Fork | None, recent: Sequence[BlockRef], tip_height: int, start_height: int | None
+) -> tuple[BlockRef | None, int]:
+    """Where a block-walking watcher resumes: the stored block the next one must
+    link to (None: nothing to link to) and the height of the next block to read.
+
+    After a fork, from the common block; after a fork deeper than the stored
+    window, every stored block is suspect: resume at the lowest stored height
+    (keep the window comfortably deeper than any plausible reorg). With nothing
+    stored yet, at `start_height`, or at the tip.
+    """
+    if fork is not None and fork.common is None:
+        return None, min(b.height for b in recent)
+    if fork is not None:
+        return fork.common, fork.common.height + 1
+    if recent:
+        base = max(recent)
+        return base, base.height + 1
+    return None, tip_height if start_height is None else start_height
+
+
 def fork_find(source: HashSource, *, recent: Sequence[BlockRef]) -> Fork | None:
     """Compare the stored blocks with the node's chain; None when all still match.
 

@@ -168,18 +168,9 @@ class EthereumWatcher(BlockWatcher):
         destinations = self._destinations(run)
         watched = frozenset().union(*destinations.values())
         fork = blocks.fork_find(scanner, recent=recent)
-        if fork is not None and fork.common is None:
-            base: BlockRef | None = None
-            next_height = min(b.height for b in recent)
-        elif fork is not None:
-            base = fork.common
-            next_height = fork.common.height + 1
-        elif recent:
-            base = max(recent)
-            next_height = base.height + 1
-        else:
-            base = None
-            next_height = tip.height if start_height is None else start_height
+        base, next_height = blocks.resume_point(
+            fork=fork, recent=recent, tip_height=tip.height, start_height=start_height
+        )
         stop = min(tip.height, next_height + max_blocks - 1)
         scans = scanner.blocks_read(
             heights=list(range(next_height, stop + 1)),

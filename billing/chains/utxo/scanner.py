@@ -47,7 +47,7 @@ from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from billing.chains.blocks import BlockRef, ChainStep, Fork
+from billing.chains.blocks import BlockRef, ChainStep, Fork, resume_point
 from billing.chains.blocks import fork_find as blocks_fork_find
 from billing.chains.utxo.rpc import BitcoinRpc, ChainUnavailable, RpcError
 
@@ -416,21 +416,7 @@ def chain_advance(
     """
     tip = chain_tip(rpc, max_header_lag=max_header_lag)
     fork = fork_find(rpc, recent=recent)
-    if fork is not None and fork.common is None:
-        # Deeper than the stored window: every stored block is suspect. Resume
-        # at the lowest stored height; the caller should keep a window
-        # comfortably deeper than any plausible reorg (and may widen it).
-        base: BlockRef | None = None
-        next_height = min(b.height for b in recent)
-    elif fork is not None:
-        base = fork.common
-        next_height = fork.common.height + 1
-    elif recent:
-        base = max(recent)
-        next_height = base.height + 1
-    else:
-        base = None
-        next_height = tip.height if start_height is None else start_height
+    base, next_height = resume_point(fork=fork, recent=recent, tip_height=tip.height, start_height=start_height)
     stop = min(tip.height, next_height + max_blocks - 1)
     heights = list(range(next_height, stop + 1))
     hashes = block_hashes(rpc, heights=heights) if heights else []
