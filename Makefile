@@ -66,10 +66,11 @@ screenshots: install services browser
 # Speed under load (docs/operations.md#performance): a throwaway PostgreSQL database, the
 # production gunicorn settings, wrk at 16 connections against every hot endpoint and a bare
 # DRF view, pgbench, a worker's memory; cleans up after itself. BENCH_ARGS="--scale-out" for the
-# two-instance trial. Needs wrk and pgbench (Debian: apt-get install wrk postgresql-client).
+# two-instance trial. Installs wrk and pgbench (Debian packages) when missing (bench/ensure-tools.sh).
 BENCH_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 BENCH_ARGS ?=
-bench: install
+bench: install services
+	bench/ensure-tools.sh
 	BENCH_POSTGRES_URL=$(BENCH_POSTGRES_URL) $(PY) bench/load.py $(BENCH_ARGS)
 
 # Static checks: lint and formatting (ruff), and which way imports point
