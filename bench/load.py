@@ -18,8 +18,8 @@ What it does, in order, and undoes when it ends (also on Ctrl-C):
    at --connections connections, orders rotating the 8 accounts, every card with
    stock in every region and three currencies;
 5. runs pgbench (TPC-B) on another throwaway database for the database's ceiling;
-6. serves 10,000 mixed requests from one worker that is never recycled and
-   reads its resident memory;
+6. serves 50,000 mixed requests from one worker that is never recycled and
+   reads its resident memory after 10,000 and after 50,000;
 7. checks that nothing was oversold: every order holds exactly its count of
    slots, every host's free count matches its slots;
 8. prints one table: requests/s, p50, p99, errors and the ratio to the bare view.
@@ -54,7 +54,8 @@ ACCOUNTS = 8
 CURRENCIES = ("LTC", "BTC", "ETH")
 QUOTE = {"gpu": "h100-sxm", "gpu_count": 8, "term": "monthly"}
 RECOMMEND = {"model": "llama-3.1-70b", "precision": "fp8", "context": 8192, "concurrency": 8, "region": "DFW-1"}
-MEMORY_REQUESTS = 10_000
+MEMORY_REQUESTS = 50_000  # a worker's memory is read after 10,000 requests (MEMORY_CHECKPOINT) and after these
+MEMORY_CHECKPOINT = 10_000
 
 # wrk's Lua side: cycle through prepared requests, count answers by kind, stop
 # a thread after `limit` answers when one is set, print one JSON line at the end.
@@ -363,9 +364,9 @@ class Bench:
         )
         return float(match.group(1)) if match else float("nan")
 
-    def memory_after(self, port: int) -> tuple[float, int]:
-        """Resident MB of one worker (never recycled) after --memory-requests
-        mixed requests, counted in its access log."""
+    def memory_after(self, port: int) -> list[tuple[int, float]]:
+        """Resident MB of one worker (never recycled) as it passes 10,000
+        mixed requests and --memory-requests, counted in its access log."""
         proc = self.gunicorn(port, "--workers", "1", "--max-requests", "0")
         log = self.tmp / f"gunicorn-{port}.log"
         reads = [
@@ -396,17 +397,21 @@ class Bench:
             start_new_session=True,
         )
         self.processes.append(load)
-        served, deadline = 0, time.monotonic() + 600
-        while served < self.args.memory_requests and time.monotonic() < deadline and load.poll() is None:
-            time.sleep(0.5)  # a count in a file another process writes: nothing to wait on but time
-            served = sum(1 for line in log.read_bytes().splitlines() if b'"' in line)
-        stop(load)
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-        rss = max(rss_mb(int(pid)) for pid in children)
+        checkpoints = sorted({min(MEMORY_CHECKPOINT, self.args.memory_requests), self.args.memory_requests})
+        readings: list[tuple[int, float]] = []
+        served, deadline = 0, time.monotonic() + 600
+        while checkpoints and time.monotonic() < deadline and load.poll() is None:
+            time.sleep(0.5)  # a count in a file another process writes: nothing to wait on but time
+            served = log.read_bytes().count(b' HTTP/1.1" ')  # access log lines: requests answered
+            while checkpoints and served >= checkpoints[0]:
+                checkpoints.pop(0)
+                readings.append((served, max(rss_mb(int(pid)) for pid in children)))
+        stop(load)
         for p in (load, proc):
             stop(p)
             self.processes.remove(p)
-        return rss, served
+        return readings
 
     # --- checks ----------------------------------------------------------------------
 
@@ -497,8 +502,9 @@ class Bench:
         say("pgbench (TPC-B)")
         tps = self.pgbench()
         print(f"pgbench TPC-B, {self.args.connections} clients: {tps:,.0f} transactions/s", flush=True)
-        rss, served = self.memory_after(port + 1)
-        print(f"web worker resident memory after {served:,} requests: {rss:.0f} MB")
+        readings = self.memory_after(port + 1)
+        said = ", ".join(f"{rss:.0f} MB after {served:,} requests" for served, rss in readings)
+        print(f"web worker resident memory: {said or 'not read (the load stopped early)'}")
         return 1 if problems else 0
 
     def run_scale_out(self) -> int:
