@@ -13,6 +13,7 @@ from typing import TypeVar
 from django.db import connection
 from django.db.models import Count
 
+from catalog import feed
 from catalog.models import (
     Addon,
     CatalogVersion,
@@ -50,12 +51,26 @@ def stock(
     *, region: str | None = None, gpu: str | None = None, catalog_now: CatalogSnapshot | None = None
 ) -> list[StockRow]:
     """Free GPUs per region and card, and the most one host can still give.
-    One query over the hosts' free counts (kept by triggers on the slots, see
+    Kept until stock changes where the change feed runs (stock_memo); else
+    one query over the hosts' free counts (kept by triggers on the slots, see
     catalog/triggers.py), never a count over the slots, and on the host table
     alone: which regions and cards are active, their codes and their order come
     from the catalog in memory. Rows for every (region, card) that has hosts,
     free or not. `catalog_now`: the caller's catalog_current(), when it has it."""
     snapshot = catalog_now or catalog_current()
+    return stock_memo(snapshot, ("rows", region, gpu), lambda: _stock_read(snapshot, region, gpu))
+
+
+def stock_memo(snapshot: CatalogSnapshot, key: tuple, build: Callable[[], T]) -> T:
+    """`build()`, kept until free slots or the catalog change, where the change
+    feed runs and says when (catalog/feed.py); built every time otherwise."""
+    state = feed.current()
+    if state is None or state.version != snapshot.version:
+        return build()
+    return catalog_memo(snapshot, ("stock", state.stock_generation, *key), build)
+
+
+def _stock_read(snapshot: CatalogSnapshot, region: str | None, gpu: str | None) -> list[StockRow]:
     regions = {r.pk: r for r in snapshot.regions.values() if region is None or r.code == region}
     gpus = {g.pk: g for g in snapshot.gpus.values() if g.is_active and (gpu is None or g.slug == gpu)}
     if not regions or not gpus:
@@ -258,9 +273,15 @@ def _snapshot_build(version: CatalogVersion) -> CatalogSnapshot:
     )
 
 
-def catalog_current() -> CatalogSnapshot:
-    """The catalog as of now: one query for the version, the rest from memory
-    (read afresh once per version and process)."""
+def catalog_current(*, exact: bool = False) -> CatalogSnapshot:
+    """The catalog as of now, read afresh once per version and process. The
+    version comes from the change feed where it runs (catalog/feed.py; no query),
+    else from one small query. `exact`: always query, for a caller that must see
+    a change committed a moment ago (an order prices what the database holds)."""
+    state = None if exact else feed.current()
+    if state is not None:
+        version = CatalogVersion(pk=1, version=state.version, changed_at=state.changed_at)
+        return _memo_get(("catalog", version.version), lambda: _snapshot_build(version), cost=512 * 1024)
     version = catalog_version()
     if version is None:  # no version row (a flushed database): read it all, keep nothing
         return _snapshot_build(CatalogVersion(version=0, changed_at=datetime.now(UTC)))

@@ -11,6 +11,11 @@ transaction, whoever writes (a service, the admin, a bulk update, raw SQL):
   it are never stale. The host trigger leaves out `free_slots` (stock moves on
   every order; the catalog does not).
 
+On PostgreSQL both also send a notification, delivered at commit (once per
+transaction and channel): `catalog_changed` with the version, `stock_changed`
+when free slots moved. Web workers listen for them (catalog/feed.py) instead of
+asking for the version on every request.
+
 Installed by migrations (catalog 0003, sizing 0003) for PostgreSQL and SQLite.
 """
 
@@ -18,6 +23,9 @@ from __future__ import annotations
 
 VERSION_TABLE = "catalog_catalogversion"
 VERSION_SEQUENCE = "catalog_catalogversion_seq"
+# The notification channels (catalog/feed.py listens on them).
+CATALOG_CHANNEL = "catalog_changed"
+STOCK_CHANNEL = "stock_changed"
 # Host columns whose change changes the catalog (not free_slots).
 HOST_CATALOG_COLUMNS = ("name", "region_id", "gpu_id", "slot_count", "is_active")
 CATALOG_TABLES = (
@@ -40,6 +48,9 @@ BEGIN
         SELECT host_id, sum(delta) AS delta FROM ({rows}) AS x GROUP BY host_id HAVING sum(delta) <> 0
     ) AS d
     WHERE h.id = d.host_id;
+    IF FOUND THEN
+        PERFORM pg_notify('{channel}', '');
+    END IF;
     RETURN NULL;
 END $$;
 """
@@ -62,7 +73,7 @@ def _pg_free_slots() -> list[str]:
     out = []
     for name, rows in _PG_ROWS.items():
         event, referencing = _PG_REFERENCING[name]
-        out.append(_PG_FREE_DELTA.format(name=name, rows=rows))
+        out.append(_PG_FREE_DELTA.format(name=name, rows=rows, channel=STOCK_CHANNEL))
         out.append(
             f"CREATE TRIGGER catalog_slot_free_{name} AFTER {event} ON catalog_slot {referencing} "
             f"FOR EACH STATEMENT EXECUTE FUNCTION catalog_slot_free_{name}()"
@@ -77,6 +88,7 @@ def _pg_version_function() -> list[str]:
 CREATE OR REPLACE FUNCTION catalog_version_bump() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE {VERSION_TABLE} SET version = nextval('{VERSION_SEQUENCE}'), changed_at = now() WHERE id = 1;
+    PERFORM pg_notify('{CATALOG_CHANNEL}', '');
     RETURN NULL;
 END $$;
 """,
@@ -151,6 +163,17 @@ def version_trigger_sql(vendor: str, table: str) -> list[str]:
     if vendor == "sqlite":
         return _sqlite_version_trigger(table)
     raise NotImplementedError(f"No catalog triggers for {vendor}: PostgreSQL and SQLite are supported.")
+
+
+def notify_functions_sql(vendor: str) -> list[str]:
+    """The trigger functions as they now are (they send the notifications):
+    for a database whose triggers were installed before they did."""
+    if vendor != "postgresql":
+        return []
+    out = _pg_version_function()[1:]
+    for name, rows in _PG_ROWS.items():
+        out.append(_PG_FREE_DELTA.format(name=name, rows=rows, channel=STOCK_CHANNEL))
+    return out
 
 
 def free_slots_recount_sql() -> str:

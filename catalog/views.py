@@ -5,7 +5,6 @@ from django.utils.http import http_date, parse_http_date_safe
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.permissions import AllowAny
 from rest_framework.renderers import JSONRenderer
-from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from catalog import selectors, serializers, services
@@ -101,12 +100,19 @@ class StockView(PublicView):
         snapshot = selectors.catalog_current()
         region = None if region is None else snapshot.region(region).code
         gpu = None if gpu is None else snapshot.gpu(gpu).slug
-        rows = selectors.stock(region=region, gpu=gpu, catalog_now=snapshot)
-        # Built in StockOutput's shape directly: the answer is public and asked for
-        # often, and its four plain fields need no field-by-field rendering.
-        return Response(
-            [{"region": r.region, "gpu": r.gpu, "available": r.available, "max_per_host": r.max_per_host} for r in rows]
-        )
+
+        def build() -> bytes:
+            rows = selectors.stock(region=region, gpu=gpu, catalog_now=snapshot)
+            # Built in StockOutput's shape directly: the answer is public and asked for
+            # often, and its four plain fields need no field-by-field rendering.
+            return rendered(
+                [
+                    {"region": r.region, "gpu": r.gpu, "available": r.available, "max_per_host": r.max_per_host}
+                    for r in rows
+                ]
+            )
+
+        return json_response(selectors.stock_memo(snapshot, ("json", region, gpu), build))
 
 
 class AddonListView(PublicView):

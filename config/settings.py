@@ -346,6 +346,17 @@ UNPAID_GPUS_MAX_PAID = env.int("UNPAID_GPUS_MAX_PAID", default=64)
 # Idempotency-Key headers are remembered this long.
 IDEMPOTENCY_KEY_HOURS = env.int("IDEMPOTENCY_KEY_HOURS", default=24)
 
+# Web workers listen for the database's notifications of catalog and stock
+# changes (catalog/feed.py) and answer the public catalog, stock, quote and
+# recommend reads without asking for the catalog version each time. Off behind a
+# pooler that cannot LISTEN (PgBouncer in transaction mode): every request then
+# queries. The feed reads the version again every HEARTBEAT seconds, so a
+# notification lost on the network is made good within that time.
+CATALOG_CHANGE_FEED = env.bool("CATALOG_CHANGE_FEED", default=True)
+CATALOG_FEED_HEARTBEAT_SECONDS = env.float("CATALOG_FEED_HEARTBEAT_SECONDS", default=5.0)
+if not 0.1 <= CATALOG_FEED_HEARTBEAT_SECONDS <= 300:
+    raise ImproperlyConfigured("CATALOG_FEED_HEARTBEAT_SECONDS is between 0.1 and 300.")
+
 # --- Sizing -------------------------------------------------------------------
 
 SIZING_OVERHEAD_GB = Decimal(env.str("SIZING_OVERHEAD_GB", default="2"))  # runtime overhead per GPU

@@ -25,3 +25,10 @@ accesslog = "-"
 errorlog = "-"
 forwarded_allow_ips = "127.0.0.1"
 
+
+def post_worker_init(worker):
+    """Each worker listens for catalog and stock changes (catalog/feed.py), so its
+    public reads need not ask the database for the catalog version."""
+    from catalog import feed
+
+    feed.start()
