@@ -39,6 +39,22 @@ _DRF_CODES: dict[type[exceptions.APIException], str] = {
 }
 
 
+_shared_outputs: dict[type[serializers.Serializer], serializers.Serializer] = {}
+
+
+def represent(serializer_class: type[serializers.Serializer], instance: Any) -> dict[str, Any]:
+    """`serializer_class(instance).data`, by one instance of the serializer kept
+    per class. A serializer builds its fields anew for every instance (a deep
+    copy of each declared field, nested ones too): for an order's answer that is
+    five times the work of rendering it. The kept instance holds no request
+    state, so it serves any thread: only for output serializers that read no
+    context (none here does: links come from settings)."""
+    shared = _shared_outputs.get(serializer_class)
+    if shared is None:
+        shared = _shared_outputs.setdefault(serializer_class, serializer_class())
+    return shared.to_representation(instance)
+
+
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details or {}}}
 

@@ -10,7 +10,7 @@ from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import error_doc
+from core.api import error_doc, represent
 from rentals import selectors, services
 from rentals.serializers import (
     OpsReadyInput,
@@ -34,7 +34,7 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
 
 
 def _order_body(request, order_id: int) -> dict:
-    return OrderOutput(selectors.order_get(account=request.user, order_id=order_id)).data
+    return represent(OrderOutput, selectors.order_get(account=request.user, order_id=order_id))
 
 
 class OrderListView(APIView):
@@ -64,7 +64,7 @@ class OrderListView(APIView):
             data.is_valid(raise_exception=True)
             order = services.order_create(account=request.user, spec=data.spec())
             # The order comes back with everything its answer shows: no second read.
-            return status.HTTP_201_CREATED, OrderOutput(order).data
+            return status.HTTP_201_CREATED, represent(OrderOutput, order)
 
         key = request.headers.get("Idempotency-Key")
         if key is None:
@@ -97,7 +97,7 @@ class OrderCancelView(APIView):
 
 
 def _rental_body(request, rental_id: int) -> dict:
-    return RentalOutput(selectors.rental_get(account=request.user, rental_id=rental_id)).data
+    return represent(RentalOutput, selectors.rental_get(account=request.user, rental_id=rental_id))
 
 
 class RentalListView(APIView):
