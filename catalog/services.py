@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from catalog.models import (
     TERM_HOURS,
@@ -246,22 +247,33 @@ def slots_reserve(*, region: Region, gpu: GpuModel, count: int, holder: str) -> 
 
 
 def _slots_take(*, host: Host, count: int, holder: str) -> Reservation | None:
-    """Take `count` free slots of a host the caller holds locked; None (nothing
-    taken) when it no longer has them."""
+    """Take `count` free slots of a host the caller holds locked (its lowest
+    indexes, in one statement); None (nothing taken) when it no longer has them."""
     if host.free_slots < count:
         return None
-    free = list(Slot.objects.filter(host=host, status=SlotStatus.FREE).order_by("index")[:count])
-    if len(free) < count:
-        return None
-    taken = Slot.objects.filter(pk__in=[s.pk for s in free], status=SlotStatus.FREE).update(
-        status=SlotStatus.RESERVED, holder=holder
-    )
-    if taken != count:  # cannot happen under the host's lock; refuse rather than half-reserve
+    table = connection.ops.quote_name(Slot._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET status = %s, holder = %s WHERE id IN (SELECT id FROM {table} "
+            f'WHERE host_id = %s AND status = %s ORDER BY "index" LIMIT %s) RETURNING id, "index", changed_at',
+            [SlotStatus.RESERVED, holder, host.pk, SlotStatus.FREE, count],
+        )
+        rows = sorted(cursor.fetchall(), key=lambda row: row[1])
+    if len(rows) != count:  # cannot happen under the host's lock; refuse rather than half-reserve
         raise Conflict("insufficient_stock", "The host's slots changed under the reservation; try again.")
-    for s in free:
-        s.status, s.holder = SlotStatus.RESERVED, holder
+    taken = tuple(
+        Slot(pk=pk, host=host, index=index, status=SlotStatus.RESERVED, holder=holder, changed_at=_aware(at))
+        for pk, index, at in rows
+    )
     host.free_slots -= count
-    return Reservation(host=host, slots=tuple(free))
+    return Reservation(host=host, slots=taken)
+
+
+def _aware(value) -> datetime:
+    """A timestamp read by hand: SQLite hands back naive UTC text."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def slots_release(*, holder: str) -> int:
