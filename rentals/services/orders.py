@@ -141,14 +141,15 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
     rendering it reads nothing more.
 
     The order of the writes is chosen for contention: the catalog comes from
-    memory (catalog_current), the host is the best-fit one no other order holds
-    (catalog.slots_reserve), and the two counters every invoice queues on (the
-    invoice number, the deposit key's index) are taken last, just before the
-    commit (billing.invoice_issue)."""
+    memory (catalog_current; its version asked of the database, so a price
+    edited a moment ago applies), the host is the best-fit one no other order
+    holds (catalog.slots_reserve), the account's lock for its cap on unpaid
+    orders is taken after the reservation (unpaid_limit_check), and the two
+    counters every invoice queues on (the invoice number, the deposit key's
+    index) are taken last, just before the commit (billing.invoice_issue)."""
     now = now or timezone.now()
     with transaction.atomic():
-        unpaid_limit_check(account=account, gpu_count=spec.gpu_count)
-        catalog_now = catalog_current()
+        catalog_now = catalog_current(exact=True)
         region = catalog_now.region(spec.region)
         gpu = catalog_now.gpu(spec.gpu)
         template = _template_get(catalog_now, spec.template)
@@ -244,6 +245,9 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
         order.host = reservation.host
         order.invoice = invoice
         order.save(update_fields=["host", "invoice"])
+        # Late, so the account's lock (concurrent orders of one account wait on
+        # it) is held for the last few statements only; a refusal rolls back all.
+        unpaid_limit_check(account=account, gpu_count=spec.gpu_count, placing=order.pk)
         billing.invoice_issue(invoice=invoice, attach=True)
         order._prefetched_objects_cache = {"lines": prefetched(order.lines, lines)}
         Order.rental.related.set_cached_value(order, None)  # a new order is no rental yet

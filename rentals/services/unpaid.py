@@ -17,8 +17,7 @@ import logging
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Count, Q, Sum
+from django.db import connection, transaction
 
 from accounts.models import Account
 from core.errors import Conflict
@@ -27,32 +26,55 @@ from rentals.models import Order, OrderStatus
 log = logging.getLogger(__name__)
 
 
-def unpaid_limits(*, account: Any) -> dict[str, Any]:
-    """The caps that apply to the account, and what it holds unpaid now."""
-    # One read: what it holds unpaid, and whether it has paid before.
-    unpaid = Q(status=OrderStatus.AWAITING_PAYMENT)
-    held = Order.objects.filter(account=account).aggregate(
-        orders=Count("id", filter=unpaid),
-        gpus=Sum("gpu_count", filter=unpaid),
-        paid=Count("id", filter=Q(status__in=(OrderStatus.PAID, OrderStatus.UNFULFILLED))),
-    )
-    paid_history = bool(held["paid"])
+def _held(*, account: Any, lock: bool, besides: int | None = None) -> tuple[int, int, bool]:
+    """(unpaid orders, their GPUs, whether it has paid before) of the account.
+    `lock`: the account row is locked first (FOR UPDATE), so concurrent orders of
+    one account are counted one after the other. Two statements, not one: a
+    statement that waited for the lock reads the orders as they were when it
+    began, and would miss the order of the transaction it waited for.
+    `besides`: an order not to count (the one being placed)."""
+    accounts = connection.ops.quote_name(Account._meta.db_table)
+    orders = connection.ops.quote_name(Order._meta.db_table)
+    with connection.cursor() as cursor:
+        if lock and connection.features.has_select_for_update:
+            cursor.execute(f"SELECT id FROM {accounts} WHERE id = %s FOR UPDATE", [account.pk])
+        cursor.execute(
+            f"SELECT count(*) FILTER (WHERE status = %s), sum(gpu_count) FILTER (WHERE status = %s), "
+            f"count(*) FILTER (WHERE status IN (%s, %s)) FROM {orders} WHERE account_id = %s AND id <> %s",
+            [
+                OrderStatus.AWAITING_PAYMENT,
+                OrderStatus.AWAITING_PAYMENT,
+                OrderStatus.PAID,
+                OrderStatus.UNFULFILLED,
+                account.pk,
+                besides or 0,
+            ],
+        )
+        unpaid, gpus, paid = cursor.fetchone()
+    return unpaid or 0, int(gpus or 0), bool(paid)
+
+
+def unpaid_limits(*, account: Any, lock: bool = False, besides: int | None = None) -> dict[str, Any]:
+    """The caps that apply to the account, and what it holds unpaid now (leaving
+    out the order `besides`)."""
+    unpaid, gpus, paid_history = _held(account=account, lock=lock, besides=besides)
     return {
-        "unpaid_orders": held["orders"] or 0,
-        "unpaid_gpus": held["gpus"] or 0,
+        "unpaid_orders": unpaid,
+        "unpaid_gpus": gpus,
         "max_unpaid_orders": settings.UNPAID_ORDERS_MAX_PAID if paid_history else settings.UNPAID_ORDERS_MAX,
         "max_unpaid_gpus": settings.UNPAID_GPUS_MAX_PAID if paid_history else settings.UNPAID_GPUS_MAX,
         "paid_history": paid_history,
     }
 
 
-def unpaid_limit_check(*, account: Any, gpu_count: int) -> None:
+def unpaid_limit_check(*, account: Any, gpu_count: int, placing: int | None = None) -> None:
     """Refuse (`unpaid_limit`, 409) an order of `gpu_count` GPUs that would take
     the account over what it may hold unpaid. Call inside the order's
-    transaction: the account row is locked, so concurrent orders of one
-    account are counted one after the other."""
-    Account.objects.select_for_update().filter(pk=account.pk).values_list("pk", flat=True).first()
-    limits = unpaid_limits(account=account)
+    transaction: the account row is locked to its end, so concurrent orders of
+    one account are counted one after the other. `placing`: the order being
+    placed, when it is already written (it is not counted twice); a caller that
+    checks late holds the account's lock for less of its transaction."""
+    limits = unpaid_limits(account=account, lock=True, besides=placing)
     orders_over = limits["unpaid_orders"] + 1 > limits["max_unpaid_orders"]
     gpus_over = limits["unpaid_gpus"] + gpu_count > limits["max_unpaid_gpus"]
     if orders_over or gpus_over:

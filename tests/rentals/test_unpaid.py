@@ -144,3 +144,37 @@ def test_a_requote_cannot_take_an_account_over_the_cap(
     assert resp.status_code == 409
     assert resp.json()["error"]["code"] == "unpaid_limit"
     assert Order.objects.get(pk=first["id"]).status == OrderStatus.EXPIRED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_orders_of_one_account_cannot_pass_the_cap_together(chains, catalog, caps, customer, ssh_key):
+    """Twelve orders at once, each on its own connection: the account's lock makes
+    them count one after the other, and each counts what the one before committed."""
+    import threading
+
+    from django.db import connection
+    from rest_framework.test import APIClient
+
+    barrier = threading.Barrier(12)
+    results, lock = [], threading.Lock()
+
+    def order() -> None:
+        client = APIClient()
+        client.force_authenticate(customer)
+        try:
+            barrier.wait()
+            resp = client.post("/api/v1/orders", body(ssh_key, region="DFW-1", gpu="l4", gpu_count=1), format="json")
+            outcome = (resp.status_code, resp.json().get("error", {}).get("code"))
+        finally:
+            connection.close()
+        with lock:
+            results.append(outcome)
+
+    threads = [threading.Thread(target=order) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+
+    assert sorted(results) == [(201, None)] * 2 + [(409, "unpaid_limit")] * 10
+    assert Order.objects.filter(account=customer, status=OrderStatus.AWAITING_PAYMENT).count() == 2
