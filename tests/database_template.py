@@ -50,6 +50,7 @@ def worker_database_create(*, base_name: str, worker_name: str, run_id: str, bui
     the default connection pointing at `worker_name`."""
     from django.conf import settings
     from django.db import connection
+    from psycopg import sql
 
     template = template_name(base_name)
     quote = connection.ops.quote_name
@@ -60,7 +61,10 @@ def worker_database_create(*, base_name: str, worker_name: str, run_id: str, bui
                 if _exists(cursor, template):
                     cursor.execute(f"DROP DATABASE {quote(template)}")
                 build(template)
-                cursor.execute(f"COMMENT ON DATABASE {quote(template)} IS %s", [run_id])
+                # A literal, not a parameter: a utility statement takes no server-side parameter.
+                cursor.execute(
+                    sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(template), sql.Literal(run_id))
+                )
             if _exists(cursor, worker_name):
                 cursor.execute(f"DROP DATABASE {quote(worker_name)}")
             cursor.execute(f"CREATE DATABASE {quote(worker_name)} TEMPLATE {quote(template)}")
