@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from webhooks.services import event_emit
+from webhooks.services import event_emit, event_subscribers_hold
 
 Renderer = Callable[[Any], dict[str, Any]]
 _renderers: dict[str, Renderer] = {}
@@ -31,9 +31,18 @@ def _render(kind: str, obj: Any) -> dict[str, Any]:
     return renderer(obj)
 
 
-def order_event_emit(*, order: Any, type: str) -> None:
-    """`type` for the order's account, with {"order": <the order as GET /orders/{id}>}."""
-    event_emit(account=order.account, type=type, data=lambda: {"order": _render("order", order)})
+def subscribers_hold(*, account: Any) -> list[int]:
+    """The account's webhook endpoints, read (and held) now: for an emitter
+    about to take a lock others queue on (webhooks.event_subscribers_hold)."""
+    return event_subscribers_hold(account=account)
+
+
+def order_event_emit(*, order: Any, type: str, subscribers: list[int] | None = None) -> None:
+    """`type` for the order's account, with {"order": <the order as GET /orders/{id}>}.
+    `subscribers`: the account's endpoints as subscribers_hold read them."""
+    event_emit(
+        account=order.account, type=type, data=lambda: {"order": _render("order", order)}, subscribers=subscribers
+    )
 
 
 def invoice_event_emit(*, invoice: Any, type: str) -> None:

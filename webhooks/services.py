@@ -308,11 +308,13 @@ def delivery_redeliver(*, account: Any, endpoint_id: int, delivery_id: int) -> W
 # =============================================================================
 
 
-def _subscribed_endpoint_ids(*, account: Any) -> list[int]:
+def event_subscribers_hold(*, account: Any) -> list[int]:
     """Ids of the account's active endpoints. On PostgreSQL they are held
     FOR KEY SHARE until the caller commits: deleting an endpoint waits for
     this transaction instead of failing its commit on the new deliveries'
-    foreign key, and emitters do not block one another."""
+    foreign key, and emitters do not block one another. A caller that emits
+    while it holds a busy lock reads them before it takes the lock and hands
+    them to event_emit (`subscribers`)."""
     if connection.vendor != "postgresql":
         return list(
             WebhookEndpoint.objects.filter(account=account, is_active=True).order_by("pk").values_list("pk", flat=True)
@@ -337,12 +339,15 @@ def event_emit(
     account: Any,
     type: str,
     data: dict | Callable[[], dict],
+    subscribers: list[int] | None = None,
 ) -> WebhookEvent | None:
     """Record event `type` for `account` inside the caller's transaction, with
     one delivery per active endpoint subscribed to it; the first attempts are
     queued when the caller commits (and the sweep makes them if that queueing
     is lost). Returns None, recording nothing, when no endpoint subscribes.
     `data` may be a callable: it is built only when someone subscribes.
+    `subscribers`: the account's endpoints as event_subscribers_hold read them
+    earlier in this transaction (read here otherwise).
     An unknown type is a programming error: ValueError."""
     if type not in WEBHOOK_EVENTS:
         raise ValueError(f"Unknown webhook event type {type!r}; known: {', '.join(WEBHOOK_EVENTS)}")
@@ -350,7 +355,7 @@ def event_emit(
     # emits while it holds the invoice number's lock, and a savepoint is two
     # more round trips under it. An error here fails the caller's transaction.
     with transaction.atomic(savepoint=False):
-        ids = _subscribed_endpoint_ids(account=account)
+        ids = event_subscribers_hold(account=account) if subscribers is None else subscribers
         if not ids:
             return None
         endpoints = [e for e in WebhookEndpoint.objects.filter(pk__in=ids).order_by("pk") if type in e.events]

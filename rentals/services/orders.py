@@ -28,7 +28,7 @@ from catalog.selectors import CatalogSnapshot, catalog_current
 from core.audit import audit_record
 from core.db import locked_or_404, prefetched
 from core.errors import Conflict, DomainError
-from rentals.events import order_event_emit
+from rentals.events import order_event_emit, subscribers_hold
 from rentals.models import Order, OrderLine, OrderStatus
 from rentals.services.unpaid import unpaid_limit_check
 
@@ -245,13 +245,16 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
         order.host = reservation.host
         order.invoice = invoice
         order.save(update_fields=["host", "invoice"])
+        # Read before the locks below, so the event after them costs no query
+        # for an account without webhooks.
+        subscribers = subscribers_hold(account=account)
         # Late, so the account's lock (concurrent orders of one account wait on
         # it) is held for the last few statements only; a refusal rolls back all.
         unpaid_limit_check(account=account, gpu_count=spec.gpu_count, placing=order.pk)
         billing.invoice_issue(invoice=invoice, attach=True)
         order._prefetched_objects_cache = {"lines": prefetched(order.lines, lines)}
         Order.rental.related.set_cached_value(order, None)  # a new order is no rental yet
-        order_event_emit(order=order, type="order.created")
+        order_event_emit(order=order, type="order.created", subscribers=subscribers)
     log.info(
         "order %s: %sx %s in %s reserved on %s, invoice %s",
         order.pk,
