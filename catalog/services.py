@@ -221,10 +221,7 @@ def slots_reserve(*, region: Region, gpu: GpuModel, count: int, holder: str) -> 
     """
     if not holder:
         raise ValueError("a reservation needs a holder")
-    hosts = Host.objects.filter(
-        region=region, gpu=gpu, is_active=True, region__is_active=True, gpu__is_active=True, free_slots__gte=count
-    ).order_by("free_slots", "name")
-    host = hosts.select_for_update(skip_locked=True, of=("self",)).first()
+    host = _host_unheld(region=region, gpu=gpu, count=count)
     if host is not None:
         reservation = _slots_take(host=host, count=count, holder=holder)
         if reservation is not None:
@@ -244,6 +241,34 @@ def slots_reserve(*, region: Region, gpu: GpuModel, count: int, holder: str) -> 
         f"No host in {region.code} has {count} free {gpu.name} right now.",
         details={"region": region.code, "gpu": gpu.slug, "gpu_count": count},
     )
+
+
+def _host_unheld(*, region: Region, gpu: GpuModel, count: int) -> Host | None:
+    """The best-fit host that can take `count` and no other transaction holds,
+    locked (FOR UPDATE SKIP LOCKED). Written out on PostgreSQL: every order asks
+    it, and the ORM spends more building it than the database answering it."""
+    if not connection.features.has_select_for_update_skip_locked:  # SQLite: one writer at a time
+        return (
+            Host.objects.filter(region=region, gpu=gpu, is_active=True, region__is_active=True, gpu__is_active=True)
+            .filter(free_slots__gte=count)
+            .order_by("free_slots", "name")
+            .first()
+        )
+    q = connection.ops.quote_name
+    host, regions, gpus = (q(m._meta.db_table) for m in (Host, Region, GpuModel))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT h.id, h.name, h.slot_count, h.free_slots FROM {host} h "
+            f"JOIN {regions} r ON r.id = h.region_id JOIN {gpus} g ON g.id = h.gpu_id "
+            "WHERE h.region_id = %s AND h.gpu_id = %s AND h.is_active AND r.is_active AND g.is_active "
+            "AND h.free_slots >= %s ORDER BY h.free_slots, h.name LIMIT 1 FOR UPDATE OF h SKIP LOCKED",
+            [region.pk, gpu.pk, count],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    pk, name, slot_count, free_slots = row
+    return Host(pk=pk, name=name, region=region, gpu=gpu, slot_count=slot_count, is_active=True, free_slots=free_slots)
 
 
 def _slots_take(*, host: Host, count: int, holder: str) -> Reservation | None:
