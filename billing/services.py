@@ -18,7 +18,7 @@ from fractions import Fraction
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -160,9 +160,9 @@ def _request_create(
 ) -> PaymentRequest:
     """A payment request at the current rate, locked for `rate_lock` (default
     INVOICE_EXPIRY_MINUTES); `fresh`: the invoice has none yet (no earlier
-    request to retire). `number_take`, when given, names the invoice once the
-    destination is derived: the payment URI carries the number, and the
-    number's lock is then held for the fewest statements."""
+    request to retire). `number_take`, when given, names the invoice (and
+    writes it) once the destination is derived: the payment URI carries the
+    number, and the number's lock is then held for the fewest statements."""
     from billing.chains.config import (
         derivation_first_index,
         derivation_keyset,
@@ -179,13 +179,14 @@ def _request_create(
     # The key's counter is locked from here to the commit: everything else first.
     index = _index_take(keyset=keyset, first=derivation_first_index(currency=code))
     destination = destination_derive(currency=code, index=index)
+    expires_at = now + (rate_lock or _expiry_window())
+    # A new quote is locked for its own window; the invoice follows it (callers
+    # save it, or number_take writes it with the number).
+    invoice.expires_at, invoice.monitoring_until = expires_at, expires_at + _monitoring_window()
     if number_take is not None:
-        invoice.number = number_take()
+        number_take()
     if not fresh:
         invoice.requests.filter(is_active=True).update(is_active=False)
-    expires_at = now + (rate_lock or _expiry_window())
-    # A new quote is locked for its own window; the invoice follows it (callers save).
-    invoice.expires_at, invoice.monitoring_until = expires_at, expires_at + _monitoring_window()
     return PaymentRequest.objects.create(
         invoice=invoice,
         currency=code,
@@ -211,6 +212,40 @@ def _request_create(
         created_at=now,
         expires_at=expires_at,
     )
+
+
+def _number_write(*, invoice: Invoice, now: datetime) -> None:
+    """Give the invoice the next number of the year and write it with its
+    expiry and monitoring window as they are now. On PostgreSQL one statement
+    both advances the counter and writes the invoice: the counter's lock, on
+    which every invoice of the year queues until its transaction commits, is
+    taken one round trip later than by the two statements it replaces."""
+    if connection.vendor != "postgresql":
+        invoice.number = _number_take(now=now)
+        invoice.save(update_fields=["number", "expires_at", "monitoring_until"])
+        return
+    series = f"{settings.INVOICE_NUMBER_PREFIX}-{now.year}"
+    q = connection.ops.quote_name
+    counters, invoices = q(InvoiceCounter._meta.db_table), q(Invoice._meta.db_table)
+    sql = (
+        f"WITH n AS (UPDATE {counters} SET last = last + 1 WHERE series = %s RETURNING last) "
+        f"UPDATE {invoices} SET number = CAST(%s AS text) || CASE WHEN n.last < 1000000 "
+        "THEN lpad(n.last::text, 6, '0') ELSE n.last::text END, expires_at = %s, monitoring_until = %s "
+        f"FROM n WHERE {invoices}.id = %s RETURNING {invoices}.number"
+    )
+    params = [series, f"{series}-", invoice.expires_at, invoice.monitoring_until, invoice.pk]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+        if row is None:  # the year's first invoice: its counter row is made first
+            try:
+                with transaction.atomic():
+                    InvoiceCounter.objects.get_or_create(series=series, defaults={"last": 0})
+            except IntegrityError:
+                pass  # created concurrently
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+    invoice.number = row[0]
 
 
 def _number_take(*, now: datetime) -> str:
@@ -321,7 +356,7 @@ def invoice_issue(*, invoice: Invoice, attach: bool = False) -> Invoice:
     del invoice._draft
     requests = []
     if currency is None:
-        invoice.number = _number_take(now=now)
+        _number_write(invoice=invoice, now=now)
     else:
         requests.append(
             _request_create(
@@ -329,11 +364,10 @@ def invoice_issue(*, invoice: Invoice, attach: bool = False) -> Invoice:
                 currency=currency,
                 now=now,
                 fresh=True,
-                number_take=lambda: _number_take(now=now),
+                number_take=lambda: _number_write(invoice=invoice, now=now),
                 rate_lock=rate_lock,
             )
         )
-    invoice.save(update_fields=["number", "expires_at", "monitoring_until"])
     _on_commit_send(signals.invoice_created, invoice)
     if attach:
         invoice._prefetched_objects_cache = {

@@ -71,6 +71,18 @@ def test_numbers_are_sequential_per_year(chains, customer, frozen):
     assert make_invoice(customer).number == "GRH-2027-000001"
 
 
+def test_numbers_grow_past_six_digits_and_the_invoice_row_holds_its_number_and_window(chains, customer, frozen):
+    from billing.models import InvoiceCounter
+
+    make_invoice(customer)
+    InvoiceCounter.objects.filter(series="GRH-2026").update(last=999_998)
+    a, b = make_invoice(customer), make_invoice(customer)
+    assert (a.number, b.number) == ("GRH-2026-999999", "GRH-2026-1000000")
+    stored = Invoice.objects.get(pk=b.pk)
+    assert (stored.number, stored.expires_at, stored.monitoring_until) == (b.number, b.expires_at, b.monitoring_until)
+    assert stored.expires_at == timezone.now() + timedelta(minutes=30) < stored.monitoring_until
+
+
 def test_a_failed_invoice_leaves_no_gap(chains, customer, settings, frozen):
     make_invoice(customer)
     settings.MANUAL_RATES_USD = ""
