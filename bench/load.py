@@ -1,7 +1,7 @@
 """Speed under load: every hot endpoint against a bare DRF view, side by side.
 
     make bench                                   # or: .venv/bin/python bench/load.py
-    .venv/bin/python bench/load.py --duration 20 --connections 16
+    .venv/bin/python bench/load.py --duration 20 --connections 16 --rounds 5
     .venv/bin/python bench/load.py --only stock orders   # those rows and the bare view, nothing else
     .venv/bin/python bench/load.py --scale-out   # two gunicorn instances, two Celery workers, one database
 
@@ -16,13 +16,18 @@ What it does, in order, and undoes when it ends (also on Ctrl-C):
    view serving a static 15-item list (bench/bench_settings.py);
 4. drives each endpoint with wrk (Debian package `wrk`) for --duration seconds
    at --connections connections, orders rotating the 8 accounts, every card with
-   stock in every region and three currencies;
-5. runs pgbench (TPC-B) on another throwaway database for the database's ceiling;
-6. serves 50,000 mixed requests from one worker that is never recycled and
-   reads its resident memory after 10,000 and after 50,000;
-7. checks that nothing was oversold: every order holds exactly its count of
+   stock in every region and three currencies, and reads the whole machine's
+   CPU time per answer (/proc/stat);
+5. checks that nothing was oversold: every order holds exactly its count of
    slots, every host's free count matches its slots;
-8. prints one table: requests/s, p50, p99, errors and the ratio to the bare view.
+6. does 3 to 5 --rounds times (a fresh server and freed stock each time) and
+   keeps each endpoint's median round: a shared machine's speed drifts from one
+   minute to the next, and the ratio to the bare view of the same round much less;
+7. runs pgbench (TPC-B) on another throwaway database for the database's ceiling;
+8. serves 50,000 mixed requests from one worker that is never recycled and
+   reads its resident memory after 10,000 and after 50,000;
+9. prints one table: requests/s, p50, p99, errors, the ratio to the bare view
+   and the machine's CPU per request.
 
 --scale-out runs the order load against one gunicorn instance, then against
 two at once (two Celery workers beside them, one database), and prints both
@@ -325,6 +330,7 @@ class Bench:
         script = self.tmp / f"wrk-{secrets.token_hex(4)}.lua"
         threads = min(2, connections)
         script.write_text(lua_script(requests, limit=limit // threads if limit else 0))
+        busy_before = machine_busy_seconds()
         out = subprocess.run(
             [
                 "wrk",
@@ -347,6 +353,9 @@ class Bench:
         line = next(x for x in out.splitlines() if x.startswith("BENCH "))
         result = json.loads(line[len("BENCH ") :])
         result["rps"] = result["requests"] / (result["duration_us"] / 1e6)
+        # Every process's CPU (web, database, wrk, the kernel) per answer: what one
+        # request costs the machine, whatever the machine's size.
+        result["cpu_ms"] = (machine_busy_seconds() - busy_before) * 1000 / max(result["requests"], 1)
         return result
 
     def pgbench(self) -> float:
@@ -466,34 +475,65 @@ class Bench:
 
     def run(self) -> int:
         port = self.args.port
-        self.gunicorn(port)
-        rows = []
         only = self.args.only
-        for name, requests in self.endpoints():
-            if only and name != "bare DRF view" and not any(word in name for word in only):
-                continue
-            say(f"{name}: {self.args.duration:g} s at {self.args.connections} connections")
-            rows.append((name, self.wrk(port, requests, self.args.duration, self.args.connections)))
+        endpoints = [
+            (name, requests)
+            for name, requests in self.endpoints()
+            if not only or name == "bare DRF view" or any(word in name for word in only)
+        ]
+        rounds: list[list[tuple[str, dict]]] = []
+        problems: list[str] = []
+        made: list[int] = []
+        replaced = 0
+        for k in range(self.args.rounds):
+            if k:
+                self.stock_reset()  # every round orders from the same stock
+            self.gunicorn(port)
+            rows = []
+            for name, requests in endpoints:
+                say(
+                    f"round {k + 1}/{self.args.rounds}, {name}: {self.args.duration:g} s at {self.args.connections} connections"
+                )
+                rows.append((name, self.wrk(port, requests, self.args.duration, self.args.connections)))
+            log = (self.tmp / f"gunicorn-{port}.log").read_bytes()
+            replaced += max(0, log.count(b"Booting worker") - log.count(b"Booting worker", 0, log.find(b'HTTP/1.1"')))
+            for proc in self.processes:  # a graceful stop: the orders still in flight finish first
+                stop(proc)
+            self.processes.clear()
+            made.append(self.orders_made())
+            problems += [f"round {k + 1}: {p}" for p in self.oversold()]
+            rounds.append(rows)
+        rows = median_rows(rounds)
         orders = rows[-1][1] if rows[-1][0].startswith("POST /orders") else None
-        for proc in self.processes:  # a graceful stop: the orders still in flight finish first
-            stop(proc)
-        self.processes.clear()
-        made = self.orders_made()
-        problems = self.oversold()
-        bare = rows[0][1]["rps"]
         print()
         print(machine())
         print(f"wrk, {self.args.connections} connections, {self.args.duration:g} s per endpoint, gunicorn ", end="")
         print("deploy/gunicorn.conf.py (gthread), PostgreSQL on loopback")
+        if len(rounds) > 1:
+            print(
+                f"{len(rounds)} rounds; each row is the endpoint's median round by its ratio to that round's bare view"
+            )
         print()
-        print(table(rows, bare))
+        print(table(rows, 0))
+        if len(rounds) > 1:
+            print()
+            print(
+                "vs bare, round by round: "
+                + "; ".join(
+                    f"{name} " + " ".join(f"{ratio(r[i][1], r[0][1]):.2f}" for r in rounds)
+                    for i, (name, _) in enumerate(rounds[0])
+                    if i
+                )
+            )
+        print(f"web workers replaced during the runs (max_requests): {replaced}")
         print()
         if orders:
             print(
-                f"orders: {orders['ok']:,} placed (database: {made:,}), {orders['stock']:,} insufficient_stock, ",
+                f"orders (median round): {orders['ok']:,} placed, {orders['stock']:,} insufficient_stock, ",
                 end="",
             )
-            print(f"{orders['other']:,} other errors; oversold: {'no' if not problems else 'YES'}")
+            print(f"{orders['other']:,} other errors; orders in the database after each round: ", end="")
+            print(f"{', '.join(f'{n:,}' for n in made)}; oversold: {'no' if not problems else 'YES'}")
         for p in problems[:20]:
             print("  ", p)
         sys.stdout.flush()
@@ -628,19 +668,47 @@ def machine() -> str:
     return f"machine: {os.cpu_count()} cores ({cpu}); load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores have spent on anything but idling, since boot (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def ms(us: float) -> str:
     return f"{us / 1000:,.1f} ms" if us < 1_000_000 else f"{us / 1e6:,.2f} s"
 
 
+def ratio(row: dict, bare: dict) -> float:
+    return row["rps"] / bare["rps"] if bare["rps"] else float("nan")
+
+
+def median_rows(rounds: list[list[tuple[str, dict]]]) -> list[tuple[str, dict]]:
+    """One row per endpoint: its median round, by its ratio to that round's bare
+    view (the machine's speed drifts between minutes; the ratio much less)."""
+    out = []
+    for i, (name, _) in enumerate(rounds[0]):
+        ranked = sorted(
+            ((rows[i][1]["rps"] if i == 0 else ratio(rows[i][1], rows[0][1]), rows) for rows in rounds),
+            key=lambda pair: pair[0],
+        )
+        value, rows = ranked[len(ranked) // 2]
+        out.append((name, rows[i][1] | {"ratio": 1.0 if i == 0 else value}))
+    return out
+
+
 def table(rows: list[tuple[str, dict]], bare: float, ratio_label: str = "vs bare") -> str:
-    head = f"| endpoint | requests/s | p50 | p99 | errors | {ratio_label} |"
-    lines = [head, "|---|---:|---:|---:|---|---:|"]
+    head = f"| endpoint | requests/s | p50 | p99 | errors | {ratio_label} | machine CPU per request |"
+    lines = [head, "|---|---:|---:|---:|---|---:|---:|"]
     for name, r in rows:
         errors = f"{r['other'] + r['socket_errors']:,}"
         if r["stock"]:
             errors += f" (+{r['stock']:,} insufficient_stock)"
-        ratio = r["rps"] / bare if bare else float("nan")
-        lines.append(f"| {name} | {r['rps']:,.0f} | {ms(r['p50_us'])} | {ms(r['p99_us'])} | {errors} | {ratio:.2f} |")
+        ratio = r["ratio"] if "ratio" in r else (r["rps"] / bare if bare else float("nan"))
+        cpu = f"{r['cpu_ms']:.2f} ms" if "cpu_ms" in r else "-"
+        lines.append(
+            f"| {name} | {r['rps']:,.0f} | {ms(r['p50_us'])} | {ms(r['p99_us'])} | {errors} | {ratio:.2f} | {cpu} |"
+        )
     return "\n".join(lines)
 
 
@@ -655,6 +723,12 @@ def main() -> int:
     parser.add_argument("--broker-url", default=os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15"))
     parser.add_argument("--duration", type=float, default=10, help="seconds per endpoint (at most 60)")
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="measure every endpoint this many times (the stock is reset between rounds) and report the median",
+    )
     parser.add_argument("--port", type=int, default=int(os.environ.get("BENCH_PORT", "8141")))
     parser.add_argument(
         "--memory-requests", type=int, default=MEMORY_REQUESTS, help="served before reading a worker's memory"
@@ -669,6 +743,7 @@ def main() -> int:
     parser.add_argument("--scale-out", action="store_true", help="two gunicorn instances and two Celery workers")
     args = parser.parse_args()
     args.duration = min(args.duration, 60)
+    args.rounds = max(1, min(args.rounds, 9))
     if shutil.which("wrk") is None:
         print("wrk is missing: apt-get install wrk (Debian package)", file=sys.stderr)
         return 2
