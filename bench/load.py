@@ -517,14 +517,12 @@ class Bench:
         print(table(rows, 0))
         if len(rounds) > 1:
             print()
-            print(
-                "vs bare, round by round: "
-                + "; ".join(
-                    f"{name} " + " ".join(f"{ratio(r[i][1], r[0][1]):.2f}" for r in rounds)
-                    for i, (name, _) in enumerate(rounds[0])
-                    if i
-                )
-            )
+            print("round by round (vs bare, requests/s, p99):")
+            for i, (name, _) in enumerate(rounds[0]):
+                each = [
+                    f"{ratio(r[i][1], r[0][1]):.2f}, {r[i][1]['rps']:,.0f}/s, {ms(r[i][1]['p99_us'])}" for r in rounds
+                ]
+                print(f"- {name}: " + "; ".join(each))
         print(f"web workers replaced during the runs (max_requests): {replaced}")
         print()
         if orders:

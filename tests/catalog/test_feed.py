@@ -52,15 +52,19 @@ def test_the_feed_hears_catalog_and_stock_changes(live_feed):
 
 
 def test_public_reads_cost_no_query_and_still_show_each_change(live_feed, api):
+    workload = {"model": "llama-3.1-8b", "precision": "fp8", "context": 8192, "concurrency": 4, "region": "DFW-1"}
     for _ in range(2):  # the first answer of a version is built, the next ones are kept
         gpus = api.get("/api/v1/catalog/gpus")
         stock = api.get("/api/v1/catalog/stock?region=DFW-1&gpu=h100-sxm")
         quote = api.post("/api/v1/pricing/quote", {"gpu": "l4", "gpu_count": 1, "term": "monthly"}, format="json")
+        sized = api.post("/api/v1/sizing/recommend", workload, format="json")
+    assert sized.status_code == 200 and sized.json()["candidates"]
     with CaptureQueriesContext(connection) as queries:
         assert api.get("/api/v1/catalog/gpus").content == gpus.content
         assert api.get("/api/v1/catalog/stock?region=DFW-1&gpu=h100-sxm").content == stock.content
         again = api.post("/api/v1/pricing/quote", {"gpu": "l4", "gpu_count": 1, "term": "monthly"}, format="json")
         assert again.content == quote.content
+        assert api.post("/api/v1/sizing/recommend", workload, format="json").content == sized.content
     assert len(queries) == 0, [q["sql"] for q in queries]
 
     # A price edit: the next answers carry it, with a new validator.
