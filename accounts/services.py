@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from django.contrib.auth.hashers import check_password, make_password
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models import ProtectedError, Q, RestrictedError
 from django.utils import timezone
 
@@ -36,7 +36,7 @@ from accounts.throttling import (
     signup_attempt_count,
 )
 from core.audit import audit_record
-from core.db import locked_or_404
+from core.db import from_row, locked_or_404, select_columns
 from core.errors import Conflict, DomainError
 
 # =============================================================================
@@ -285,13 +285,34 @@ def _staff_token_second_factor(*, account: Account, otp_token: str) -> None:
         raise DomainError("otp_invalid", "The authentication code is wrong or has expired.", status=401)
 
 
+def _token_with_account(*, digest: str) -> ApiToken | None:
+    """The unrevoked token of this digest with its account, in one written-out
+    read: every authenticated request makes it, and the ORM spent three times
+    as long building it as the database answering."""
+    quote = connection.ops.quote_name
+    tokens, accounts = quote(ApiToken._meta.db_table), quote(Account._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {select_columns(ApiToken, 't')}, {select_columns(Account, 'a')} FROM {tokens} t "
+            f"JOIN {accounts} a ON a.id = t.account_id WHERE t.digest = %s AND t.revoked_at IS NULL",
+            [digest],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    split = len(ApiToken._meta.concrete_fields)
+    token = from_row(ApiToken, row[:split])
+    token.account = from_row(Account, row[split:])
+    return token
+
+
 def token_authenticate(*, raw: str) -> tuple[Account, ApiToken] | None:
     """The (account, token) a bearer secret belongs to, or None when it is
     unknown, revoked or its account is inactive. Records the token's last use,
     writing at most once per TOKEN_LAST_USED_RESOLUTION."""
     if len(raw) != TOKEN_LENGTH or not raw.startswith(TOKEN_PREFIX) or not _TOKEN_CHARS.match(raw):
         return None
-    token = ApiToken.objects.select_related("account").filter(digest=_sha256_hex(raw), revoked_at__isnull=True).first()
+    token = _token_with_account(digest=_sha256_hex(raw))
     if token is None or not token.account.is_active:
         return None
     now = timezone.now()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any, TypeVar
 
-from django.db import models
+from django.db import connection, connections, models
 
 from core.errors import NotFound
 
@@ -40,3 +42,36 @@ def prefetched(manager: Any, objects: list) -> models.QuerySet:
     queryset._result_cache = list(objects)
     queryset._prefetch_done = True
     return queryset
+
+
+def select_columns(model: type[M], alias: str) -> str:
+    """The model's concrete columns, in field order, for a written-out SELECT
+    whose rows from_row() turns back into instances."""
+    quote = connection.ops.quote_name
+    return ", ".join(f"{alias}.{quote(f.column)}" for f in model._meta.concrete_fields)
+
+
+def from_row(model: type[M], values: Sequence[Any]) -> M:
+    """An instance of `model` from a row of select_columns(model), each value
+    converted as the ORM converts it (SQLite's text timestamps, JSON, ...): for
+    the few hot reads written out because building them costs the ORM more than
+    the database spends answering."""
+    names, converters = _row_plan(model, connections[connection.alias])
+    converted = []
+    for value, (col, convert_all) in zip(values, converters, strict=True):
+        for convert in convert_all:
+            value = convert(value, col, connection)
+        converted.append(value)
+    return model.from_db(connection.alias, names, converted)
+
+
+@lru_cache(maxsize=256)
+def _row_plan(model: type[models.Model], conn: Any) -> tuple[list[str], list[tuple[Any, tuple]]]:
+    """The attribute names and each column's converters, per model and connection
+    (a connection belongs to one thread)."""
+    fields = model._meta.concrete_fields
+    plan = []
+    for field in fields:
+        col = field.get_col(model._meta.db_table)
+        plan.append((col, tuple(conn.ops.get_db_converters(col) + col.get_db_converters(conn))))
+    return [f.attname for f in fields], plan

@@ -15,7 +15,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import SshKey
@@ -75,7 +75,14 @@ def _ssh_keys_get(account: Any, ids: tuple[int, ...]) -> list[SshKey]:
             "Add at least one SSH key: root on the server is handed over through it.",
             details={"field": "ssh_keys"},
         )
-    keys = {k.pk: k for k in SshKey.objects.filter(account=account, pk__in=ids)}
+    # Written out (a raw query still converts the columns): the ORM spent more
+    # building this one than the database answering it, on every order.
+    table = connection.ops.quote_name(SshKey._meta.db_table)
+    found = SshKey.objects.raw(
+        f"SELECT * FROM {table} WHERE account_id = %s AND id IN ({', '.join(['%s'] * len(ids))})",
+        [account.pk, *ids],
+    )
+    keys = {k.pk: k for k in found}
     missing = [i for i in ids if i not in keys]
     if missing:
         raise DomainError("unknown_ssh_key", "No such SSH key on your account.", details={"ssh_keys": missing})
