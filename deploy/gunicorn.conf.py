@@ -6,6 +6,13 @@ bind = "127.0.0.1:8000"
 workers = max(2, multiprocessing.cpu_count())
 threads = 4
 worker_class = "gthread"
+# A worker holds at most this many connections; the rest wait in the listen
+# backlog for whichever worker frees one first. Without a bound a worker accepts
+# whatever is waiting: a client or proxy that keeps a few connections alive could
+# put them all on one worker, which (one core under Python's lock) then served
+# alone while the others idled; make bench saw half the throughput that way in
+# about one run in five. The nginx of deploy/ opens a connection per request.
+worker_connections = 2 * threads
 timeout = 30
 graceful_timeout = 30
 # A worker is replaced after this many requests, a guard against slow leaks (a
