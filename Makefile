@@ -65,7 +65,8 @@ screenshots: install services browser
 
 # Speed under load (docs/operations.md#performance): a throwaway PostgreSQL database, the
 # production gunicorn settings, wrk at 16 connections against every hot endpoint and a bare
-# DRF view, pgbench, a worker's memory; cleans up after itself. BENCH_ARGS="--scale-out" for the
+# DRF view in three rounds (the median kept), pgbench, a worker's memory; about 5 minutes; cleans up
+# after itself. BENCH_ARGS="--scale-out" for the
 # two-instance trial. Installs wrk and pgbench (Debian packages) when missing (bench/ensure-tools.sh).
 BENCH_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 BENCH_ARGS ?=
