@@ -19,12 +19,9 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 log "installing wrk and postgresql-client from Debian packages"
-export DEBIAN_FRONTEND=noninteractive
-packages=(wrk postgresql-client)
-if ! apt-get install -y -q --no-install-recommends "${packages[@]}" >/dev/null 2>&1; then
-  apt-get update -q >/dev/null
-  apt-get install -y -q --no-install-recommends "${packages[@]}" >/dev/null
-fi
+# shellcheck source=tests/apt-install.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../tests/apt-install.sh"
+apt_install wrk postgresql-client
 
 if ! have; then
   log "the packages were installed but wrk or pgbench is still not on PATH"

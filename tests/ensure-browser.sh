@@ -22,12 +22,9 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 log "installing chromium, chromium-driver and fonts from Debian packages"
-export DEBIAN_FRONTEND=noninteractive
-packages=(chromium chromium-driver fonts-dejavu-core fontconfig)
-if ! apt-get install -y -q --no-install-recommends "${packages[@]}" >/dev/null 2>&1; then
-  apt-get update -q >/dev/null
-  apt-get install -y -q --no-install-recommends "${packages[@]}" >/dev/null
-fi
+# shellcheck source=tests/apt-install.sh
+. "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh"
+apt_install chromium chromium-driver fonts-dejavu-core fontconfig
 
 if ! have; then
   log "chromium-driver was installed but chromium/chromedriver are still not on PATH"

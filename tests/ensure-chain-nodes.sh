@@ -20,13 +20,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TOOLS="$ROOT/.tools"
 PINS="$ROOT/devtools/node"
 
-apt_install() {
-  export DEBIAN_FRONTEND=noninteractive
-  if ! apt-get install -y -q --no-install-recommends "$@" >/dev/null 2>&1; then
-    apt-get update -q >/dev/null
-    apt-get install -y -q --no-install-recommends "$@" >/dev/null
-  fi
-}
+# shellcheck source=tests/apt-install.sh
+. "$ROOT/tests/apt-install.sh"
 
 ensure_litecoind() {
   if command -v litecoind >/dev/null 2>&1 && command -v litecoin-cli >/dev/null 2>&1; then
