@@ -120,8 +120,6 @@ def _counter_advance(model, key_field: str, key: str, value_field: str, default:
     """Advance a counter row by one in a single statement (UPDATE ... RETURNING)
     and return the value before; the row is created first when it is missing.
     The row stays locked to the end of the caller's transaction: take it last."""
-    from django.db import connection
-
     table = connection.ops.quote_name(model._meta.db_table)
     column = connection.ops.quote_name(value_field)
     sql = f"UPDATE {table} SET {column} = {column} + 1 WHERE {connection.ops.quote_name(key_field)} = %s RETURNING {column}"
@@ -129,14 +127,19 @@ def _counter_advance(model, key_field: str, key: str, value_field: str, default:
         cursor.execute(sql, [key])
         row = cursor.fetchone()
         if row is None:
-            try:
-                with transaction.atomic():
-                    model.objects.get_or_create(**{key_field: key}, defaults={value_field: default})
-            except IntegrityError:
-                pass  # created concurrently
+            _counter_create(model, key_field, key, value_field, default)
             cursor.execute(sql, [key])
             row = cursor.fetchone()
     return int(row[0]) - 1
+
+
+def _counter_create(model, key_field: str, key: str, value_field: str, default: int) -> None:
+    """A counter's row, made the first time it is asked for (or by a concurrent caller)."""
+    try:
+        with transaction.atomic():
+            model.objects.get_or_create(**{key_field: key}, defaults={value_field: default})
+    except IntegrityError:
+        pass  # created concurrently
 
 
 def _index_take(*, keyset: str, first: int) -> int:
@@ -238,11 +241,7 @@ def _number_write(*, invoice: Invoice, now: datetime) -> None:
         cursor.execute(sql, params)
         row = cursor.fetchone()
         if row is None:  # the year's first invoice: its counter row is made first
-            try:
-                with transaction.atomic():
-                    InvoiceCounter.objects.get_or_create(series=series, defaults={"last": 0})
-            except IntegrityError:
-                pass  # created concurrently
+            _counter_create(InvoiceCounter, "series", series, "last", 0)
             cursor.execute(sql, params)
             row = cursor.fetchone()
     invoice.number = row[0]

@@ -36,7 +36,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django.conf import settings
 from django.db import connections
@@ -104,16 +104,14 @@ class ChangeFeed:
 
     def _read(self, conn) -> None:
         """Reads the version row and moves the stock generation: a fresh state."""
-        from catalog.models import CatalogVersion
+        from catalog.selectors import catalog_version
 
-        table = CatalogVersion._meta.db_table
-        row = conn.execute(f'SELECT version, changed_at FROM "{table}" WHERE id = 1').fetchone()
+        version = catalog_version(conn)
         self._stock_generation += 1
-        if row is None:  # no version row (a flushed database): nothing can be kept
+        if version is None:  # no version row (a flushed database): nothing can be kept
             self._set(None)
             return
-        changed_at = row[1] if row[1].tzinfo else row[1].replace(tzinfo=UTC)
-        self._set(FeedState(version=row[0], changed_at=changed_at, stock_generation=self._stock_generation))
+        self._set(FeedState(version.version, version.changed_at, self._stock_generation))
 
     def _run(self) -> None:
         delay = 1.0

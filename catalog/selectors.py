@@ -110,12 +110,13 @@ def hosts_with_free_slots(*, region: Region, gpu: GpuModel, at_least: int) -> li
     return list(rows)
 
 
-def catalog_version() -> CatalogVersion | None:
+def catalog_version(conn=None) -> CatalogVersion | None:
     """The catalog's version and when it last changed (None on a database
     without one, e.g. right after a flush): one small query, asked on every
-    request of the hot endpoints, so written out rather than built by the ORM."""
+    request of the hot endpoints, so written out rather than built by the ORM.
+    `conn`: another connection to ask (the change feed's own)."""
     table = connection.ops.quote_name(CatalogVersion._meta.db_table)
-    with connection.cursor() as cursor:
+    with (conn or connection).cursor() as cursor:
         cursor.execute(f"SELECT version, changed_at FROM {table} WHERE id = 1")
         row = cursor.fetchone()
     if row is None:

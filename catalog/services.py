@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from decimal import Decimal
 
 from django.db import connection, transaction
@@ -28,6 +27,7 @@ from catalog.models import (
     TermDiscount,
 )
 from catalog.selectors import hosts_with_free_slots
+from core.db import from_row, select_columns
 from core.errors import Conflict, DomainError
 from core.money import ZERO, cents
 
@@ -280,25 +280,17 @@ def _slots_take(*, host: Host, count: int, holder: str) -> Reservation | None:
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {table} SET status = %s, holder = %s WHERE id IN (SELECT id FROM {table} "
-            f'WHERE host_id = %s AND status = %s ORDER BY "index" LIMIT %s) RETURNING id, "index", changed_at',
+            f'WHERE host_id = %s AND status = %s ORDER BY "index" LIMIT %s) RETURNING {select_columns(Slot)}',
             [SlotStatus.RESERVED, holder, host.pk, SlotStatus.FREE, count],
         )
-        rows = sorted(cursor.fetchall(), key=lambda row: row[1])
+        rows = cursor.fetchall()
     if len(rows) != count:  # cannot happen under the host's lock; refuse rather than half-reserve
         raise Conflict("insufficient_stock", "The host's slots changed under the reservation; try again.")
-    taken = tuple(
-        Slot(pk=pk, host=host, index=index, status=SlotStatus.RESERVED, holder=holder, changed_at=_aware(at))
-        for pk, index, at in rows
-    )
+    taken = sorted((from_row(Slot, row) for row in rows), key=lambda slot: slot.index)
+    for slot in taken:
+        slot.host = host
     host.free_slots -= count
-    return Reservation(host=host, slots=taken)
-
-
-def _aware(value) -> datetime:
-    """A timestamp read by hand: SQLite hands back naive UTC text."""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return Reservation(host=host, slots=tuple(taken))
 
 
 def slots_release(*, holder: str) -> int:

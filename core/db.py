@@ -44,11 +44,13 @@ def prefetched(manager: Any, objects: list) -> models.QuerySet:
     return queryset
 
 
-def select_columns(model: type[M], alias: str) -> str:
-    """The model's concrete columns, in field order, for a written-out SELECT
-    whose rows from_row() turns back into instances."""
+def select_columns(model: type[M], alias: str | None = None) -> str:
+    """The model's concrete columns, in field order (qualified by `alias`), for
+    a written-out SELECT or RETURNING whose rows from_row() turns back into
+    instances."""
     quote = connection.ops.quote_name
-    return ", ".join(f"{alias}.{quote(f.column)}" for f in model._meta.concrete_fields)
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(f"{prefix}{quote(f.column)}" for f in model._meta.concrete_fields)
 
 
 def from_row(model: type[M], values: Sequence[Any]) -> M:
