@@ -42,7 +42,7 @@ from billing.models import (
 )
 from billing.selectors import invoice_has_payments
 from core.audit import audit_record
-from core.db import locked_or_404, prefetched
+from core.db import insert, insert_with_children, locked_or_404, prefetched
 from core.errors import Conflict, DomainError, NotFound
 from core.money import ZERO, ceil_int, cents
 
@@ -190,31 +190,37 @@ def _request_create(
         number_take()
     if not fresh:
         invoice.requests.filter(is_active=True).update(is_active=False)
-    return PaymentRequest.objects.create(
-        invoice=invoice,
-        currency=code,
-        network=network_name(currency=code),
-        address=destination.address,
-        match_key=destination.match_key,
-        reference=destination.reference,
-        keyset=keyset,
-        derivation_index=index,
-        amount_due=amount,
-        # As the column keeps it (an answer rendered from this object matches a later read).
-        rate_usd=rate.usd.quantize(
-            Decimal(1).scaleb(-PaymentRequest._meta.get_field("rate_usd").decimal_places), rounding=ROUND_HALF_UP
-        ),
-        rate_source=rate.source,
-        rate_at=rate.at,
-        payment_uri=payment_uri(
-            destination=destination,
-            amount=amount,
-            label=settings.PAYMENT_LABEL,
-            message=f"Invoice {invoice.number}",
-        ),
-        created_at=now,
-        expires_at=expires_at,
+    (request,) = insert(
+        [
+            PaymentRequest(
+                invoice=invoice,
+                currency=code,
+                network=network_name(currency=code),
+                address=destination.address,
+                match_key=destination.match_key,
+                reference=destination.reference,
+                keyset=keyset,
+                derivation_index=index,
+                amount_due=amount,
+                # As the column keeps it (an answer rendered from this object matches a later read).
+                rate_usd=rate.usd.quantize(
+                    Decimal(1).scaleb(-PaymentRequest._meta.get_field("rate_usd").decimal_places),
+                    rounding=ROUND_HALF_UP,
+                ),
+                rate_source=rate.source,
+                rate_at=rate.at,
+                payment_uri=payment_uri(
+                    destination=destination,
+                    amount=amount,
+                    label=settings.PAYMENT_LABEL,
+                    message=f"Invoice {invoice.number}",
+                ),
+                created_at=now,
+                expires_at=expires_at,
+            )
+        ]
     )
+    return request
 
 
 def _number_write(*, invoice: Invoice, now: datetime) -> None:
@@ -316,7 +322,7 @@ def invoice_draft(
         raise DomainError("invalid", "An invoice must be for a positive amount.")
     if currency is not None:
         currency = _currency_enabled(currency)
-    invoice = Invoice.objects.create(
+    invoice = Invoice(
         # A unique placeholder until invoice_issue takes the number.
         number=f"~{uuid.uuid4().hex}",
         account=account,
@@ -328,18 +334,21 @@ def invoice_draft(
         monitoring_until=expires_at + _monitoring_window(),
         metadata=metadata or {},
     )
-    invoice_lines = InvoiceLine.objects.bulk_create(
-        InvoiceLine(
-            invoice=invoice,
-            position=i,
-            code=ln.code,
-            description=ln.description[:200],
-            quantity=ln.quantity,
-            unit_usd=ln.unit_usd,
-            discount_usd=ln.discount_usd,
-            amount_usd=ln.amount_usd,
-        )
-        for i, ln in enumerate(lines, start=1)
+    invoice_lines = insert_with_children(
+        invoice,
+        [
+            InvoiceLine(
+                invoice=invoice,
+                position=i,
+                code=ln.code,
+                description=ln.description[:200],
+                quantity=ln.quantity,
+                unit_usd=ln.unit_usd,
+                discount_usd=ln.discount_usd,
+                amount_usd=ln.amount_usd,
+            )
+            for i, ln in enumerate(lines, start=1)
+        ],
     )
     invoice._draft = (currency, now, invoice_lines, rate_lock)  # what invoice_issue needs
     return invoice

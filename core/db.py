@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from django.db import connection, connections, models
+from django.db import DatabaseError, connection, connections, models
 
 from core.errors import NotFound
 
@@ -77,3 +77,143 @@ def _row_plan(model: type[models.Model], conn: Any) -> tuple[list[str], list[tup
         col = field.get_col(model._meta.db_table)
         plan.append((col, tuple(conn.ops.get_db_converters(col) + col.get_db_converters(conn))))
     return [f.attname for f in fields], plan
+
+
+def insert(objs: Sequence[M]) -> list[M]:
+    """Write new instances of one model in one INSERT ... RETURNING and give
+    them their keys, as `bulk_create` does (and `save()` for one, without its
+    model signals; none are connected to the models written this way). On
+    PostgreSQL the statement's text is built once per model and row count, so
+    an insert costs the conversion of its values and the round trip; building
+    it anew, as the ORM does for every insert, costs more than both on the
+    order path. Elsewhere, or for a model this plain form does not cover
+    (database defaults, generated columns, inherited tables, a key already
+    set), it is `bulk_create`."""
+    objs = list(objs)
+    if not objs:
+        return objs
+    model = type(objs[0])
+    plan = _insert_plan(model, connection.vendor)
+    if plan is None or any(obj.pk is not None for obj in objs):
+        return model._default_manager.bulk_create(objs)
+    fields, columns, row = plan
+    params: list[Any] = []
+    for obj in objs:
+        obj._prepare_related_fields_for_save(operation_name="insert")
+        params.extend(f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields)
+    sql = f"{columns}{', '.join([row] * len(objs))} RETURNING {connection.ops.quote_name(model._meta.pk.column)}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        keys = cursor.fetchall()
+    for obj, (key,) in zip(objs, keys, strict=True):
+        obj.pk = key
+        obj._state.adding = False
+        obj._state.db = connection.alias
+    return objs
+
+
+def insert_with_children(parent: M, children: Sequence[models.Model]) -> list[models.Model]:
+    """Write a new `parent` and its new `children` (rows of one model whose
+    foreign key was given `parent`) in one statement, and give all of them
+    their keys; the children come back. On PostgreSQL the parent is inserted
+    by a WITH whose key the children's VALUES read, one round trip for what
+    would be two; elsewhere, or where insert() would leave the work to
+    bulk_create, it is two insert() calls."""
+    children = list(children)
+    plan = _insert_plan(type(parent), connection.vendor)
+    child_plan = _insert_plan(type(children[0]), connection.vendor) if children else None
+    link = _link(type(children[0]), type(parent)) if children else None
+    if plan is None or child_plan is None or link is None or parent.pk is not None:
+        insert([parent])
+        return insert(children)  # each child's key to the parent is read from it, now saved
+    quote = connection.ops.quote_name
+    fields, head, row = plan
+    parent._prepare_related_fields_for_save(operation_name="insert")
+    params = [f.get_db_prep_save(f.pre_save(parent, True), connection) for f in fields]
+    child_fields = [f for f in child_plan[0] if f is not link]
+    rows = []
+    for child in children:
+        if link.get_cached_value(child, None) is not parent:
+            raise ValueError(f"{type(child).__name__}.{link.name} is not the parent being inserted")
+        for f in child_fields:  # what save() makes sure of for the other related objects
+            related = f.get_cached_value(child, None) if f.is_relation else None
+            if related is not None:
+                if related.pk is None:
+                    raise ValueError(
+                        f"save() prohibited to prevent data loss due to unsaved related object '{f.name}'."
+                    )
+                if getattr(child, f.attname) in f.empty_values:
+                    setattr(child, f.attname, related.pk)
+        params.extend(f.get_db_prep_save(f.pre_save(child, True), connection) for f in child_fields)
+        rows.append(f"((SELECT id FROM parent), {', '.join(['%s'] * len(child_fields))})")
+    child_meta = type(children[0])._meta
+    sql = (
+        f"WITH parent AS ({head}{row} RETURNING {quote(parent._meta.pk.column)} AS id) "
+        f"INSERT INTO {quote(child_meta.db_table)} ({quote(link.column)}, "
+        f"{', '.join(quote(f.column) for f in child_fields)}) VALUES {', '.join(rows)} "
+        f"RETURNING {quote(link.column)}, {quote(child_meta.pk.column)}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        keys = cursor.fetchall()
+    parent.pk = keys[0][0]
+    parent._state.adding, parent._state.db = False, connection.alias
+    for child, (parent_key, key) in zip(children, keys, strict=True):
+        setattr(child, link.attname, parent_key)  # which forgets the parent object: given back below
+        link.set_cached_value(child, parent)
+        child.pk = key
+        child._state.adding, child._state.db = False, connection.alias
+    return children
+
+
+@lru_cache(maxsize=64)
+def _link(child: type[models.Model], parent: type[models.Model]) -> Any:
+    """The child model's one foreign key to the parent's key, or None."""
+    found = [
+        f
+        for f in child._meta.local_concrete_fields
+        if f.many_to_one and f.related_model is parent and f.target_field is parent._meta.pk
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+@lru_cache(maxsize=64)
+def _insert_plan(model: type[models.Model], vendor: str) -> tuple[list[Any], str, str] | None:
+    """The fields an insert writes, the statement's head and one row's
+    placeholders; None where insert() leaves the work to bulk_create."""
+    meta = model._meta
+    if vendor != "postgresql" or meta.parents or meta.auto_field is None or meta.pk is not meta.auto_field:
+        return None
+    fields = [f for f in meta.local_concrete_fields if f is not meta.auto_field]
+    if any(f.db_default is not models.NOT_PROVIDED or f.generated for f in fields):
+        return None
+    quote = connection.ops.quote_name
+    head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) VALUES "
+    return fields, head, f"({', '.join(['%s'] * len(fields))})"
+
+
+def update_columns(obj: models.Model, *names: str) -> None:
+    """Write fields `names` of a saved instance in one UPDATE by its key, as
+    `save(update_fields=names)` does, with the statement's text built once per
+    model and fields (on PostgreSQL; elsewhere it is that save)."""
+    plan = _update_plan(type(obj), names, connection.vendor)
+    if plan is None:
+        obj.save(update_fields=names)
+        return
+    fields, sql = plan
+    params = [f.get_db_prep_save(f.pre_save(obj, False), connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, obj.pk])
+        if cursor.rowcount != 1:
+            raise DatabaseError("Save with update_fields did not affect any rows.")
+
+
+@lru_cache(maxsize=64)
+def _update_plan(model: type[models.Model], names: tuple[str, ...], vendor: str) -> tuple[list[Any], str] | None:
+    if vendor != "postgresql":
+        return None
+    meta = model._meta
+    fields = [meta.get_field(name) for name in names]
+    quote = connection.ops.quote_name
+    sets = ", ".join(f"{quote(f.column)} = %s" for f in fields)
+    return fields, f"UPDATE {quote(meta.db_table)} SET {sets} WHERE {quote(meta.pk.column)} = %s"

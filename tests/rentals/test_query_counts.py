@@ -16,10 +16,11 @@ from tests.rentals.helpers import new_key_line
 pytestmark = pytest.mark.django_db
 
 # The most queries each may make. An order is the whole transaction: reads of
-# the catalog it names, the order and its lines, the reservation under the
-# host's lock, the invoice, its payment request and its number, and the answer;
-# and the unpaid cap (the account's row locked, what it holds unpaid: two).
-ORDER_MAX = 17
+# the catalog it names, the order with its lines (one statement), the
+# reservation under the host's lock, the invoice with its lines (one), its
+# payment request and its number, and the answer; and the unpaid cap (the
+# account's row locked, what it holds unpaid: two).
+ORDER_MAX = 15
 STOCK_MAX = 2
 CATALOG_MAX = 1
 QUOTE_MAX = 1
