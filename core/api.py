@@ -55,6 +55,25 @@ def represent(serializer_class: type[serializers.Serializer], instance: Any) -> 
     return shared.to_representation(instance)
 
 
+_shared_fields: dict[type[serializers.Serializer], Any] = {}
+
+
+def with_shared_fields(serializer_class: type[serializers.Serializer], data: Any) -> serializers.Serializer:
+    """`serializer_class(data=data)` whose fields are built once per class and
+    shared: a serializer deep-copies every declared field for each instance,
+    which for the order's input cost as much as validating it. Its fields only
+    convert and check values (they read no context and keep no state between
+    calls), so one set serves every request and thread; the instance itself
+    (its data, errors and validated values) is new each time. Only for input
+    serializers of such plain fields."""
+    fields = _shared_fields.get(serializer_class)
+    if fields is None:
+        fields = _shared_fields.setdefault(serializer_class, serializer_class().fields)
+    serializer = serializer_class(data=data)
+    serializer.__dict__["fields"] = fields  # the cached_property's slot, filled before first use
+    return serializer
+
+
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details or {}}}
 

@@ -10,7 +10,7 @@ from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import error_doc, represent
+from core.api import error_doc, represent, with_shared_fields
 from rentals import selectors, services
 from rentals.serializers import (
     OpsReadyInput,
@@ -58,7 +58,7 @@ class OrderListView(APIView):
         summary="Order a server: validate, price, reserve, invoice",
     )
     def post(self, request):
-        data = OrderCreateInput(data=request.data)
+        data = with_shared_fields(OrderCreateInput, request.data)
 
         def run() -> tuple[int, dict]:
             data.is_valid(raise_exception=True)
