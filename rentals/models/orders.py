@@ -75,7 +75,12 @@ class Order(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["account", "-created_at"]), models.Index(fields=["status"])]
+        indexes = [
+            models.Index(fields=["account", "-created_at"]),
+            models.Index(fields=["status"]),
+            # What an account holds unpaid, and whether it has paid (services/unpaid.py), on every order.
+            models.Index(fields=["account", "status"]),
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(gpu_count__in=[1, 2, 4, 8]), name="order_gpu_count_allowed"),
             models.CheckConstraint(condition=Q(terms__gte=1), name="order_terms_positive"),

@@ -38,15 +38,18 @@ def _held(*, account: Any, lock: bool, besides: int | None = None) -> tuple[int,
     with connection.cursor() as cursor:
         if lock and connection.features.has_select_for_update:
             cursor.execute(f"SELECT id FROM {accounts} WHERE id = %s FOR UPDATE", [account.pk])
+        # Both halves read the (account, status) index for what they need only:
+        # the unpaid orders (at most the cap) and whether one paid order exists,
+        # never the account's whole history of orders.
         cursor.execute(
-            f"SELECT count(*) FILTER (WHERE status = %s), sum(gpu_count) FILTER (WHERE status = %s), "
-            f"count(*) FILTER (WHERE status IN (%s, %s)) FROM {orders} WHERE account_id = %s AND id <> %s",
+            f"SELECT count(*), sum(gpu_count), EXISTS (SELECT 1 FROM {orders} WHERE account_id = %s "
+            f"AND status IN (%s, %s)) FROM {orders} WHERE account_id = %s AND status = %s AND id <> %s",
             [
-                OrderStatus.AWAITING_PAYMENT,
-                OrderStatus.AWAITING_PAYMENT,
+                account.pk,
                 OrderStatus.PAID,
                 OrderStatus.UNFULFILLED,
                 account.pk,
+                OrderStatus.AWAITING_PAYMENT,
                 besides or 0,
             ],
         )

@@ -107,6 +107,42 @@ def test_an_account_that_has_paid_may_hold_more(chains, catalog, caps, customer,
     assert resp.json()["error"]["details"]["max_unpaid_gpus"] == 24
 
 
+def test_only_unpaid_orders_count_and_any_paid_one_raises_the_cap(
+    chains, catalog, caps, customer, customer_api, ssh_key
+):
+    """Orders in every other status count for nothing; a paid or an unfulfilled
+    one (paid, then not delivered) is a history of paying."""
+    from rentals.services.unpaid import unpaid_limits
+
+    placed = [
+        customer_api.post(
+            "/api/v1/orders", body(ssh_key, region="DFW-1", gpu="rtx-4090", gpu_count=1), format="json"
+        ).json()["id"]
+        for _ in range(2)
+    ]
+    Order.objects.filter(pk=placed[0]).update(status=OrderStatus.EXPIRED)
+    assert unpaid_limits(account=customer) == {
+        "unpaid_orders": 1,
+        "unpaid_gpus": 1,
+        "max_unpaid_orders": 2,
+        "max_unpaid_gpus": 8,
+        "paid_history": False,
+    }
+    assert unpaid_limits(account=customer, besides=placed[1])["unpaid_orders"] == 0
+    for status, paid in (
+        (OrderStatus.CANCELLED, False),
+        (OrderStatus.UNFULFILLED, True),
+        (OrderStatus.PAID, True),
+    ):
+        Order.objects.filter(pk=placed[0]).update(status=status)
+        limits = unpaid_limits(account=customer)
+        assert (limits["unpaid_orders"], limits["paid_history"], limits["max_unpaid_orders"]) == (
+            1,
+            paid,
+            10 if paid else 2,
+        ), status
+
+
 def test_closing_the_account_releases_its_reservations_at_once(chains, catalog, caps, customer, customer_api, ssh_key):
     order = customer_api.post("/api/v1/orders", body(ssh_key), format="json").json()
     assert reserved_by(customer) == 8
