@@ -9,6 +9,7 @@ writes its audit row in the same transaction and sends signals on commit.
 from __future__ import annotations
 
 import logging
+import secrets
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from billing.models import (
 )
 from billing.selectors import invoice_has_payments
 from core.audit import audit_record
-from core.db import insert, insert_with_children, locked_or_404, prefetched
+from core.db import insert, insert_statement, insert_with_children, locked_or_404, prefetched
 from core.errors import Conflict, DomainError, NotFound
 from core.money import ZERO, ceil_int, cents
 
@@ -158,14 +159,15 @@ def _request_create(
     currency: str,
     now: datetime,
     fresh: bool = False,
-    number_take=None,
+    numbered: bool = False,
     rate_lock: timedelta | None = None,
 ) -> PaymentRequest:
     """A payment request at the current rate, locked for `rate_lock` (default
     INVOICE_EXPIRY_MINUTES); `fresh`: the invoice has none yet (no earlier
-    request to retire). `number_take`, when given, names the invoice (and
-    writes it) once the destination is derived: the payment URI carries the
-    number, and the number's lock is then held for the fewest statements."""
+    request to retire). `numbered`: the invoice is named here too, once the
+    destination is derived (the payment URI carries the number): the number
+    and the request are written by one statement, so the number's lock is
+    held for it and the commit only."""
     from billing.chains.config import (
         derivation_first_index,
         derivation_keyset,
@@ -184,65 +186,84 @@ def _request_create(
     destination = destination_derive(currency=code, index=index)
     expires_at = now + (rate_lock or _expiry_window())
     # A new quote is locked for its own window; the invoice follows it (callers
-    # save it, or number_take writes it with the number).
+    # save it, or _number_write writes it with the number).
     invoice.expires_at, invoice.monitoring_until = expires_at, expires_at + _monitoring_window()
-    if number_take is not None:
-        number_take()
     if not fresh:
         invoice.requests.filter(is_active=True).update(is_active=False)
-    (request,) = insert(
-        [
-            PaymentRequest(
-                invoice=invoice,
-                currency=code,
-                network=network_name(currency=code),
-                address=destination.address,
-                match_key=destination.match_key,
-                reference=destination.reference,
-                keyset=keyset,
-                derivation_index=index,
-                amount_due=amount,
-                # As the column keeps it (an answer rendered from this object matches a later read).
-                rate_usd=rate.usd.quantize(
-                    Decimal(1).scaleb(-PaymentRequest._meta.get_field("rate_usd").decimal_places),
-                    rounding=ROUND_HALF_UP,
-                ),
-                rate_source=rate.source,
-                rate_at=rate.at,
-                payment_uri=payment_uri(
-                    destination=destination,
-                    amount=amount,
-                    label=settings.PAYMENT_LABEL,
-                    message=f"Invoice {invoice.number}",
-                ),
-                created_at=now,
-                expires_at=expires_at,
-            )
-        ]
-    )
-    return request
+
+    def request(number: str) -> PaymentRequest:
+        return PaymentRequest(
+            invoice=invoice,
+            currency=code,
+            network=network_name(currency=code),
+            address=destination.address,
+            match_key=destination.match_key,
+            reference=destination.reference,
+            keyset=keyset,
+            derivation_index=index,
+            amount_due=amount,
+            # As the column keeps it (an answer rendered from this object matches a later read).
+            rate_usd=rate.usd.quantize(
+                Decimal(1).scaleb(-PaymentRequest._meta.get_field("rate_usd").decimal_places), rounding=ROUND_HALF_UP
+            ),
+            rate_source=rate.source,
+            rate_at=rate.at,
+            payment_uri=payment_uri(
+                destination=destination,
+                amount=amount,
+                label=settings.PAYMENT_LABEL,
+                message=f"Invoice {number}",
+            ),
+            created_at=now,
+            expires_at=expires_at,
+        )
+
+    if numbered:
+        return _number_write(invoice=invoice, now=now, request=request)
+    (made,) = insert([request(invoice.number)])
+    return made
 
 
-def _number_write(*, invoice: Invoice, now: datetime) -> None:
+def _number_write(*, invoice: Invoice, now: datetime, request=None) -> PaymentRequest | None:
     """Give the invoice the next number of the year and write it with its
-    expiry and monitoring window as they are now. On PostgreSQL one statement
-    both advances the counter and writes the invoice: the counter's lock, on
-    which every invoice of the year queues until its transaction commits, is
-    taken one round trip later than by the two statements it replaces."""
+    expiry and monitoring window as they are now; with `request` (the payment
+    request, made for a number), insert that too. On PostgreSQL one statement
+    advances the counter, writes the invoice and inserts the request: the
+    counter's lock, on which every invoice of the year queues until its
+    transaction commits, is held for that statement and the commit. The
+    request is made for the number with its digits as a marker the statement
+    replaces (digits need no escaping in a URI; the prefix and year are
+    escaped as the URI escapes them)."""
+    series = f"{settings.INVOICE_NUMBER_PREFIX}-{now.year}"
     if connection.vendor != "postgresql":
         invoice.number = _number_take(now=now)
         invoice.save(update_fields=["number", "expires_at", "monitoring_until"])
-        return
-    series = f"{settings.INVOICE_NUMBER_PREFIX}-{now.year}"
+        return insert([request(invoice.number)])[0] if request else None
     q = connection.ops.quote_name
     counters, invoices = q(InvoiceCounter._meta.db_table), q(Invoice._meta.db_table)
-    sql = (
-        f"WITH n AS (UPDATE {counters} SET last = last + 1 WHERE series = %s RETURNING last) "
-        f"UPDATE {invoices} SET number = CAST(%s AS text) || CASE WHEN n.last < 1000000 "
-        "THEN lpad(n.last::text, 6, '0') ELSE n.last::text END, expires_at = %s, monitoring_until = %s "
-        f"FROM n WHERE {invoices}.id = %s RETURNING {invoices}.number"
+    digits = "CASE WHEN n.last < 1000000 THEN lpad(n.last::text, 6, '0') ELSE n.last::text END"
+    numbered = (
+        f"WITH n AS (UPDATE {counters} SET last = last + 1 WHERE series = %s RETURNING last), "
+        f"i AS (UPDATE {invoices} SET number = CAST(%s AS text) || {digits}, expires_at = %s, monitoring_until = %s "
+        f"FROM n WHERE {invoices}.id = %s RETURNING {invoices}.number, {digits} AS digits) "
     )
-    params = [series, f"{series}-", invoice.expires_at, invoice.monitoring_until, invoice.pk]
+    params: list[Any] = [series, f"{series}-", invoice.expires_at, invoice.monitoring_until, invoice.pk]
+    made = None
+    if request is None:
+        sql = f"{numbered}SELECT number FROM i"
+    else:
+        mark = f"n{secrets.token_hex(8)}"  # letters and digits: escaped as nothing
+        made = request(f"{series}-{mark}")
+        fields, columns, values = insert_statement(PaymentRequest, [made])
+        uri = [f.column for f in fields].index("payment_uri")
+        selected = ["%s"] * len(fields)
+        selected[uri] = "replace(%s, %s, i.digits)"
+        values[uri : uri + 1] = [values[uri], mark]
+        sql = (
+            f"{numbered}{columns} SELECT {', '.join(selected)} FROM i "
+            f"RETURNING {q(PaymentRequest._meta.pk.column)}, {q('payment_uri')}, (SELECT number FROM i)"
+        )
+        params += values
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -250,7 +271,11 @@ def _number_write(*, invoice: Invoice, now: datetime) -> None:
             _counter_create(InvoiceCounter, "series", series, "last", 0)
             cursor.execute(sql, params)
             row = cursor.fetchone()
-    invoice.number = row[0]
+    invoice.number = row[-1]
+    if made is not None:
+        made.pk, made.payment_uri = row[0], row[1]
+        made._state.adding, made._state.db = False, connection.alias
+    return made
 
 
 def _number_take(*, now: datetime) -> str:
@@ -367,14 +392,7 @@ def invoice_issue(*, invoice: Invoice, attach: bool = False) -> Invoice:
         _number_write(invoice=invoice, now=now)
     else:
         requests.append(
-            _request_create(
-                invoice=invoice,
-                currency=currency,
-                now=now,
-                fresh=True,
-                number_take=lambda: _number_write(invoice=invoice, now=now),
-                rate_lock=rate_lock,
-            )
+            _request_create(invoice=invoice, currency=currency, now=now, fresh=True, numbered=True, rate_lock=rate_lock)
         )
     _on_commit_send(signals.invoice_created, invoice)
     if attach:

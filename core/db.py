@@ -97,11 +97,8 @@ def insert(objs: Sequence[M]) -> list[M]:
     if plan is None or any(obj.pk is not None for obj in objs):
         return model._default_manager.bulk_create(objs)
     fields, columns, row = plan
-    params: list[Any] = []
-    for obj in objs:
-        obj._prepare_related_fields_for_save(operation_name="insert")
-        params.extend(f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields)
-    sql = f"{columns}{', '.join([row] * len(objs))} RETURNING {connection.ops.quote_name(model._meta.pk.column)}"
+    params = _insert_values(fields, objs)
+    sql = f"{columns}VALUES {', '.join([row] * len(objs))} RETURNING {connection.ops.quote_name(model._meta.pk.column)}"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         keys = cursor.fetchall()
@@ -128,8 +125,7 @@ def insert_with_children(parent: M, children: Sequence[models.Model]) -> list[mo
         return insert(children)  # each child's key to the parent is read from it, now saved
     quote = connection.ops.quote_name
     fields, head, row = plan
-    parent._prepare_related_fields_for_save(operation_name="insert")
-    params = [f.get_db_prep_save(f.pre_save(parent, True), connection) for f in fields]
+    params = _insert_values(fields, [parent])
     child_fields = [f for f in child_plan[0] if f is not link]
     rows = []
     for child in children:
@@ -148,7 +144,7 @@ def insert_with_children(parent: M, children: Sequence[models.Model]) -> list[mo
         rows.append(f"((SELECT id FROM parent), {', '.join(['%s'] * len(child_fields))})")
     child_meta = type(children[0])._meta
     sql = (
-        f"WITH parent AS ({head}{row} RETURNING {quote(parent._meta.pk.column)} AS id) "
+        f"WITH parent AS ({head}VALUES {row} RETURNING {quote(parent._meta.pk.column)} AS id) "
         f"INSERT INTO {quote(child_meta.db_table)} ({quote(link.column)}, "
         f"{', '.join(quote(f.column) for f in child_fields)}) VALUES {', '.join(rows)} "
         f"RETURNING {quote(link.column)}, {quote(child_meta.pk.column)}"
@@ -177,6 +173,25 @@ def _link(child: type[models.Model], parent: type[models.Model]) -> Any:
     return found[0] if len(found) == 1 else None
 
 
+def insert_statement(model: type[M], objs: Sequence[M]) -> tuple[list[Any], str, list[Any]]:
+    """For a written-out statement that inserts new `objs` some other way
+    (INSERT ... SELECT, in a WITH): the fields written, in order, the head
+    `INSERT INTO table (columns) ` and the values, converted as insert()
+    converts them. PostgreSQL only, for the models insert() covers."""
+    plan = _insert_plan(model, connection.vendor)
+    if plan is None:
+        raise ValueError(f"{model.__name__} is not written by a plain insert on {connection.vendor}")
+    return plan[0], plan[1], _insert_values(plan[0], objs)
+
+
+def _insert_values(fields: list[Any], objs: Sequence[models.Model]) -> list[Any]:
+    params: list[Any] = []
+    for obj in objs:
+        obj._prepare_related_fields_for_save(operation_name="insert")
+        params.extend(f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields)
+    return params
+
+
 @lru_cache(maxsize=64)
 def _insert_plan(model: type[models.Model], vendor: str) -> tuple[list[Any], str, str] | None:
     """The fields an insert writes, the statement's head and one row's
@@ -188,7 +203,7 @@ def _insert_plan(model: type[models.Model], vendor: str) -> tuple[list[Any], str
     if any(f.db_default is not models.NOT_PROVIDED or f.generated for f in fields):
         return None
     quote = connection.ops.quote_name
-    head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) VALUES "
+    head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
     return fields, head, f"({', '.join(['%s'] * len(fields))})"
 
 

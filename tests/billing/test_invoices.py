@@ -1,5 +1,6 @@
 """Invoices, payment requests and the payment state machine against PostgreSQL."""
 
+import dataclasses
 from datetime import timedelta
 from decimal import Decimal
 
@@ -81,6 +82,34 @@ def test_numbers_grow_past_six_digits_and_the_invoice_row_holds_its_number_and_w
     stored = Invoice.objects.get(pk=b.pk)
     assert (stored.number, stored.expires_at, stored.monitoring_until) == (b.number, b.expires_at, b.monitoring_until)
     assert stored.expires_at == timezone.now() + timedelta(minutes=30) < stored.monitoring_until
+
+
+@pytest.mark.parametrize("currency", ["LTC", "BTC", "ETH", "XMR", "SOL"])
+def test_the_payment_uri_names_the_invoice_as_the_number_was_written(chains, customer, settings, frozen, currency):
+    """The number and the request are written by one statement, which puts the
+    number's digits into the URI; the rest of it is escaped as the URI escapes it."""
+    from billing.chains.config import destination_derive, payment_uri
+    from billing.models import InvoiceCounter, PaymentRequest
+
+    settings.INVOICE_NUMBER_PREFIX = "Rent Hub&Co"  # a prefix a URI must escape
+    first = make_invoice(customer, currency=currency)  # the year's first: its counter row is made on the way
+    InvoiceCounter.objects.filter(series="Rent Hub&Co-2026").update(last=999_999)
+    later = make_invoice(customer, currency=currency)
+    for invoice, number in ((first, "Rent Hub&Co-2026-000001"), (later, "Rent Hub&Co-2026-1000000")):
+        request = invoice.active_request
+        stored = PaymentRequest.objects.get(pk=request.pk)
+        destination = destination_derive(currency=currency, index=stored.derivation_index)
+        if currency == "SOL":  # its reference is fresh on each derivation: the stored one is the request's
+            destination = dataclasses.replace(destination, reference=stored.reference)
+        expected = payment_uri(
+            destination=destination,
+            amount=stored.amount_due,
+            label=settings.PAYMENT_LABEL,
+            message=f"Invoice {number}",
+        )
+        assert invoice.number == reload(invoice).number == number
+        assert stored.payment_uri == request.payment_uri == expected
+        assert request.pk == stored.pk and request._state.adding is False
 
 
 def test_a_failed_invoice_leaves_no_gap(chains, customer, settings, frozen):

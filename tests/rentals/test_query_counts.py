@@ -18,9 +18,9 @@ pytestmark = pytest.mark.django_db
 # The most queries each may make. An order is the whole transaction: reads of
 # the catalog it names, the order with its lines (one statement), the
 # reservation under the host's lock, the invoice with its lines (one), its
-# payment request and its number, and the answer; and the unpaid cap (the
+# payment request with its number (one), and the answer; and the unpaid cap (the
 # account's row locked, what it holds unpaid: two).
-ORDER_MAX = 15
+ORDER_MAX = 14
 STOCK_MAX = 2
 CATALOG_MAX = 1
 QUOTE_MAX = 1
