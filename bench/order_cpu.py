@@ -1,0 +1,86 @@
+"""The web side's CPU time per order, in one process.
+
+    .venv/bin/python bench/order_cpu.py                       # 5 rounds of 200 orders
+    .venv/bin/python bench/order_cpu.py --orders 300 --rounds 7
+
+A load run's order rate moves with a shared machine's speed from one minute
+to the next; the CPU time one process spends per order moves much less, so
+this is the figure to compare two versions by: run it in a checkout of each,
+one after the other, and compare the medians.
+
+It makes a throwaway database as bench/load.py does (the catalog with every
+slot free, 8 accounts with a token and an SSH key, BTC, LTC and ETH with
+watch-only keys made for the run), then places orders by POST /api/v1/orders
+through Django's test client: the whole middleware, authentication, DRF and
+database path of a request, without a server or a network. Orders rotate the
+accounts, every card with stock and the three currencies, as the load run's
+do; the stock is freed before each round. It prints the process's CPU time
+per order in each round and their median, and drops the database at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import load  # bench/load.py: the same set-up as the load run
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
+        help="a PostgreSQL server URL (the throwaway database is made and dropped beside the one named)",
+    )
+    parser.add_argument("--orders", type=int, default=200, help="orders per round")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    setup = argparse.Namespace(  # what bench/load.py's set-up reads, as its defaults are
+        postgres=args.postgres,
+        cache_url=os.environ.get("CACHE_URL", "locmemcache://"),
+        broker_url=os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15"),
+    )
+    bench = load.Bench(setup)
+    try:
+        bench.prepare()
+        from django.test import Client
+
+        client = Client(HTTP_HOST="127.0.0.1")
+        requests = bench.order_requests()
+
+        def place(n: int) -> float:
+            started = time.process_time()
+            for i in range(n):
+                _, path, headers, body = requests[(i * 7) % len(requests)]
+                response = client.post(
+                    path, data=body, content_type="application/json", HTTP_AUTHORIZATION=headers["Authorization"]
+                )
+                if response.status_code != 201:
+                    raise SystemExit(f"order refused: {response.status_code} {response.content[:300]!r}")
+            return (time.process_time() - started) / n * 1000
+
+        place(50)  # warm: prepared statements, caches, first imports
+        rounds = []
+        for k in range(args.rounds):
+            bench.stock_reset()
+            rounds.append(place(args.orders))
+            load.say(f"round {k + 1}/{args.rounds}: {rounds[-1]:.2f} ms of CPU per order")
+        print(
+            f"web CPU per order, one process, {args.orders} orders a round: median {statistics.median(rounds):.2f} ms "
+            f"(rounds: {', '.join(f'{r:.2f}' for r in rounds)})"
+        )
+        print(load.machine())
+        return 0
+    finally:
+        bench.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
