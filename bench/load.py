@@ -31,7 +31,8 @@ What it does, in order, and undoes when it ends (also on Ctrl-C):
 
 --scale-out runs the order load against one gunicorn instance, then against
 two at once (two Celery workers beside them, one database), and prints both
-with the same oversell check.
+with the same oversell check. Each instance runs one web worker
+(--scale-out-workers): on one machine the instances share its cores.
 """
 
 from __future__ import annotations
@@ -286,7 +287,7 @@ class Bench:
     def celery_worker(self, name: str) -> subprocess.Popen:
         log = open(self.tmp / f"celery-{name}.log", "wb")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
-            [PYTHON, "-m", "celery", "-A", "config", "worker", "-n", f"{name}@%h", "-c", "1", "--loglevel", "WARNING"],
+            [PYTHON, "-m", "celery", "-A", "config", "worker", "-n", f"{name}@%h", "-c", "1", "--loglevel", "INFO"],
             env=self.env | {"DJANGO_SETTINGS_MODULE": "config.settings"},
             cwd=ROOT,
             stdout=log,
@@ -295,6 +296,17 @@ class Bench:
         )
         self.processes.append(proc)
         return proc
+
+    def celery_ready(self, names: list[str], timeout: float = 180) -> None:
+        """Wait until each worker says it is ready: a worker's start (the app's imports) costs seconds of
+        CPU, which would otherwise be counted against the first run."""
+        deadline = time.monotonic() + timeout
+        for name in names:
+            log = self.tmp / f"celery-{name}.log"
+            while b" ready." not in log.read_bytes():
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"celery worker {name} not ready after {timeout:g} s: see {log}")
+                time.sleep(0.2)
 
     # --- load ---------------------------------------------------------------------
 
@@ -547,9 +559,13 @@ class Bench:
 
     def run_scale_out(self) -> int:
         port = self.args.port
-        a = self.gunicorn(port)
-        b = self.gunicorn(port + 1)
+        # One web worker per instance: on one machine the instances share its cores, and two instances of
+        # a worker per core would only split them; an instance of one worker leaves the second one a core.
+        workers_each = ("--workers", str(self.args.scale_out_workers))
+        a = self.gunicorn(port, *workers_each)
+        b = self.gunicorn(port + 1, *workers_each)
         workers = [self.celery_worker("bench1"), self.celery_worker("bench2")]
+        self.celery_ready(["bench1", "bench2"])
         orders = self.order_requests()
         d, c = self.args.duration, self.args.connections
         say(f"orders on one instance: {d:g} s at {c} connections")
@@ -559,7 +575,7 @@ class Bench:
             self.processes.remove(proc)
         made_one, problems = self.orders_made(), self.oversold()
         self.stock_reset()
-        a, b = self.gunicorn(port), self.gunicorn(port + 1)
+        a, b = self.gunicorn(port, *workers_each), self.gunicorn(port + 1, *workers_each)
         say(f"orders on two instances at once: {d:g} s at {c} connections each")
         procs = []
         for p in (port, port + 1):
@@ -601,7 +617,10 @@ class Bench:
         self.processes.clear()
         print()
         print(machine())
-        print(f"scale-out: POST /orders, {c} connections per instance, {d:g} s; {alive} Celery workers running")
+        print(
+            f"scale-out: POST /orders, {c} connections per instance, {self.args.scale_out_workers} web worker(s) "
+            f"per instance, {d:g} s; {alive} Celery workers running"
+        )
         rows = [("one instance", one), ("instance A (of two)", both[0]), ("instance B (of two)", both[1])]
         total = {k: sum(r[k] for r in both) for k in ("requests", "ok", "stock", "other", "socket_errors", "rps")} | {
             "p50_us": max(r["p50_us"] for r in both),
@@ -739,6 +758,12 @@ def main() -> int:
         "skips pgbench and the memory run",
     )
     parser.add_argument("--scale-out", action="store_true", help="two gunicorn instances and two Celery workers")
+    parser.add_argument(
+        "--scale-out-workers",
+        type=int,
+        default=1,
+        help="web workers per instance in --scale-out (default 1: the two instances share this machine's cores)",
+    )
     args = parser.parse_args()
     args.duration = min(args.duration, 60)
     args.rounds = max(1, min(args.rounds, 9))
