@@ -83,10 +83,10 @@ def insert(objs: Sequence[M]) -> list[M]:
     """Write new instances of one model in one INSERT ... RETURNING and give
     them their keys, as `bulk_create` does (and `save()` for one, without its
     model signals; none are connected to the models written this way). On
-    PostgreSQL the statement's text is built once per model and row count, so
-    an insert costs the conversion of its values and the round trip; building
-    it anew, as the ORM does for every insert, costs more than both on the
-    order path. Elsewhere, or for a model this plain form does not cover
+    PostgreSQL the statement is put together from parts kept per model (its
+    columns, one row's placeholders), so an insert costs the conversion of its
+    values and the round trip; compiling it anew, as the ORM does for every
+    insert, cost more than both on the order path. Elsewhere, or for a model this plain form does not cover
     (database defaults, generated columns, inherited tables, a key already
     set), it is `bulk_create`."""
     objs = list(objs)
