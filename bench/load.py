@@ -729,8 +729,8 @@ def table(rows: list[tuple[str, dict]], bare: float, ratio_label: str = "vs bare
     return "\n".join(lines)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def setup_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the throwaway database, the cache and the broker are: for every script that sets up as this one."""
     parser.add_argument(
         "--postgres",
         default=os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
@@ -738,6 +738,11 @@ def main() -> int:
     )
     parser.add_argument("--cache-url", default=os.environ.get("CACHE_URL", "locmemcache://"))
     parser.add_argument("--broker-url", default=os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    setup_arguments(parser)
     parser.add_argument("--duration", type=float, default=10, help="seconds per endpoint (at most 60)")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument(

@@ -21,7 +21,6 @@ per order in each round and their median, and drops the database at the end.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -34,20 +33,11 @@ import load  # bench/load.py: the same set-up as the load run
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--postgres",
-        default=os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
-        help="a PostgreSQL server URL (the throwaway database is made and dropped beside the one named)",
-    )
+    load.setup_arguments(parser)
     parser.add_argument("--orders", type=int, default=200, help="orders per round")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    setup = argparse.Namespace(  # what bench/load.py's set-up reads, as its defaults are
-        postgres=args.postgres,
-        cache_url=os.environ.get("CACHE_URL", "locmemcache://"),
-        broker_url=os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15"),
-    )
-    bench = load.Bench(setup)
+    bench = load.Bench(args)
     try:
         bench.prepare()
         from django.test import Client
