@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from django.db import DatabaseError, connection, connections, models
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, models
 
 from core.errors import NotFound
 
@@ -58,13 +58,14 @@ def from_row(model: type[M], values: Sequence[Any]) -> M:
     converted as the ORM converts it (SQLite's text timestamps, JSON, ...): for
     the few hot reads written out because building them costs the ORM more than
     the database spends answering."""
-    names, converters = _row_plan(model, connections[connection.alias])
+    db = _db()
+    names, converters = _row_plan(model, db)
     converted = []
     for value, (col, convert_all) in zip(values, converters, strict=True):
         for convert in convert_all:
-            value = convert(value, col, connection)
+            value = convert(value, col, db)
         converted.append(value)
-    return model.from_db(connection.alias, names, converted)
+    return model.from_db(db.alias, names, converted)
 
 
 @lru_cache(maxsize=256)
@@ -92,20 +93,20 @@ def insert(objs: Sequence[M]) -> list[M]:
     objs = list(objs)
     if not objs:
         return objs
-    model = type(objs[0])
-    plan = _insert_plan(model, connection.vendor)
+    model, db = type(objs[0]), _db()
+    plan = _insert_plan(model, db.vendor)
     if plan is None or any(obj.pk is not None for obj in objs):
         return model._default_manager.bulk_create(objs)
     fields, columns, row = plan
-    params = _insert_values(fields, objs)
-    sql = f"{columns}VALUES {', '.join([row] * len(objs))} RETURNING {connection.ops.quote_name(model._meta.pk.column)}"
-    with connection.cursor() as cursor:
+    params = _insert_values(db, fields, objs)
+    sql = f"{columns}VALUES {', '.join([row] * len(objs))} RETURNING {db.ops.quote_name(model._meta.pk.column)}"
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         keys = cursor.fetchall()
     for obj, (key,) in zip(objs, keys, strict=True):
         obj.pk = key
         obj._state.adding = False
-        obj._state.db = connection.alias
+        obj._state.db = db.alias
     return objs
 
 
@@ -116,16 +117,16 @@ def insert_with_children(parent: M, children: Sequence[models.Model]) -> list[mo
     by a WITH whose key the children's VALUES read, one round trip for what
     would be two; elsewhere, or where insert() would leave the work to
     bulk_create, it is two insert() calls."""
-    children = list(children)
-    plan = _insert_plan(type(parent), connection.vendor)
-    child_plan = _insert_plan(type(children[0]), connection.vendor) if children else None
+    children, db = list(children), _db()
+    plan = _insert_plan(type(parent), db.vendor)
+    child_plan = _insert_plan(type(children[0]), db.vendor) if children else None
     link = _link(type(children[0]), type(parent)) if children else None
     if plan is None or child_plan is None or link is None or parent.pk is not None:
         insert([parent])
         return insert(children)  # each child's key to the parent is read from it, now saved
-    quote = connection.ops.quote_name
+    quote = db.ops.quote_name
     fields, head, row = plan
-    params = _insert_values(fields, [parent])
+    params = _insert_values(db, fields, [parent])
     child_fields = [f for f in child_plan[0] if f is not link]
     rows = []
     for child in children:
@@ -140,7 +141,7 @@ def insert_with_children(parent: M, children: Sequence[models.Model]) -> list[mo
                     )
                 if getattr(child, f.attname) in f.empty_values:
                     setattr(child, f.attname, related.pk)
-        params.extend(f.get_db_prep_save(f.pre_save(child, True), connection) for f in child_fields)
+        params.extend(f.get_db_prep_save(f.pre_save(child, True), db) for f in child_fields)
         rows.append(f"((SELECT id FROM parent), {', '.join(['%s'] * len(child_fields))})")
     child_meta = type(children[0])._meta
     sql = (
@@ -149,16 +150,16 @@ def insert_with_children(parent: M, children: Sequence[models.Model]) -> list[mo
         f"{', '.join(quote(f.column) for f in child_fields)}) VALUES {', '.join(rows)} "
         f"RETURNING {quote(link.column)}, {quote(child_meta.pk.column)}"
     )
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         keys = cursor.fetchall()
     parent.pk = keys[0][0]
-    parent._state.adding, parent._state.db = False, connection.alias
+    parent._state.adding, parent._state.db = False, db.alias
     for child, (parent_key, key) in zip(children, keys, strict=True):
         setattr(child, link.attname, parent_key)  # which forgets the parent object: given back below
         link.set_cached_value(child, parent)
         child.pk = key
-        child._state.adding, child._state.db = False, connection.alias
+        child._state.adding, child._state.db = False, db.alias
     return children
 
 
@@ -178,18 +179,25 @@ def insert_statement(model: type[M], objs: Sequence[M]) -> tuple[list[Any], str,
     (INSERT ... SELECT, in a WITH): the fields written, in order, the head
     `INSERT INTO table (columns) ` and the values, converted as insert()
     converts them. PostgreSQL only, for the models insert() covers."""
-    plan = _insert_plan(model, connection.vendor)
+    db = _db()
+    plan = _insert_plan(model, db.vendor)
     if plan is None:
-        raise ValueError(f"{model.__name__} is not written by a plain insert on {connection.vendor}")
-    return plan[0], plan[1], _insert_values(plan[0], objs)
+        raise ValueError(f"{model.__name__} is not written by a plain insert on {db.vendor}")
+    return plan[0], plan[1], _insert_values(db, plan[0], objs)
 
 
-def _insert_values(fields: list[Any], objs: Sequence[models.Model]) -> list[Any]:
+def _insert_values(db: Any, fields: list[Any], objs: Sequence[models.Model]) -> list[Any]:
     params: list[Any] = []
     for obj in objs:
         obj._prepare_related_fields_for_save(operation_name="insert")
-        params.extend(f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields)
+        params.extend(f.get_db_prep_save(f.pre_save(obj, True), db) for f in fields)
     return params
+
+
+def _db() -> Any:
+    """This thread's connection itself: `connection` is a proxy that looks it up
+    again on every use, and a row's values are converted with it one by one."""
+    return connections[DEFAULT_DB_ALIAS]
 
 
 @lru_cache(maxsize=64)
@@ -211,13 +219,14 @@ def update_columns(obj: models.Model, *names: str) -> None:
     """Write fields `names` of a saved instance in one UPDATE by its key, as
     `save(update_fields=names)` does, with the statement's text built once per
     model and fields (on PostgreSQL; elsewhere it is that save)."""
-    plan = _update_plan(type(obj), names, connection.vendor)
+    db = _db()
+    plan = _update_plan(type(obj), names, db.vendor)
     if plan is None:
         obj.save(update_fields=names)
         return
     fields, sql = plan
-    params = [f.get_db_prep_save(f.pre_save(obj, False), connection) for f in fields]
-    with connection.cursor() as cursor:
+    params = [f.get_db_prep_save(f.pre_save(obj, False), db) for f in fields]
+    with db.cursor() as cursor:
         cursor.execute(sql, [*params, obj.pk])
         if cursor.rowcount != 1:
             raise DatabaseError("Save with update_fields did not affect any rows.")
