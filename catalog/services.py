@@ -258,7 +258,7 @@ def _host_unheld(*, region: Region, gpu: GpuModel, count: int) -> Host | None:
     host, regions, gpus = (q(m._meta.db_table) for m in (Host, Region, GpuModel))
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT h.id, h.name, h.slot_count, h.free_slots FROM {host} h "
+            f"SELECT {select_columns(Host, 'h')} FROM {host} h "
             f"JOIN {regions} r ON r.id = h.region_id JOIN {gpus} g ON g.id = h.gpu_id "
             "WHERE h.region_id = %s AND h.gpu_id = %s AND h.is_active AND r.is_active AND g.is_active "
             "AND h.free_slots >= %s ORDER BY h.free_slots, h.name LIMIT 1 FOR UPDATE OF h SKIP LOCKED",
@@ -267,8 +267,9 @@ def _host_unheld(*, region: Region, gpu: GpuModel, count: int) -> Host | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    pk, name, slot_count, free_slots = row
-    return Host(pk=pk, name=name, region=region, gpu=gpu, slot_count=slot_count, is_active=True, free_slots=free_slots)
+    found = from_row(Host, row)
+    found.region, found.gpu = region, gpu  # the caller's objects, not read again
+    return found
 
 
 def _slots_take(*, host: Host, count: int, holder: str) -> Reservation | None:
