@@ -740,6 +740,25 @@ def setup_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--broker-url", default=os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15"))
 
 
+def run_prepared(doc: str, arguments, measure) -> int:
+    """For a script that measures one thing on this set-up (bench/order_cpu.py,
+    bench/unpaid_check.py): its arguments beside setup_arguments (`arguments`
+    adds them to the parser), the throwaway database prepared, `measure(bench,
+    args)` run, the machine printed, and the database dropped at the end."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    setup_arguments(parser)
+    arguments(parser)
+    args = parser.parse_args()
+    bench = Bench(args)
+    try:
+        bench.prepare()
+        measure(bench, args)
+        print(machine())
+        return 0
+    finally:
+        bench.cleanup()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     setup_arguments(parser)

@@ -31,46 +31,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import load  # bench/load.py: the same set-up as the load run
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    load.setup_arguments(parser)
+def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--orders", type=int, default=200, help="orders per round")
     parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
-    bench = load.Bench(args)
-    try:
-        bench.prepare()
-        from django.test import Client
 
-        client = Client(HTTP_HOST="127.0.0.1")
-        requests = bench.order_requests()
 
-        def place(n: int) -> float:
-            started = time.process_time()
-            for i in range(n):
-                _, path, headers, body = requests[(i * 7) % len(requests)]
-                response = client.post(
-                    path, data=body, content_type="application/json", HTTP_AUTHORIZATION=headers["Authorization"]
-                )
-                if response.status_code != 201:
-                    raise SystemExit(f"order refused: {response.status_code} {response.content[:300]!r}")
-            return (time.process_time() - started) / n * 1000
+def measure(bench: load.Bench, args: argparse.Namespace) -> None:
+    from django.test import Client
 
-        place(50)  # warm: prepared statements, caches, first imports
-        rounds = []
-        for k in range(args.rounds):
-            bench.stock_reset()
-            rounds.append(place(args.orders))
-            load.say(f"round {k + 1}/{args.rounds}: {rounds[-1]:.2f} ms of CPU per order")
-        print(
-            f"web CPU per order, one process, {args.orders} orders a round: median {statistics.median(rounds):.2f} ms "
-            f"(rounds: {', '.join(f'{r:.2f}' for r in rounds)})"
-        )
-        print(load.machine())
-        return 0
-    finally:
-        bench.cleanup()
+    client = Client(HTTP_HOST="127.0.0.1")
+    requests = bench.order_requests()
+
+    def place(n: int) -> float:
+        started = time.process_time()
+        for i in range(n):
+            _, path, headers, body = requests[(i * 7) % len(requests)]
+            response = client.post(
+                path, data=body, content_type="application/json", HTTP_AUTHORIZATION=headers["Authorization"]
+            )
+            if response.status_code != 201:
+                raise SystemExit(f"order refused: {response.status_code} {response.content[:300]!r}")
+        return (time.process_time() - started) / n * 1000
+
+    place(50)  # warm: prepared statements, caches, first imports
+    rounds = []
+    for k in range(args.rounds):
+        bench.stock_reset()
+        rounds.append(place(args.orders))
+        load.say(f"round {k + 1}/{args.rounds}: {rounds[-1]:.2f} ms of CPU per order")
+    print(
+        f"web CPU per order, one process, {args.orders} orders a round: median {statistics.median(rounds):.2f} ms "
+        f"(rounds: {', '.join(f'{r:.2f}' for r in rounds)})"
+    )
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(load.run_prepared(__doc__, arguments, measure))

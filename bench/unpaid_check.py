@@ -26,68 +26,61 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import load  # bench/load.py: the same set-up as the load run
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    load.setup_arguments(parser)
+def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--history", type=int, default=50_000, help="expired orders the account has")
     parser.add_argument("--checks", type=int, default=200)
-    args = parser.parse_args()
-    bench = load.Bench(args)
-    try:
-        bench.prepare()
-        from django.db import connection
 
-        from accounts.models import Account
-        from rentals.models import Order, OrderStatus
-        from rentals.services.orders import OrderSpec, order_create
-        from rentals.services.unpaid import unpaid_limits
 
-        account = Account.objects.get(username="bench0")
-        region, gpu = bench.combos[0]
-        order = order_create(
-            account=account,
-            spec=OrderSpec(
-                region=region,
-                gpu=gpu,
-                gpu_count=1,
-                term="weekly",
-                terms=1,
-                template="ubuntu-24.04",
-                pay_currency="LTC",
-                ssh_keys=(bench.keys[0],),
-                addons=(),
-                workload=None,
-                workload_input=None,
-            ),
+def measure(bench: load.Bench, args: argparse.Namespace) -> None:
+    from django.db import connection
+
+    from accounts.models import Account
+    from rentals.models import Order, OrderStatus
+    from rentals.services.orders import OrderSpec, order_create
+    from rentals.services.unpaid import unpaid_limits
+
+    account = Account.objects.get(username="bench0")
+    region, gpu = bench.combos[0]
+    order = order_create(
+        account=account,
+        spec=OrderSpec(
+            region=region,
+            gpu=gpu,
+            gpu_count=1,
+            term="weekly",
+            terms=1,
+            template="ubuntu-24.04",
+            pay_currency="LTC",
+            ssh_keys=(bench.keys[0],),
+            addons=(),
+            workload=None,
+            workload_input=None,
+        ),
+    )
+    load.say(f"copying the order {args.history:,} times as expired orders of the same account")
+    quote = connection.ops.quote_name
+    columns = [f.column for f in Order._meta.concrete_fields if f.column != "id"]
+    picked = {"status": "%s", "host_id": "NULL", "invoice_id": "NULL"}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {quote(Order._meta.db_table)} ({', '.join(quote(c) for c in columns)}) "
+            f"SELECT {', '.join(picked.get(c, quote(c)) for c in columns)} "
+            f"FROM {quote(Order._meta.db_table)}, generate_series(1, %s) WHERE id = %s",
+            [OrderStatus.EXPIRED, args.history, order.pk],
         )
-        load.say(f"copying the order {args.history:,} times as expired orders of the same account")
-        quote = connection.ops.quote_name
-        columns = [f.column for f in Order._meta.concrete_fields if f.column != "id"]
-        picked = {"status": "%s", "host_id": "NULL", "invoice_id": "NULL"}
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {quote(Order._meta.db_table)} ({', '.join(quote(c) for c in columns)}) "
-                f"SELECT {', '.join(picked.get(c, quote(c)) for c in columns)} "
-                f"FROM {quote(Order._meta.db_table)}, generate_series(1, %s) WHERE id = %s",
-                [OrderStatus.EXPIRED, args.history, order.pk],
-            )
-            cursor.execute(f"ANALYZE {quote(Order._meta.db_table)}")
-        for _ in range(20):
-            limits = unpaid_limits(account=account)
-        timings = []
-        for _ in range(args.checks):
-            started = time.perf_counter()
-            limits = unpaid_limits(account=account)
-            timings.append((time.perf_counter() - started) * 1000)
-        print(
-            f"unpaid check, an account with {args.history:,} expired orders and {limits['unpaid_orders']} unpaid: "
-            f"{statistics.median(timings):.2f} ms (median of {args.checks})"
-        )
-        print(load.machine())
-        return 0
-    finally:
-        bench.cleanup()
+        cursor.execute(f"ANALYZE {quote(Order._meta.db_table)}")
+    for _ in range(20):
+        limits = unpaid_limits(account=account)
+    timings = []
+    for _ in range(args.checks):
+        started = time.perf_counter()
+        limits = unpaid_limits(account=account)
+        timings.append((time.perf_counter() - started) * 1000)
+    print(
+        f"unpaid check, an account with {args.history:,} expired orders and {limits['unpaid_orders']} unpaid: "
+        f"{statistics.median(timings):.2f} ms (median of {args.checks})"
+    )
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(load.run_prepared(__doc__, arguments, measure))
