@@ -1,5 +1,6 @@
 """gunicorn settings for production (systemd/gpurenthub-web.service)."""
 
+import gc
 import multiprocessing
 
 bind = "127.0.0.1:8000"
@@ -31,6 +32,16 @@ preload_app = True
 accesslog = "-"
 errorlog = "-"
 forwarded_allow_ips = "127.0.0.1"
+
+
+def pre_fork(server, worker):
+    """Move everything the master loaded (Django, the apps, their modules: about
+    200,000 objects) out of the garbage collector's sight before forking. A
+    worker's full collections then walk only what it made itself: without this
+    each one walked the whole loaded project, about 90 ms with every thread of
+    the worker stopped, and the pages holding those objects stayed shared with
+    the master instead of being copied when the collector touched them."""
+    gc.freeze()
 
 
 def post_worker_init(worker):
