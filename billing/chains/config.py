@@ -84,7 +84,7 @@ def _currency_code(currency: str) -> str:
 def currency_enabled_code(currency: str) -> str:
     """The code of an enabled currency, or DomainError unknown_currency / currency_unavailable."""
     code = _currency_code(currency)
-    if code not in enabled_currencies():
+    if not family_of(code).enabled(code):
         raise DomainError(
             "currency_unavailable",
             f"{code} payments are not enabled on this server.",
