@@ -31,7 +31,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
@@ -40,14 +40,18 @@ from billing.chains import blocks
 from billing.chains.blocks import BlockRef, ChainStep
 from billing.chains.errors import ChainUnavailable, RpcError
 from billing.chains.ethereum import family
-from billing.chains.ethereum.abi import hex_int
-from billing.chains.ethereum.rpc import EthRpc
-from billing.chains.ethereum.scanner import EvmScanner, EvmTip
 from billing.chains.ethereum.transfers import EvmBlockScan, Transfer
 from billing.chains.machinery import BlockWatcher, Recorder, ScanRun, cursor_store_at
 from billing.chains.spec import ChainSpec
 from billing.currencies import CURRENCIES
 from core.errors import DomainError
+
+if TYPE_CHECKING:
+    # web3 and eth-abi (about 50 MB and most of a second of CPU) load when this
+    # process first talks to the node, not in every process that registers the
+    # watcher at start-up (web workers, commands).
+    from billing.chains.ethereum.rpc import EthRpc
+    from billing.chains.ethereum.scanner import EvmScanner, EvmTip
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +82,8 @@ class EthereumWatcher(BlockWatcher):
 
     @contextlib.contextmanager
     def connect(self) -> Iterator[EthRpc]:
+        from billing.chains.ethereum.rpc import EthRpc
+
         with EthRpc(
             self.rpc_url(),
             timeout=float(getattr(settings, "ETH_RPC_TIMEOUT_SECONDS", 30.0)),
@@ -87,6 +93,8 @@ class EthereumWatcher(BlockWatcher):
 
     def scanner(self, rpc: EthRpc) -> EvmScanner:
         """This process's scanner of the node, talking through `rpc` for this run."""
+        from billing.chains.ethereum.scanner import EvmScanner
+
         multicall = family.multicall_address()
         stray_tokens = bool(getattr(settings, "ETH_STRAY_TOKENS", True))
         contracts = None if stray_tokens else [family.token_contract(c) for c in self._tokens_enabled()]
@@ -257,6 +265,8 @@ class EthereumWatcher(BlockWatcher):
             raise DomainError("chain_unavailable", f"The node did not answer: {exc}") from None
         if not block:
             raise DomainError("invalid", f"The node has no block at height {height}.", details={"height": height})
+        from billing.chains.ethereum.abi import hex_int
+
         ref = BlockRef(hex_int(block["number"]), block["hash"])
         cursor_store_at(chain=self.chain, block=ref)
         self.process_state_clear()
