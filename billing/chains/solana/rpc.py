@@ -40,6 +40,7 @@ from urllib.parse import unquote, urlsplit
 import httpx
 
 from billing.chains.errors import ChainUnavailable, RpcError
+from billing.chains.jsonrpc import batch_payload, batch_results
 
 log = logging.getLogger(__name__)
 
@@ -332,31 +333,19 @@ class SolanaRpc:
 
     def _batch_once(self, calls: list[tuple[str, list[Any]]], *, return_errors: bool) -> list[Any]:
         ids = [next(self._ids) for _ in calls]
-        payload = [
-            {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
-            for rid, (method, params) in zip(ids, calls, strict=True)
-        ]
+        payload = batch_payload(ids, calls, version="2.0")
         what = f"batch of {len(calls)} ({calls[0][0]}...)"
         started = time.perf_counter()
         reply = self._post(payload, calls=len(calls), what=what)
         log.debug("rpc %s %.1f ms", what, (time.perf_counter() - started) * 1000)
-        if isinstance(reply, dict) and reply.get("error") is not None:
-            raise self._error(reply["error"], method=what)
-        if not isinstance(reply, list):
-            raise SolanaUnavailable(f"{what}: malformed reply from {self.endpoint}", reason="bad_response")
-        by_id = {item.get("id"): item for item in reply if isinstance(item, dict)}
-        results: list[Any] = []
-        for rid, (method, _params) in zip(ids, calls, strict=True):
-            item = by_id.get(rid)
-            if item is None:
-                raise SolanaUnavailable(f"{what}: the reply lacks the answer to {method}", reason="bad_response")
-            if item.get("error") is not None:
-                error = self._error(item["error"], method=method)
-                if isinstance(error, SolanaUnavailable) or not return_errors:
-                    raise error
-                results.append(error)
-            elif "result" not in item:
-                raise SolanaUnavailable(f"{what}: the answer to {method} has no result", reason="bad_response")
-            else:
-                results.append(item["result"])
-        return results
+        return batch_results(
+            reply,
+            ids=ids,
+            calls=calls,
+            what=what,
+            endpoint=self.endpoint,
+            error_of=self._error,
+            unavailable=SolanaUnavailable,
+            return_errors=return_errors,
+            result_required=True,
+        )

@@ -36,6 +36,7 @@ from urllib.parse import quote, unquote, urlsplit
 import httpx
 
 from billing.chains.errors import ChainUnavailable, RpcError
+from billing.chains.jsonrpc import batch_payload, batch_results
 
 __all__ = ["BitcoinRpc", "ChainUnavailable", "RpcError"]
 
@@ -240,30 +241,18 @@ class BitcoinRpc:
         first_id = next(self._ids)
         # Reserve one id per call so ids stay unique within this client.
         ids = [first_id] + [next(self._ids) for _ in calls[1:]]
-        payload = [
-            {"jsonrpc": "1.0", "id": rid, "method": method, "params": params}
-            for rid, (method, params) in zip(ids, calls, strict=True)
-        ]
+        payload = batch_payload(ids, calls, version="1.0")
         what = f"batch of {len(calls)} ({calls[0][0]}...)"
         started = time.perf_counter()
         response = self._post(payload, read_only=all(_is_read_only(m) for m, _ in calls), what=what)
         reply = self._decode(response, what=what)
         log.debug("rpc %s %.1f ms", what, (time.perf_counter() - started) * 1000)
-        if isinstance(reply, dict) and reply.get("error") is not None:
-            raise self._error(reply["error"], method=what)
-        if not isinstance(reply, list):
-            raise ChainUnavailable(f"{what}: malformed reply from {self.endpoint}", reason="bad_response")
-        by_id = {item.get("id"): item for item in reply if isinstance(item, dict)}
-        results: list[Any] = []
-        for rid, (method, _params) in zip(ids, calls, strict=True):
-            item = by_id.get(rid)
-            if item is None:
-                raise ChainUnavailable(f"{what}: reply lacks the answer to {method}", reason="bad_response")
-            if item.get("error") is not None:
-                error = self._error(item["error"], method=method)
-                if isinstance(error, ChainUnavailable) or not return_errors:
-                    raise error
-                results.append(error)
-            else:
-                results.append(item.get("result"))
-        return results
+        return batch_results(
+            reply,
+            ids=ids,
+            calls=calls,
+            what=what,
+            endpoint=self.endpoint,
+            error_of=self._error,
+            return_errors=return_errors,
+        )
