@@ -3,8 +3,12 @@
 from django.conf import settings
 from django.db import migrations, models
 
+from core.indexes import AddIndexConcurrently
+
 
 class Migration(migrations.Migration):
+    # The index is built while orders go on being written (core/indexes.py).
+    atomic = False
 
     dependencies = [
         ('billing', '0004_payment_position_stray_transfers'),
@@ -14,7 +18,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name='order',
             index=models.Index(fields=['account', 'status'], name='rentals_ord_account_8e211c_idx'),
         ),

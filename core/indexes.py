@@ -1,0 +1,48 @@
+"""Indexes added to tables that are written while the migration runs.
+
+`AddIndexConcurrently` builds its index with `CREATE INDEX CONCURRENTLY` on
+PostgreSQL: orders and payments go on being written while it builds (a plain
+`CREATE INDEX` holds off every insert and update of the table until it is done,
+seconds to minutes on a table of years). On another database (SQLite, for
+`make run`) it adds a plain index. Its migration must say `atomic = False`.
+
+A concurrent build that fails (a restart, a lost connection, a cancelled
+statement) leaves an invalid index of the same name behind, which PostgreSQL
+keeps updating but never reads; the operation drops such a leftover first, so
+running `migrate` again finishes the job.
+"""
+
+from __future__ import annotations
+
+from django.contrib.postgres.operations import AddIndexConcurrently as PostgresAddIndexConcurrently
+from django.db.migrations.operations import AddIndex
+
+
+def invalid_index_drop(schema_editor, name: str) -> bool:
+    """Drop the index `name` if a failed concurrent build left it invalid; whether it did."""
+    with schema_editor.connection.cursor() as cursor:
+        # to_regclass finds the index as the migration's own statements would (search_path).
+        cursor.execute(
+            "SELECT 1 FROM pg_index WHERE indexrelid = to_regclass(%s) AND NOT indisvalid",
+            [schema_editor.quote_name(name)],
+        )
+        if cursor.fetchone() is None:
+            return False
+    schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {schema_editor.quote_name(name)}")
+    return True
+
+
+class AddIndexConcurrently(PostgresAddIndexConcurrently):
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor != "postgresql":
+            AddIndex.database_forwards(self, app_label, schema_editor, from_state, to_state)
+            return
+        self._ensure_not_in_transaction(schema_editor)
+        invalid_index_drop(schema_editor, self.index.name)
+        super().database_forwards(app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor != "postgresql":
+            AddIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
+            return
+        super().database_backwards(app_label, schema_editor, from_state, to_state)

@@ -1,0 +1,51 @@
+"""Indexes built while the table goes on being written (core/indexes.py)."""
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.db.migrations.loader import MigrationLoader
+
+from core.indexes import AddIndexConcurrently, invalid_index_drop
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _index_state(name):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [name])
+        row = cursor.fetchone()
+    return None if row is None else row[0]
+
+
+def test_the_orders_index_is_built_concurrently_outside_a_transaction(capsys):
+    migration = MigrationLoader(connection).get_migration("rentals", "0004_order_account_status_index")
+    assert migration.atomic is False
+    assert isinstance(migration.operations[0], AddIndexConcurrently)
+    call_command("sqlmigrate", "rentals", "0004")
+    sql = capsys.readouterr().out
+    assert 'CREATE INDEX CONCURRENTLY "rentals_ord_account_8e211c_idx" ON "rentals_order"' in sql
+    assert _index_state("rentals_ord_account_8e211c_idx") is True
+
+
+def test_a_failed_build_leaves_an_invalid_index_which_the_next_run_drops():
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE index_scratch (x integer)")
+        cursor.execute("INSERT INTO index_scratch VALUES (1), (1)")
+    try:
+        with connection.cursor() as cursor, pytest.raises(Exception, match="could not create unique index"):
+            cursor.execute("CREATE UNIQUE INDEX CONCURRENTLY index_scratch_x ON index_scratch (x)")
+        assert _index_state("index_scratch_x") is False  # left behind, invalid
+
+        with connection.schema_editor(atomic=False) as editor:
+            assert invalid_index_drop(editor, "index_scratch_x") is True
+        assert _index_state("index_scratch_x") is None
+
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE INDEX index_scratch_x ON index_scratch (x)")
+        with connection.schema_editor(atomic=False) as editor:
+            assert invalid_index_drop(editor, "index_scratch_x") is False  # a valid index is kept
+            assert invalid_index_drop(editor, "no_such_index") is False
+        assert _index_state("index_scratch_x") is True
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE index_scratch")
