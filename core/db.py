@@ -121,7 +121,13 @@ def insert_with_children(parent: M, children: Sequence[models.Model]) -> list[mo
     plan = _insert_plan(type(parent), db.vendor)
     child_plan = _insert_plan(type(children[0]), db.vendor) if children else None
     link = _link(type(children[0]), type(parent)) if children else None
-    if plan is None or child_plan is None or link is None or parent.pk is not None:
+    if (
+        plan is None
+        or child_plan is None
+        or link is None
+        or parent.pk is not None
+        or any(child.pk is not None for child in children)
+    ):
         insert([parent])
         return insert(children)  # each child's key to the parent is read from it, now saved
     quote = db.ops.quote_name
@@ -174,7 +180,7 @@ def _link(child: type[models.Model], parent: type[models.Model]) -> Any:
     return found[0] if len(found) == 1 else None
 
 
-def insert_statement(model: type[M], objs: Sequence[M]) -> tuple[list[Any], str, list[Any]]:
+def insert_statement(model: type[M], objs: Sequence[M]) -> tuple[tuple[Any, ...], str, list[Any]]:
     """For a written-out statement that inserts new `objs` some other way
     (INSERT ... SELECT, in a WITH): the fields written, in order, the head
     `INSERT INTO table (columns) ` and the values, converted as insert()
@@ -186,7 +192,7 @@ def insert_statement(model: type[M], objs: Sequence[M]) -> tuple[list[Any], str,
     return plan[0], plan[1], _insert_values(db, plan[0], objs)
 
 
-def _insert_values(db: Any, fields: list[Any], objs: Sequence[models.Model]) -> list[Any]:
+def _insert_values(db: Any, fields: Sequence[Any], objs: Sequence[models.Model]) -> list[Any]:
     params: list[Any] = []
     for obj in objs:
         obj._prepare_related_fields_for_save(operation_name="insert")
@@ -201,13 +207,13 @@ def _db() -> Any:
 
 
 @lru_cache(maxsize=64)
-def _insert_plan(model: type[models.Model], vendor: str) -> tuple[list[Any], str, str] | None:
+def _insert_plan(model: type[models.Model], vendor: str) -> tuple[tuple[Any, ...], str, str] | None:
     """The fields an insert writes, the statement's head and one row's
     placeholders; None where insert() leaves the work to bulk_create."""
     meta = model._meta
     if vendor != "postgresql" or meta.parents or meta.auto_field is None or meta.pk is not meta.auto_field:
         return None
-    fields = [f for f in meta.local_concrete_fields if f is not meta.auto_field]
+    fields = tuple(f for f in meta.local_concrete_fields if f is not meta.auto_field)  # kept: never changed
     if any(f.db_default is not models.NOT_PROVIDED or f.generated for f in fields):
         return None
     quote = connection.ops.quote_name

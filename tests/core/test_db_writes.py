@@ -3,7 +3,9 @@ their statements built once, against what save() and bulk_create write."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 from django.db import DatabaseError, connection
@@ -130,3 +132,81 @@ def test_insert_with_children_refuses_a_child_of_another_parent(customer, django
     with pytest.raises(ValueError, match="not the parent"):
         insert_with_children(parent, [entry(customer)])
     assert not django_user_model.objects.filter(username="parent-2").exists()
+
+
+def _order(account, **extra):
+    from catalog.models import GpuModel, Region, Template
+    from rentals.models import Order
+
+    values = {
+        "account": account,
+        "region": Region.objects.order_by("pk").first(),
+        "gpu": GpuModel.objects.order_by("pk").first(),
+        "template": Template.objects.order_by("pk").first(),
+        "gpu_count": 1,
+        "term": "monthly",
+        "terms": 1,
+        "region_code": "DFW-1",
+        "gpu_slug": "x",
+        "gpu_name": "X",
+        "template_slug": "x",
+        "addons": ["ipv4"],
+        "ssh_keys": [],
+        "workload": None,  # SQL NULL, not JSON null
+        "sizing": {"k": None, "é": [1.5, "two"]},
+        "pay_currency": "BTC",
+        # more places than the columns keep, an exponent, a string and a float: rounded as save() rounds
+        "subtotal_usd": Decimal("1.005"),
+        "multi_gpu_discount_pct": Decimal("0.125"),
+        "term_discount_pct": 1.1,
+        "discount_usd": Decimal("-0.005"),
+        "total_usd": Decimal("12.345"),
+        "per_gpu_hour_usd": "3.14159",
+        "per_hour_usd": Decimal("1E+1"),
+        "created_at": datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC),
+    }
+    return Order(**(values | extra))
+
+
+def _row(table, pk):
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT row_to_json(t)::text FROM "{table}" t WHERE id = %s', [pk])
+        row = json.loads(cursor.fetchone()[0])
+    row.pop("id")
+    return row
+
+
+def test_an_order_is_stored_alike_by_save_insert_and_insert_with_children(customer, catalog):
+    from rentals.models import OrderLine
+
+    saved = _order(customer)
+    saved.save()
+    (inserted,) = insert([_order(customer)])
+    parent = _order(customer)
+    line = {"position": 1, "code": "x", "description": "d", "quantity": 1, "unit_usd": Decimal("1.005"), "terms": 1}
+    line |= {"subtotal_usd": 1, "discount_pct": 0, "discount_usd": 0, "amount_usd": 1}
+    (child,) = insert_with_children(parent, [OrderLine(order=parent, **line)])
+    stored = _row("rentals_order", saved.pk)
+    assert stored["workload"] is None and stored["sizing"] == {"k": None, "é": [1.5, "two"]}
+    assert stored["created_at"].startswith("2026-01-01T12:00:00")
+    assert _row("rentals_order", inserted.pk) == stored
+    assert _row("rentals_order", parent.pk) == stored
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM rentals_order WHERE workload IS NULL AND id IN (%s, %s, %s)",
+            [saved.pk, inserted.pk, parent.pk],
+        )
+        assert cursor.fetchone()[0] == 3
+    saved_line = OrderLine(order=saved, **line)
+    saved_line.save()
+    assert _row("rentals_orderline", child.pk) | {"order_id": None} == _row("rentals_orderline", saved_line.pk) | {
+        "order_id": None
+    }
+
+
+def test_insert_with_children_keeps_a_key_given_to_a_child(django_user_model):
+    parent = django_user_model(username="keyed-children", password="!")
+    given = AuditEntry(actor=parent, action="keyed", object_id="1", pk=987654)
+    made = insert_with_children(parent, [given, AuditEntry(actor=parent, action="unkeyed", object_id="2")])
+    assert made[0].pk == 987654 and AuditEntry.objects.get(pk=987654).actor_id == parent.pk
+    assert made[1].pk is not None and AuditEntry.objects.get(pk=made[1].pk).action == "unkeyed"
