@@ -68,10 +68,28 @@ def with_shared_fields(serializer_class: type[serializers.Serializer], data: Any
     serializers of such plain fields."""
     fields = _shared_fields.get(serializer_class)
     if fields is None:
-        fields = _shared_fields.setdefault(serializer_class, serializer_class().fields)
+        fields = serializer_class().fields
+        _context_free_check(serializer_class, fields)
+        fields = _shared_fields.setdefault(serializer_class, fields)
     serializer = serializer_class(data=data)
     serializer.__dict__["fields"] = fields  # the cached_property's slot, filled before first use
     return serializer
+
+
+def _context_free_check(serializer_class: type, fields: Any) -> None:
+    """Refuse, once per class, a field that would read the request through the
+    shared fields' context (empty: they were bound to no request), or a
+    serializer that changes its fields per instance."""
+    if "__init__" in vars(serializer_class) or "get_fields" in vars(serializer_class):
+        raise TypeError(f"{serializer_class.__name__} sets up its own fields: its fields cannot be shared")
+    for name, field in fields.items():
+        if isinstance(
+            field, serializers.HiddenField | serializers.RelatedField | serializers.ManyRelatedField
+        ) or getattr(field.default, "requires_context", False):
+            raise TypeError(f"{serializer_class.__name__}.{name} reads the request: its fields cannot be shared")
+        for nested in (field, getattr(field, "child", None)):
+            if isinstance(nested, serializers.Serializer):
+                _context_free_check(type(nested), nested.fields)
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:

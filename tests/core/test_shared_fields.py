@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from rest_framework import serializers
 
 from core.api import with_shared_fields
@@ -56,3 +57,41 @@ def test_threads_validating_at_once_each_get_their_own_answer():
             assert list(answer) == ["count"], (n, answer)
         else:
             assert answer == {"name": f"N{n}", "count": n % 10 + 1, "kind": "ab"[n % 2], "tags": [str(n % 100)]}
+
+
+class WithHidden(serializers.Serializer):
+    name = serializers.CharField()
+    owner = serializers.HiddenField(default=serializers.CurrentUserDefault())
+
+
+class WithContextDefault(serializers.Serializer):
+    name = serializers.CharField(default=serializers.CreateOnlyDefault(serializers.CurrentUserDefault()))
+
+
+class Nested(serializers.Serializer):
+    item = WithHidden()
+
+
+class NestedMany(serializers.Serializer):
+    items = WithHidden(many=True)
+
+
+class OwnInit(serializers.Serializer):
+    name = serializers.CharField()
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["name"].required = False
+
+
+def test_a_serializer_whose_fields_read_the_request_is_refused():
+    for cls, where in [
+        (WithHidden, "WithHidden.owner"),
+        (WithContextDefault, "WithContextDefault.name"),
+        (Nested, "WithHidden.owner"),
+        (NestedMany, "WithHidden.owner"),
+        (OwnInit, "OwnInit sets up its own fields"),
+    ]:
+        with pytest.raises(TypeError, match=where):
+            with_shared_fields(cls, {"name": "x"})
+    assert with_shared_fields(Body, {"name": "x", "count": 1, "kind": "a"}).is_valid()
