@@ -84,10 +84,11 @@ def test_numbers_grow_past_six_digits_and_the_invoice_row_holds_its_number_and_w
     assert stored.expires_at == timezone.now() + timedelta(minutes=30) < stored.monitoring_until
 
 
-@pytest.mark.parametrize("currency", ["LTC", "BTC", "ETH", "XMR", "SOL"])
+@pytest.mark.parametrize("currency", ["LTC", "BTC", "ETH", "USDT", "XMR", "SOL"])
 def test_the_payment_uri_names_the_invoice_as_the_number_was_written(chains, customer, settings, frozen, currency):
     """The number and the request are written by one statement, which puts the
-    number's digits into the URI; the rest of it is escaped as the URI escapes it."""
+    number's digits into the URI; the rest of it is escaped as the URI escapes it.
+    ETH and its tokens (EIP-681) carry no message: their URI must come out untouched."""
     from billing.chains.config import destination_derive, payment_uri
     from billing.models import InvoiceCounter, PaymentRequest
 
