@@ -238,9 +238,7 @@ class BitcoinRpc:
         calls = [(method, list(params)) for method, params in calls]
         if not calls:
             return []
-        first_id = next(self._ids)
-        # Reserve one id per call so ids stay unique within this client.
-        ids = [first_id] + [next(self._ids) for _ in calls[1:]]
+        ids = [next(self._ids) for _ in calls]  # one per call: unique within this client
         payload = batch_payload(ids, calls, version="1.0")
         what = f"batch of {len(calls)} ({calls[0][0]}...)"
         started = time.perf_counter()
