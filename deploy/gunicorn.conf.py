@@ -14,6 +14,16 @@ worker_class = "gthread"
 # alone while the others idled; make bench saw half the throughput that way in
 # about one run in five. The nginx of deploy/ opens a connection per request.
 worker_connections = 2 * threads
+# Every answer closes its connection. The nginx of deploy/ opens one per request
+# anyway, so behind it this changes nothing. A client that keeps connections
+# alive (a load balancer, wrk) no longer holds a worker's places: with
+# keep-alive, a worker of 8 places served 4 kept connections over and over
+# while a client's other connections waited in the listen backlog, up to 8 s
+# (make bench's scale-out trial, 16 connections on one worker). Without it every
+# request queues for a place on equal terms. It costs a loopback handshake per
+# request: the bare view of make bench answers about an eighth fewer requests
+# a second; an order is within the noise.
+keepalive = 0
 timeout = 30
 graceful_timeout = 30
 # A worker is replaced after this many requests, a guard against slow leaks (a

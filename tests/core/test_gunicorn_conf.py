@@ -29,6 +29,7 @@ def test_settings_are_read_as_written():
     assert cfg.worker_class_str == "gthread"
     assert cfg.threads == 4
     assert cfg.worker_connections == 8
+    assert cfg.keepalive == 0  # no client holds a worker's places between its requests
     assert cfg.preload_app is True
     assert cfg.max_requests == 100000
 
