@@ -46,7 +46,7 @@ forwarded_allow_ips = "127.0.0.1"
 
 def pre_fork(server, worker):
     """Move everything the master loaded (Django, the apps, their modules: about
-    200,000 objects) out of the garbage collector's sight before forking. A
+    150,000 objects) out of the garbage collector's sight before forking. A
     worker's full collections then walk only what it made itself. Without this
     each one walked the whole loaded project, about 90 ms with every thread of
     the worker stopped, and its writes to those objects' headers copied the
