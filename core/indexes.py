@@ -6,10 +6,13 @@ PostgreSQL: orders and payments go on being written while it builds (a plain
 seconds to minutes on a table of years). On another database (SQLite, for
 `make run`) it adds a plain index. Its migration must say `atomic = False`.
 
-A concurrent build that fails (a restart, a lost connection, a cancelled
-statement) leaves an invalid index of the same name behind, which PostgreSQL
-keeps updating but never reads; the operation drops such a leftover first, so
-running `migrate` again finishes the job.
+A concurrent build that fails (a cancelled statement, a server restart)
+leaves an invalid index of the same name behind, which PostgreSQL keeps
+updating but never reads; the operation drops such a leftover first, so
+running `migrate` again finishes the job. A build whose client went away (a
+killed `migrate`) goes on in the server and may finish, valid, without the
+migration being recorded: the next run finds the index there and only records
+the migration.
 """
 
 from __future__ import annotations
@@ -18,16 +21,21 @@ from django.contrib.postgres.operations import AddIndexConcurrently as PostgresA
 from django.db.migrations.operations import AddIndex
 
 
-def invalid_index_drop(schema_editor, name: str) -> bool:
-    """Drop the index `name` if a failed concurrent build left it invalid; whether it did."""
+def _index_valid(schema_editor, name: str) -> bool | None:
+    """Whether the index `name` is valid; None when there is none."""
     with schema_editor.connection.cursor() as cursor:
         # to_regclass finds the index as the migration's own statements would (search_path).
         cursor.execute(
-            "SELECT 1 FROM pg_index WHERE indexrelid = to_regclass(%s) AND NOT indisvalid",
-            [schema_editor.quote_name(name)],
+            "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [schema_editor.quote_name(name)]
         )
-        if cursor.fetchone() is None:
-            return False
+        row = cursor.fetchone()
+    return None if row is None else row[0]
+
+
+def invalid_index_drop(schema_editor, name: str) -> bool:
+    """Drop the index `name` if a failed concurrent build left it invalid; whether it did."""
+    if _index_valid(schema_editor, name) is not False:
+        return False
     schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {schema_editor.quote_name(name)}")
     return True
 
@@ -39,7 +47,8 @@ class AddIndexConcurrently(PostgresAddIndexConcurrently):
             return
         self._ensure_not_in_transaction(schema_editor)
         invalid_index_drop(schema_editor, self.index.name)
-        super().database_forwards(app_label, schema_editor, from_state, to_state)
+        if schema_editor.collect_sql or not _index_valid(schema_editor, self.index.name):
+            super().database_forwards(app_label, schema_editor, from_state, to_state)
 
     def database_backwards(self, app_label, schema_editor, from_state, to_state):
         if schema_editor.connection.vendor != "postgresql":

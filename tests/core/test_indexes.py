@@ -4,6 +4,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.loader import MigrationLoader
+from django.db.migrations.recorder import MigrationRecorder
 
 from core.indexes import AddIndexConcurrently, invalid_index_drop
 
@@ -49,3 +50,21 @@ def test_a_failed_build_leaves_an_invalid_index_which_the_next_run_drops():
     finally:
         with connection.cursor() as cursor:
             cursor.execute("DROP TABLE index_scratch")
+
+
+def test_an_index_a_killed_migrate_left_built_is_taken_as_it_is():
+    """A migrate killed mid-build leaves the server to finish the index, valid, with the migration not
+    recorded: the next migrate records it instead of failing on an index that already exists."""
+    name = "rentals_ord_account_8e211c_idx"
+    call_command("migrate", "rentals", "0003", verbosity=0)
+    try:
+        assert _index_state(name) is None
+        with connection.cursor() as cursor:
+            cursor.execute(f'CREATE INDEX "{name}" ON rentals_order (account_id, status)')
+        call_command("migrate", "rentals", "0004", verbosity=0)
+        recorder = MigrationRecorder(connection)
+        assert ("rentals", "0004_order_account_status_index") in recorder.applied_migrations()
+        assert _index_state(name) is True
+    finally:
+        call_command("migrate", "rentals", verbosity=0)
+    assert _index_state(name) is True
