@@ -80,8 +80,11 @@ def _context_free_check(serializer_class: type, fields: Any) -> None:
     """Refuse, once per class, a field that would read the request through the
     shared fields' context (empty: they were bound to no request), or a
     serializer that changes its fields per instance."""
-    if "__init__" in vars(serializer_class) or "get_fields" in vars(serializer_class):
-        raise TypeError(f"{serializer_class.__name__} sets up its own fields: its fields cannot be shared")
+    for cls in serializer_class.__mro__:
+        if cls.__module__.startswith("rest_framework."):
+            break  # DRF's own classes: a plain Serializer's fields come from its declarations
+        if "__init__" in vars(cls) or "get_fields" in vars(cls):
+            raise TypeError(f"{serializer_class.__name__} sets up its own fields: its fields cannot be shared")
     for name, field in fields.items():
         if isinstance(
             field, serializers.HiddenField | serializers.RelatedField | serializers.ManyRelatedField

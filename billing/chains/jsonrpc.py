@@ -42,8 +42,8 @@ def batch_results(
     A reply that is one error object (the node refused the whole batch) raises
     it. A reply that is not a list, or lacks an answer to one of the calls, is
     `unavailable` ("bad_response"), and so is an answer without a result when
-    `result_required` (Bitcoin Core answers a call that returns nothing with a
-    null result, and may leave it out). A call the node refused raises its
+    `result_required` (Solana's; without it a missing result reads as None, as
+    Bitcoin Core's client always took it). A call the node refused raises its
     error, or with `return_errors` stands in the results as the error, so the
     caller can go on with the others; unavailability always raises.
     """

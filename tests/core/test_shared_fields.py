@@ -84,6 +84,10 @@ class OwnInit(serializers.Serializer):
         self.fields["name"].required = False
 
 
+class InheritsOwnInit(OwnInit):
+    pass
+
+
 def test_a_serializer_whose_fields_read_the_request_is_refused():
     for cls, where in [
         (WithHidden, "WithHidden.owner"),
@@ -91,6 +95,7 @@ def test_a_serializer_whose_fields_read_the_request_is_refused():
         (Nested, "WithHidden.owner"),
         (NestedMany, "WithHidden.owner"),
         (OwnInit, "OwnInit sets up its own fields"),
+        (InheritsOwnInit, "InheritsOwnInit sets up its own fields"),
     ]:
         with pytest.raises(TypeError, match=where):
             with_shared_fields(cls, {"name": "x"})
