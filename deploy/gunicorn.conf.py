@@ -3,6 +3,10 @@
 import gc
 import multiprocessing
 
+# Reached through nginx alone: gunicorn closes a connection on the worker's event
+# loop, waiting up to 2 s for the client to close its side, so a client that
+# keeps its socket open after its answer would hold up the worker's other
+# connections (docs/operations.md, Workers). nginx closes at once.
 bind = "127.0.0.1:8000"
 workers = max(2, multiprocessing.cpu_count())
 threads = 4
