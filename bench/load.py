@@ -496,7 +496,7 @@ class Bench:
         rounds: list[list[tuple[str, dict]]] = []
         problems: list[str] = []
         made: list[int] = []
-        replaced = 0
+        replaced = died = 0
         for k in range(self.args.rounds):
             if k:
                 self.stock_reset()  # every round orders from the same stock
@@ -508,7 +508,10 @@ class Bench:
                 )
                 rows.append((name, self.wrk(port, requests, self.args.duration, self.args.connections)))
             log = (self.tmp / f"gunicorn-{port}.log").read_bytes()
-            replaced += max(0, log.count(b"Booting worker") - log.count(b"Booting worker", 0, log.find(b'HTTP/1.1"')))
+            # Read from what the master and the workers log (the order of the first workers' boot lines
+            # and the first answers is a race, so boot lines are not counted).
+            replaced += log.count(b"Autorestarting worker")
+            died += sum(log.count(m) for m in (b"WORKER TIMEOUT", b"exited with code", b"Perhaps out of memory"))
             for proc in self.processes:  # a graceful stop: the orders still in flight finish first
                 stop(proc)
             self.processes.clear()
@@ -535,7 +538,7 @@ class Bench:
                     f"{ratio(r[i][1], r[0][1]):.2f}, {r[i][1]['rps']:,.0f}/s, {ms(r[i][1]['p99_us'])}" for r in rounds
                 ]
                 print(f"- {name}: " + "; ".join(each))
-        print(f"web workers replaced during the runs (max_requests): {replaced}")
+        print(f"web workers replaced during the runs: {replaced} after max_requests, {died} after a crash or timeout")
         print()
         if orders:
             print(
