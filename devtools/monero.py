@@ -455,14 +455,19 @@ class MoneroRegtest:
         return int(self.daemon.call("get_info")["height"])
 
     def mine(self, blocks: int = 1, *, to: str | None = None) -> int:
-        """Mine `blocks` blocks (with whatever the pool holds) to `to` (the payer); the new height."""
+        """Mine `blocks` blocks to `to` (the payer), so that what the pool holds now ends up with `blocks`
+        confirmations; the new height."""
+        address = to or self.payer_address
         waiting = set(self.pool())
-        self.daemon.call("generateblocks", amount_of_blocks=blocks, wallet_address=to or self.payer_address)
+        self.daemon.call("generateblocks", amount_of_blocks=1, wallet_address=address)
         for _ in range(3):
             if not waiting & set(self.pool()):
                 break
-            # monerod can build a block from a template made before a transaction reached its pool.
-            self.daemon.call("generateblocks", amount_of_blocks=1, wallet_address=to or self.payer_address)
+            # monerod can build a block from a template made before a transaction reached its pool:
+            # mine until the pool's transactions are in a block, then the confirmations on top of it.
+            self.daemon.call("generateblocks", amount_of_blocks=1, wallet_address=address)
+        if blocks > 1:
+            self.daemon.call("generateblocks", amount_of_blocks=blocks - 1, wallet_address=address)
         return self.height()
 
     def pool(self) -> list[str]:
