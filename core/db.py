@@ -133,27 +133,17 @@ def insert_with_children(parent: M, children: Sequence[models.Model]) -> list[mo
     quote = db.ops.quote_name
     fields, head, row = plan
     params = _insert_values(db, fields, [parent])
-    child_fields = [f for f in child_plan[0] if f is not link]
-    rows = []
     for child in children:
         if link.get_cached_value(child, None) is not parent:
             raise ValueError(f"{type(child).__name__}.{link.name} is not the parent being inserted")
-        for f in child_fields:  # what save() makes sure of for the other related objects
-            related = f.get_cached_value(child, None) if f.is_relation else None
-            if related is not None:
-                if related.pk is None:
-                    raise ValueError(
-                        f"save() prohibited to prevent data loss due to unsaved related object '{f.name}'."
-                    )
-                if getattr(child, f.attname) in f.empty_values:
-                    setattr(child, f.attname, related.pk)
-        params.extend(f.get_db_prep_save(f.pre_save(child, True), db) for f in child_fields)
-        rows.append(f"((SELECT id FROM parent), {', '.join(['%s'] * len(child_fields))})")
+    child_fields = tuple(f for f in child_plan[0] if f is not link)  # the link is the parent's new key
+    params += _insert_values(db, child_fields, children)
+    child_row = f"((SELECT id FROM parent), {', '.join(['%s'] * len(child_fields))})"
     child_meta = type(children[0])._meta
     sql = (
         f"WITH parent AS ({head}VALUES {row} RETURNING {quote(parent._meta.pk.column)} AS id) "
         f"INSERT INTO {quote(child_meta.db_table)} ({quote(link.column)}, "
-        f"{', '.join(quote(f.column) for f in child_fields)}) VALUES {', '.join(rows)} "
+        f"{', '.join(quote(f.column) for f in child_fields)}) VALUES {', '.join([child_row] * len(children))} "
         f"RETURNING {quote(link.column)}, {quote(child_meta.pk.column)}"
     )
     with db.cursor() as cursor:
@@ -193,9 +183,11 @@ def insert_statement(model: type[M], objs: Sequence[M]) -> tuple[tuple[Any, ...]
 
 
 def _insert_values(db: Any, fields: Sequence[Any], objs: Sequence[models.Model]) -> list[Any]:
+    """The values of `fields` of each of `objs`, converted as save() converts them, after the check save()
+    makes of their related objects (none unsaved; a key read from one saved since it was assigned)."""
     params: list[Any] = []
     for obj in objs:
-        obj._prepare_related_fields_for_save(operation_name="insert")
+        obj._prepare_related_fields_for_save(operation_name="insert", fields=fields)
         params.extend(f.get_db_prep_save(f.pre_save(obj, True), db) for f in fields)
     return params
 

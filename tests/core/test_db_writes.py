@@ -134,6 +134,17 @@ def test_insert_with_children_refuses_a_child_of_another_parent(customer, django
     assert not django_user_model.objects.filter(username="parent-2").exists()
 
 
+def test_insert_with_children_refuses_a_child_with_an_unsaved_related_object(django_user_model):
+    from django.contrib.contenttypes.models import ContentType
+
+    parent = django_user_model(username="parent-3", password="!")
+    unsaved = ContentType(app_label="nowhere", model="nothing")
+    child = AuditEntry(actor=parent, action="child", object_id="1", content_type=unsaved)
+    with pytest.raises(ValueError, match="unsaved related object 'content_type'"):
+        insert_with_children(parent, [child])
+    assert not django_user_model.objects.filter(username="parent-3").exists()
+
+
 def _order(account, **extra):
     from catalog.models import GpuModel, Region, Template
     from rentals.models import Order
