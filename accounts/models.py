@@ -9,6 +9,8 @@ from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
 
+from core.permissions import TokenScope
+
 
 class AccountManager(BaseUserManager["Account"]):
     use_in_migrations = True
@@ -43,6 +45,12 @@ class Account(AbstractBaseUser, PermissionsMixin):
     objects = AccountManager()
 
     class Meta:
+        # The operators' API (/api/v1/ops/): staff need these besides an `ops`
+        # token (core.permissions.StaffPermissionRequired); superusers hold them all.
+        permissions = [
+            ("provision_rental", "Can report a rental handed over (ops API)"),
+            ("record_usage", "Can report a rental's monthly egress (ops API)"),
+        ]
         constraints = [
             models.UniqueConstraint(Lower("username"), name="account_username_ci_unique"),
             models.CheckConstraint(
@@ -67,11 +75,18 @@ class Account(AbstractBaseUser, PermissionsMixin):
 class ApiToken(models.Model):
     """A bearer token. Only the SHA-256 digest of the secret is stored; the
     secret itself is shown once, when the token is issued. `prefix` (the first
-    characters of the secret) stays visible so a holder can tell tokens apart."""
+    characters of the secret) stays visible so a holder can tell tokens apart.
+    `scope` (core.permissions.TokenScope) says what the token may do."""
 
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=64, blank=True)
     prefix = models.CharField(max_length=16)
+    scope = models.CharField(
+        max_length=8,
+        choices=TokenScope.choices,
+        default=TokenScope.FULL,
+        help_text="read: safe methods only; full: what a customer does; ops: full and the staff /ops/ endpoints.",
+    )
     digest = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the secret, hex.")
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True, help_text="Recorded at most once a minute.")
@@ -86,6 +101,7 @@ class ApiToken(models.Model):
                 condition=models.Q(digest__regex=r"^[0-9a-f]{64}$"), name="apitoken_digest_sha256_hex"
             ),
             models.CheckConstraint(condition=~models.Q(prefix=""), name="apitoken_prefix_not_empty"),
+            models.CheckConstraint(condition=models.Q(scope__in=TokenScope.values), name="apitoken_scope_known"),
         ]
 
     def __str__(self) -> str:

@@ -10,6 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from accounts.services import SSH_KEY_MAX_LENGTH
+from core.permissions import TokenScope
 
 _PASSWORD_MAX_LENGTH = 1024  # far above any real password; keeps hashing cheap to refuse
 
@@ -64,18 +65,24 @@ class PasswordChangeInput(serializers.Serializer):
 # Tokens
 # =============================================================================
 
+_SCOPE_HELP = (
+    "What the token may do: `read` (GET, HEAD and OPTIONS only), `full` (everything a customer does) or "
+    "`ops` (full, and the staff /ops/ endpoints; staff accounts only)."
+)
+
+
+def _otp_field(help_text: str) -> serializers.CharField:
+    return serializers.CharField(max_length=16, required=False, allow_blank=True, default="", help_text=help_text)
+
 
 class TokenObtainInput(serializers.Serializer):
     username = _username_field()
     password = _password_field()
     name = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
-    otp = serializers.CharField(
-        max_length=16,
-        required=False,
-        allow_blank=True,
-        default="",
-        help_text="Staff accounts with two-factor authentication: the authenticator app's current code.",
+    scope = serializers.ChoiceField(
+        choices=TokenScope.choices, required=False, default=TokenScope.FULL, help_text=_SCOPE_HELP + " Default: full."
     )
+    otp = _otp_field("Staff accounts (required): the authenticator app's current code.")
 
 
 class TokenIssuedOutput(serializers.Serializer):
@@ -85,6 +92,7 @@ class TokenIssuedOutput(serializers.Serializer):
     id = serializers.IntegerField(source="token.id")
     name = serializers.CharField(source="token.name")
     prefix = serializers.CharField(source="token.prefix")
+    scope = serializers.ChoiceField(source="token.scope", choices=TokenScope.choices, help_text=_SCOPE_HELP)
     created_at = serializers.DateTimeField(source="token.created_at")
 
 
@@ -92,6 +100,7 @@ class TokenOutput(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
     prefix = serializers.CharField(help_text="The first characters of the token, to tell tokens apart.")
+    scope = serializers.ChoiceField(choices=TokenScope.choices, help_text=_SCOPE_HELP)
     created_at = serializers.DateTimeField()
     last_used_at = serializers.DateTimeField(allow_null=True, help_text="To the minute.")
     current = serializers.SerializerMethodField(help_text="The token this request was made with.")
@@ -111,6 +120,7 @@ class RecoverInput(serializers.Serializer):
     username = _username_field()
     recovery_code = serializers.CharField(max_length=64)
     new_password = _password_field()
+    otp = _otp_field("Staff accounts (required): the authenticator app's current code.")
 
 
 class RecoveredOutput(serializers.Serializer):

@@ -19,11 +19,13 @@ from functools import lru_cache
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from django.conf import settings
 from django.contrib.auth.hashers import check_password, make_password
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, models, transaction
 from django.db.models import ProtectedError, Q, RestrictedError
+from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import SSH_RSA_MIN_BITS, Account, ApiToken, RecoveryCode, SshKey, SshKeyType
@@ -32,12 +34,15 @@ from accounts.throttling import (
     address_remember,
     auth_attempt_begin,
     auth_attempt_succeeded,
+    auth_username_attempt_begin,
+    auth_username_attempt_give_back,
     auth_username_failure,
     signup_attempt_count,
 )
 from core.audit import audit_record
 from core.db import from_row, locked_or_404, select_columns
 from core.errors import Conflict, DomainError
+from core.permissions import TokenScope
 
 # =============================================================================
 # Usernames and passwords
@@ -215,16 +220,44 @@ class IssuedToken:
     raw: str
 
 
+def _account_lock(*, account: Account) -> None:
+    """Lock the account's row until the transaction ends: what is counted
+    against a per-account limit is then counted by one writer at a time."""
+    list(Account.objects.select_for_update().filter(pk=account.pk).values_list("pk", flat=True))
+
+
 def _sha256_hex(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()
 
 
-def _token_issue(*, account: Account, name: str) -> IssuedToken:
+def _token_issue(*, account: Account, name: str, scope: str = TokenScope.FULL) -> IssuedToken:
+    """Make a token; inside the caller's transaction. The account's row is
+    locked while its live tokens are counted, so concurrent logins cannot pass
+    API_TOKENS_MAX_PER_ACCOUNT between them."""
+    scope = TokenScope(scope)
+    if scope == TokenScope.OPS and not account.is_staff:
+        raise DomainError(
+            "scope_not_allowed", "Only staff accounts get tokens of scope `ops`.", status=403, details={"scope": scope}
+        )
+    _account_lock(account=account)
+    limit = settings.API_TOKENS_MAX_PER_ACCOUNT
+    if ApiToken.objects.filter(account=account, revoked_at__isnull=True).count() >= limit:
+        raise Conflict(
+            "token_limit_reached",
+            f"An account holds at most {limit} live API tokens: revoke one you no longer use "
+            "(DELETE /api/v1/auth/tokens/{id}) first.",
+            details={"limit": limit},
+        )
     raw = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_SECRET_BYTES)
     token = ApiToken.objects.create(
-        account=account, name=name[:64], prefix=raw[:TOKEN_VISIBLE_CHARS], digest=_sha256_hex(raw)
+        account=account, name=name[:64], prefix=raw[:TOKEN_VISIBLE_CHARS], digest=_sha256_hex(raw), scope=scope
     )
-    audit_record(actor=account, action="token.create", obj=token, changes={"name": token.name, "prefix": token.prefix})
+    audit_record(
+        actor=account,
+        action="token.create",
+        obj=token,
+        changes={"name": token.name, "prefix": token.prefix, "scope": token.scope},
+    )
     return IssuedToken(token=token, raw=raw)
 
 
@@ -235,21 +268,30 @@ def _tokens_revoke(*, account: Account, keep: ApiToken | None = None) -> int:
     return active.update(revoked_at=timezone.now())
 
 
-def token_create(*, account: Account, name: str = "") -> IssuedToken:
-    """A new token for an account already known to be its holder's."""
+def token_create(*, account: Account, name: str = "", scope: str = TokenScope.FULL) -> IssuedToken:
+    """A new token for an account already known to be its holder's (no
+    password or second factor asked here: the caller vouches)."""
     with transaction.atomic():
-        return _token_issue(account=account, name=name)
+        return _token_issue(account=account, name=name, scope=scope)
 
 
 def token_obtain(
-    *, username: str, password: str, name: str = "", client_address: str, otp_token: str = ""
+    *,
+    username: str,
+    password: str,
+    name: str = "",
+    client_address: str,
+    otp_token: str = "",
+    scope: str | None = None,
 ) -> IssuedToken:
-    """Log in with username and password: a new token, or `invalid_credentials`
-    (401) / `throttled` (429). A staff token opens the /ops endpoints, so a
-    staff member who uses a second factor in the admin (or whom
-    ADMIN_OTP_REQUIRED covers) gives its code here too: `otp_required` /
-    `otp_invalid` (401, counted as failures), `otp_not_enrolled` (403) when the
-    policy wants a second factor the account has not set up yet."""
+    """Log in with username and password: a new token of `scope` (`full`
+    unless asked; `ops` only for staff, `403 scope_not_allowed` otherwise), or
+    `invalid_credentials` (401) / `throttled` (429). A staff account's token
+    also needs the second factor, whatever ADMIN_OTP_REQUIRED says (the token
+    would skip the admin's): `otp_not_enrolled` (403) without a confirmed
+    authenticator, `otp_required` / `otp_invalid` (401, counted as failed
+    logins) without its current code or with a wrong one. Past
+    API_TOKENS_MAX_PER_ACCOUNT live tokens: `409 token_limit_reached`."""
     username = _login_username(username)
     counted = auth_attempt_begin(username=username, address=client_address)
     account = Account.objects.filter(username=username).first()
@@ -261,21 +303,25 @@ def token_obtain(
     with transaction.atomic():
         account.last_login = timezone.now()
         account.save(update_fields=["last_login"])
-        return _token_issue(account=account, name=name or "login")
+        return _token_issue(account=account, name=name or "login", scope=scope or TokenScope.FULL)
 
 
 def _staff_token_second_factor(*, account: Account, otp_token: str) -> None:
+    """A staff account's token is issued only against a current code of its
+    confirmed authenticator. Verified outside any transaction of the caller's:
+    the device records a wrong code (its own throttle), which must stay."""
     from django_otp import verify_token
 
     device = staff_otp_device(account=account)
     if device is None:
-        if staff_otp_required(account=account):
-            raise DomainError(
-                "otp_not_enrolled",
-                "This staff account must set up two-factor authentication in the admin before it gets an API token.",
-                status=403,
-            )
-        return
+        setup = reverse("admin:two_factor")
+        raise DomainError(
+            "otp_not_enrolled",
+            f"A staff account gets API tokens only with two-factor authentication: set it up in the admin "
+            f"({setup}), then send the authenticator's code as `otp`.",
+            status=403,
+            details={"setup_url": setup},
+        )
     token = "".join((otp_token or "").split())
     if not token:
         raise DomainError(
@@ -394,16 +440,39 @@ class Recovered:
     revoked_tokens: int
 
 
-def account_recover(*, username: str, recovery_code: str, new_password: str, client_address: str) -> Recovered:
+def account_recover(
+    *, username: str, recovery_code: str, new_password: str, client_address: str, otp_token: str = ""
+) -> Recovered:
     """Set a new password with a one-time recovery code. Burns the code,
     revokes every token and issues a fresh one. A valid code goes through the
     per-username lock-out (so guessing a password cannot lock the holder out
     of recovery); the per-address limit holds, and a wrong code counts as a
-    failure of the username and is refused with 429 once it is locked."""
+    failure of the username and is refused with 429 once it is locked.
+    A staff account's recovery mints a token too, so it needs the second
+    factor as a login does (`otp_not_enrolled`, `otp_required`, `otp_invalid`;
+    the last two count as failures); nothing changes until it is proved."""
     username = _login_username(username)
     counted = auth_attempt_begin(username=username, address=client_address, per_username=False)
     # Checked first: a refused password must not cost the caller a code.
     _password_validate(password=new_password, account=Account(username=username))
+    holder = Account.objects.filter(username=username, is_active=True).first()
+    second_factor_proved = False
+    if holder is not None and holder.is_staff:
+        # Only once the code is known good (so a wrong one says nothing about
+        # the account), and before the transaction below (the device keeps
+        # its record of a wrong code).
+        # The code is guessed under the username's lock-out, which a valid
+        # recovery code otherwise passes.
+        digest = _recovery_code_digest(recovery_code)
+        if RecoveryCode.objects.filter(account=holder, digest=digest, used_at__isnull=True).exists():
+            counted_user = auth_username_attempt_begin(username=username)
+            try:
+                _staff_token_second_factor(account=holder, otp_token=otp_token)
+            except DomainError as exc:
+                if exc.code == "otp_not_enrolled":  # nothing was guessed
+                    auth_username_attempt_give_back(key=counted_user)
+                raise
+            second_factor_proved = True
     with transaction.atomic():
         account = Account.objects.select_for_update().filter(username=username, is_active=True).first()
         code = None
@@ -418,6 +487,8 @@ def account_recover(*, username: str, recovery_code: str, new_password: str, cli
             # a locked one answers as a locked login would.
             auth_username_failure(username=username)
             raise _invalid_credentials("Unknown username or invalid recovery code.")
+        if account.is_staff and not second_factor_proved:  # made staff a moment ago
+            raise DomainError("otp_required", "Send `otp`: the authenticator's current code.", status=401)
         code.used_at = timezone.now()
         code.save(update_fields=["used_at"])
         account.set_password(new_password)
@@ -676,13 +747,22 @@ def ssh_key_parse(*, public_key: str) -> ParsedSshKey:
 
 
 def ssh_key_add(*, account: Account, public_key: str, name: str = "") -> SshKey:
-    """Store a public key for the account (409 `duplicate_ssh_key` when it has it)."""
+    """Store a public key for the account (409 `duplicate_ssh_key` when it has
+    it, `ssh_key_limit_reached` when it holds SSH_KEYS_MAX_PER_ACCOUNT)."""
     parsed = ssh_key_parse(public_key=public_key)
     name = (name.strip() or parsed.comment or f"{parsed.key_type} key")[:100]
     with transaction.atomic():
+        _account_lock(account=account)
         existing = SshKey.objects.filter(account=account, fingerprint=parsed.fingerprint).first()
         if existing is not None:
             raise Conflict("duplicate_ssh_key", "This key is already on the account.", details={"id": existing.pk})
+        limit = settings.SSH_KEYS_MAX_PER_ACCOUNT
+        if SshKey.objects.filter(account=account).count() >= limit:
+            raise Conflict(
+                "ssh_key_limit_reached",
+                f"An account holds at most {limit} SSH keys: delete one you no longer use first.",
+                details={"limit": limit},
+            )
         try:
             with transaction.atomic():
                 key = SshKey.objects.create(
@@ -728,8 +808,6 @@ OTP_REQUIRED_CHOICES = ("off", "superusers", "staff")
 
 def staff_otp_required(*, account: Account) -> bool:
     """Whether the policy (ADMIN_OTP_REQUIRED) makes this staff account use a second factor."""
-    from django.conf import settings
-
     policy = settings.ADMIN_OTP_REQUIRED
     return policy == "staff" or (policy == "superusers" and account.is_superuser)
 

@@ -158,6 +158,24 @@ def auth_attempt_begin(*, username: str, address: str, per_username: bool = True
     return counted
 
 
+def auth_username_attempt_begin(*, username: str) -> str | None:
+    """Count one attempt against the username alone (its address was counted
+    already), before a second secret is checked: AuthThrottled (giving it
+    back) when the username has used up its failures. Returns the key counted,
+    for `auth_username_attempt_give_back` when the attempt guessed nothing."""
+    now = time.time()
+    key = _username_key(username)
+    count, reset = _count(key, window=settings.AUTH_FAILURE_WINDOW_SECONDS, now=now)
+    if count > settings.AUTH_FAILURES_PER_USERNAME:
+        _uncount(key)
+        raise AuthThrottled(retry_after=max(1, math.ceil(reset - now)))
+    return key
+
+
+def auth_username_attempt_give_back(*, key: str) -> None:
+    _uncount(key)
+
+
 def auth_username_failure(*, username: str) -> None:
     """Count a failure against the username alone (its address was counted up
     front); AuthThrottled when the username was locked already."""

@@ -98,15 +98,20 @@ class TokenObtainView(PublicApiView):
         tags=[TAG_ACCOUNTS],
         auth=[],
         summary="Log in: a new API token",
+        description=(
+            "A token of the scope asked for (`full` by default). Staff accounts send their authenticator's "
+            "current code as `otp`: a staff token is issued only with two-factor authentication."
+        ),
         request=TokenObtainInput,
         responses={
-            200: TokenIssuedOutput,
+            201: TokenIssuedOutput,
             400: _E400,
-            401: error_doc(
-                "`invalid_credentials`; for staff accounts with two-factor authentication, `otp_required` "
-                "(send `otp`) or `otp_invalid`."
+            401: error_doc("`invalid_credentials`; for staff accounts `otp_required` (send `otp`) or `otp_invalid`."),
+            403: error_doc(
+                "`otp_not_enrolled`: a staff account without two-factor authentication (set it up in the admin); "
+                "`scope_not_allowed`: scope `ops` for an account that is not staff."
             ),
-            403: error_doc("`otp_not_enrolled`: a staff account that must set up two-factor authentication first."),
+            409: error_doc("`token_limit_reached`: the account holds API_TOKENS_MAX_PER_ACCOUNT live tokens."),
             429: _E429,
         },
     )
@@ -118,8 +123,9 @@ class TokenObtainView(PublicApiView):
             name=data["name"],
             client_address=client_address(request),
             otp_token=data["otp"],
+            scope=data["scope"],
         )
-        return Response(TokenIssuedOutput(issued).data)
+        return Response(TokenIssuedOutput(issued).data, status=status.HTTP_201_CREATED)
 
 
 class RecoverView(PublicApiView):
@@ -135,7 +141,11 @@ class RecoverView(PublicApiView):
         responses={
             200: RecoveredOutput,
             400: error_doc("`weak_password` or `invalid`."),
-            401: error_doc("`invalid_credentials`: unknown username or invalid code."),
+            401: error_doc(
+                "`invalid_credentials`: unknown username or invalid code; for staff accounts `otp_required` "
+                "or `otp_invalid`."
+            ),
+            403: error_doc("`otp_not_enrolled`: a staff account without two-factor authentication."),
             429: _E429,
         },
     )
@@ -146,6 +156,7 @@ class RecoverView(PublicApiView):
             recovery_code=data["recovery_code"],
             new_password=data["new_password"],
             client_address=client_address(request),
+            otp_token=data["otp"],
         )
         out = {
             "username": recovered.account.username,
@@ -299,7 +310,7 @@ class SshKeyListView(ApiView):
             201: SshKeyOutput,
             400: error_doc("`invalid_ssh_key` or `invalid`."),
             401: E401,
-            409: error_doc("`duplicate_ssh_key`."),
+            409: error_doc("`duplicate_ssh_key`; `ssh_key_limit_reached` (SSH_KEYS_MAX_PER_ACCOUNT keys held)."),
         },
     )
     def post(self, request):

@@ -212,6 +212,14 @@ SIGNUP_WINDOW_SECONDS = env.int("SIGNUP_WINDOW_SECONDS", default=3600)
 # Number of reverse proxies in front of the app whose X-Forwarded-For entries are trusted.
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 
+# --- API tokens and SSH keys per account (docs/api.md, Limits) -------------------
+# The most live (unrevoked) API tokens and SSH keys one account may hold; one
+# more is refused with 409 token_limit_reached / ssh_key_limit_reached.
+API_TOKENS_MAX_PER_ACCOUNT = env.int("API_TOKENS_MAX_PER_ACCOUNT", default=20)
+SSH_KEYS_MAX_PER_ACCOUNT = env.int("SSH_KEYS_MAX_PER_ACCOUNT", default=50)
+if API_TOKENS_MAX_PER_ACCOUNT < 1 or SSH_KEYS_MAX_PER_ACCOUNT < 1:
+    raise ImproperlyConfigured("API_TOKENS_MAX_PER_ACCOUNT and SSH_KEYS_MAX_PER_ACCOUNT are at least 1.")
+
 # --- Staff admin ----------------------------------------------------------------
 # Admin logins count failures against the same throttle as API logins (above).
 # Two-factor authentication (TOTP, an authenticator app; docs/admin.md): who must
@@ -264,7 +272,11 @@ STORAGES = {
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.BearerTokenAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # A token's scope holds on every endpoint (core/permissions.py): `read` tokens only read.
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "core.permissions.TokenScopeAllows",
+    ],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["core.parsers.DepthLimitedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

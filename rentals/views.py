@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
-from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api import error_doc, represent, with_shared_fields
+from core.permissions import StaffPermissionRequired
 from rentals import selectors, services
 from rentals.serializers import (
     OpsReadyInput,
@@ -160,7 +160,7 @@ class RentalCancelView(APIView):
 
 
 class OpsRentalReadyView(APIView):
-    permission_classes = [IsAdminUser]
+    permission_classes = [StaffPermissionRequired.of("accounts.provision_rental")]
 
     @extend_schema(
         request=OpsReadyInput,
@@ -178,7 +178,7 @@ class OpsRentalReadyView(APIView):
 
 
 class OpsRentalUsageView(APIView):
-    permission_classes = [IsAdminUser]
+    permission_classes = [StaffPermissionRequired.of("accounts.record_usage")]
 
     @extend_schema(
         request=OpsUsageInput,
