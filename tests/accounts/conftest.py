@@ -1,5 +1,5 @@
-"""Accounts test helpers: sign up through the API, authenticated clients, and
-SSH keys generated in the test run."""
+"""Accounts test helpers: sign up through the API, authenticated clients, staff
+accounts, the login throttle's limits, and SSH keys generated in the test run."""
 
 from __future__ import annotations
 
@@ -49,6 +49,32 @@ def alice(signup, client_with):
     """Alice signed up; her signup body and a client holding her token."""
     body = signup("alice")
     return body, client_with(body["token"])
+
+
+@pytest.fixture
+def limits(settings):
+    """The login throttle's limits, pinned for the tests that count failures."""
+    settings.AUTH_FAILURES_PER_USERNAME = 5
+    settings.AUTH_FAILURES_PER_ADDRESS = 50
+    settings.AUTH_FAILURE_WINDOW_SECONDS = 900
+    settings.TRUSTED_PROXY_COUNT = 0
+    return settings
+
+
+@pytest.fixture
+def boss(db):
+    """A superuser."""
+    from accounts.models import Account
+
+    return Account.objects.create_superuser("boss", PASSWORD)
+
+
+@pytest.fixture
+def clerk(db):
+    """A staff account with no permissions."""
+    from accounts.models import Account
+
+    return Account.objects.create_user("clerk", PASSWORD, is_staff=True)
 
 
 @pytest.fixture(scope="session")

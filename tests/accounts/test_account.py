@@ -51,7 +51,7 @@ def test_change_password_revokes_the_other_tokens(api, alice, client_with):
     assert api.post("/api/v1/auth/token", {"username": "alice", "password": PASSWORD}, format="json").status_code == 401
     assert (
         api.post("/api/v1/auth/token", {"username": "alice", "password": NEW_PASSWORD}, format="json").status_code
-        == 200
+        == 201
     )
 
 

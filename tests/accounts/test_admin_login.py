@@ -12,48 +12,17 @@ import pytest
 import time_machine
 from django.contrib.auth.models import Permission
 from django.test import Client
-from django_otp.oath import TOTP
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from accounts.models import Account
 from core.models import AuditEntry
-from tests.accounts.helpers import PASSWORD
+from tests.accounts.helpers import PASSWORD, code_for, enrolled, wrong_code_for
 
 pytestmark = pytest.mark.django_db
 
 T0 = datetime(2031, 5, 4, 9, 0, tzinfo=UTC)
 STEP = timedelta(seconds=30)  # a TOTP code is good for one 30-second step, once
-
-
-@pytest.fixture
-def limits(settings):
-    settings.AUTH_FAILURES_PER_USERNAME = 5
-    settings.AUTH_FAILURES_PER_ADDRESS = 50
-    settings.AUTH_FAILURE_WINDOW_SECONDS = 900
-    settings.TRUSTED_PROXY_COUNT = 0
-    return settings
-
-
-@pytest.fixture
-def boss():
-    return Account.objects.create_superuser("boss", PASSWORD)
-
-
-@pytest.fixture
-def clerk():
-    return Account.objects.create_user("clerk", PASSWORD, is_staff=True)
-
-
-def code_for(device: TOTPDevice, steps: int = 0) -> str:
-    """The code the app shows now, or `steps` steps from now (the clock is frozen by the caller)."""
-    totp = TOTP(device.bin_key, device.step, device.t0, device.digits, device.drift + steps)
-    return f"{totp.token():06d}"
-
-
-def wrong_code_for(device: TOTPDevice) -> str:
-    """A code no step the device accepts now shows (it takes one step either side)."""
-    taken = {code_for(device, steps) for steps in range(-device.tolerance, device.tolerance + 1)}
-    return next(code for code in ("123456", "123457", "123458", "123459") if code not in taken)
+# Fixtures `limits`, `boss` and `clerk`: tests/accounts/conftest.py.
 
 
 def login(client: Client, username: str, password: str = PASSWORD, code: str = "", **extra):
@@ -62,10 +31,6 @@ def login(client: Client, username: str, password: str = PASSWORD, code: str = "
         {"username": username, "password": password, "otp_token": code},
         **extra,
     )
-
-
-def enrolled(account: Account) -> TOTPDevice:
-    return TOTPDevice.objects.create(user=account, name="Authenticator app", confirmed=True)
 
 
 # --- Throttling ------------------------------------------------------------------
@@ -270,55 +235,3 @@ def test_authenticator_secrets_are_not_listed_in_the_admin(boss):
     admin = Client()
     admin.force_login(boss)
     assert admin.get("/admin/otp_totp/totpdevice/").status_code == 404
-
-
-# --- API tokens for staff --------------------------------------------------------
-# A staff token opens the /ops endpoints: it must not be a way round the second factor.
-
-
-def _token(username: str, password: str = PASSWORD, otp: str | None = None):
-    from rest_framework.test import APIClient
-
-    body = {"username": username, "password": password}
-    if otp is not None:
-        body["otp"] = otp
-    return APIClient().post("/api/v1/auth/token", body, format="json")
-
-
-def test_a_staff_member_with_an_authenticator_gives_its_code_for_an_api_token(limits, clerk):
-    device = enrolled(clerk)
-    with time_machine.travel(T0, tick=False) as clock:
-        missing = _token("clerk")
-        assert missing.status_code == 401
-        assert missing.json()["error"]["code"] == "otp_required"
-        wrong = _token("clerk", otp="000000" if code_for(device) != "000000" else "111111")
-        assert wrong.status_code == 401
-        assert wrong.json()["error"]["code"] == "otp_invalid"
-        clock.shift(STEP)
-        ok = _token("clerk", otp=code_for(device))
-        assert ok.status_code == 200, ok.json()
-        assert ok.json()["token"].startswith("grh_")
-
-
-def test_the_policy_refuses_a_token_to_staff_without_an_authenticator(limits, boss, clerk):
-    limits.ADMIN_OTP_REQUIRED = "superusers"
-    resp = _token("boss")
-    assert resp.status_code == 403
-    assert resp.json()["error"]["code"] == "otp_not_enrolled"
-    # A staff member the policy does not cover, without an authenticator, logs in as before.
-    assert _token("clerk").status_code == 200
-
-
-def test_wrong_codes_for_a_token_count_as_failures(limits, clerk):
-    device = enrolled(clerk)
-    with time_machine.travel(T0, tick=False):
-        bad = "000000" if code_for(device) != "000000" else "111111"
-        for _ in range(5):
-            assert _token("clerk", otp=bad).status_code == 401
-        assert _token("clerk", otp=code_for(device)).status_code == 429
-
-
-def test_customers_need_no_code(limits, django_user_model):
-    django_user_model.objects.create_user("carol", PASSWORD)
-    limits.ADMIN_OTP_REQUIRED = "staff"
-    assert _token("carol").status_code == 200

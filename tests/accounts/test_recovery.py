@@ -36,7 +36,7 @@ def test_recovery_sets_the_password_and_revokes_every_token(api, alice, client_w
     assert client_with(extra).get("/api/v1/account").status_code == 401
     assert client_with(out["token"]).get("/api/v1/account").status_code == 200
     assert _login(api, PASSWORD).status_code == 401
-    assert _login(api, NEW_PASSWORD).status_code == 200
+    assert _login(api, NEW_PASSWORD).status_code == 201
 
 
 def test_a_recovery_code_works_once(api, alice):
@@ -46,7 +46,7 @@ def test_a_recovery_code_works_once(api, alice):
     again = _recover(api, code, new_password="second-attempt-password-77")
     assert again.status_code == 401
     assert again.json()["error"]["code"] == "invalid_credentials"
-    assert _login(api, NEW_PASSWORD).status_code == 200
+    assert _login(api, NEW_PASSWORD).status_code == 201
     assert RecoveryCode.objects.filter(used_at__isnull=False).count() == 1
 
 

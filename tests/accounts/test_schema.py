@@ -7,7 +7,7 @@ pytestmark = pytest.mark.django_db
 # path, method, request component (None: no body), success status, success component (None: no body)
 ENDPOINTS = [
     ("/api/v1/accounts", "post", "AccountCreateInputRequest", "201", "AccountCreatedOutput"),
-    ("/api/v1/auth/token", "post", "TokenObtainInputRequest", "200", "TokenIssuedOutput"),
+    ("/api/v1/auth/token", "post", "TokenObtainInputRequest", "201", "TokenIssuedOutput"),
     ("/api/v1/auth/tokens", "get", None, "200", "TokenOutput"),
     ("/api/v1/auth/tokens/{token_id}", "delete", None, "204", None),
     ("/api/v1/auth/recover", "post", "RecoverInputRequest", "200", "RecoveredOutput"),

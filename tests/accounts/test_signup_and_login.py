@@ -78,11 +78,12 @@ def test_signup_ignores_a_stale_authorization_header(client_with):
 def test_login_issues_a_working_token(api, signup, client_with):
     signup("alice")
     resp = api.post("/api/v1/auth/token", {"username": "alice", "password": PASSWORD, "name": "laptop"}, format="json")
-    assert resp.status_code == 200
+    assert resp.status_code == 201  # a token is created, as every other create answers
     body = resp.json()
     assert body["name"] == "laptop"
     assert body["prefix"] == body["token"][:12]
-    assert {"token", "id", "name", "prefix", "created_at"} <= set(body)
+    assert body["scope"] == "full"  # what a customer's token has always been able to do
+    assert {"token", "id", "name", "prefix", "scope", "created_at"} <= set(body)
     assert client_with(body["token"]).get("/api/v1/account").status_code == 200
     assert Account.objects.get(username="alice").last_login is not None
 
@@ -90,7 +91,7 @@ def test_login_issues_a_working_token(api, signup, client_with):
 def test_login_username_is_case_insensitive(api, signup):
     signup("alice")
     resp = api.post("/api/v1/auth/token", {"username": " ALICE ", "password": PASSWORD}, format="json")
-    assert resp.status_code == 200
+    assert resp.status_code == 201
 
 
 def test_login_wrong_password_and_unknown_user_answer_alike(api, signup):

@@ -46,7 +46,7 @@ def test_per_username_then_429_with_retry_after(api, signup, limits):
     _assert_throttled(_login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.200"))
     # Other usernames are unaffected.
     signup("bob")
-    assert _login(api, username="bob", password=PASSWORD, REMOTE_ADDR="198.51.100.201").status_code == 200
+    assert _login(api, username="bob", password=PASSWORD, REMOTE_ADDR="198.51.100.201").status_code == 201
 
 
 def test_throttled_username_does_not_reveal_whether_it_exists(api, signup, limits):
@@ -67,7 +67,7 @@ def test_per_address(api, signup, limits):
     for i in range(5):
         assert _login(api, username=f"user{i}", REMOTE_ADDR="203.0.113.7").status_code == 401
     _assert_throttled(_login(api, username="alice", password=PASSWORD, REMOTE_ADDR="203.0.113.7"))
-    assert _login(api, username="alice", password=PASSWORD, REMOTE_ADDR="203.0.113.8").status_code == 200
+    assert _login(api, username="alice", password=PASSWORD, REMOTE_ADDR="203.0.113.8").status_code == 201
 
 
 def test_ipv6_clients_count_per_64(api, signup, limits):
@@ -75,7 +75,7 @@ def test_ipv6_clients_count_per_64(api, signup, limits):
     for i in range(5):
         assert _login(api, username=f"user{i}", REMOTE_ADDR=f"2001:db8:1:2::{i + 1}").status_code == 401
     _assert_throttled(_login(api, username="alice", password=PASSWORD, REMOTE_ADDR="2001:db8:1:2:ffff::9"))
-    assert _login(api, username="alice", password=PASSWORD, REMOTE_ADDR="2001:db8:1:3::1").status_code == 200
+    assert _login(api, username="alice", password=PASSWORD, REMOTE_ADDR="2001:db8:1:3::1").status_code == 201
 
 
 def test_forwarded_for_is_ignored_without_trusted_proxies(api, signup, limits):
@@ -96,7 +96,7 @@ def test_trusted_proxy_forwarded_for_names_the_client(api, signup, limits):
         assert resp.status_code == 401
     _assert_throttled(_login(api, password=PASSWORD, REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="198.51.100.50"))
     ok = _login(api, password=PASSWORD, REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="198.51.100.51")
-    assert ok.status_code == 200
+    assert ok.status_code == 201
 
 
 def test_recovery_counts_wrong_codes_but_a_valid_code_gets_through_the_lock_out(api, signup, limits):
@@ -125,12 +125,12 @@ def test_recovery_still_holds_the_per_address_limit(api, signup, limits):
 
 def test_an_address_that_logged_in_before_is_not_locked_out_by_a_stranger(api, signup, limits):
     signup("alice")
-    assert _login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.77").status_code == 200
+    assert _login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.77").status_code == 201
     for i in range(3):  # a stranger locks the username
         assert _login(api, REMOTE_ADDR=f"203.0.113.{i}").status_code == 401
     _assert_throttled(_login(api, password=PASSWORD, REMOTE_ADDR="203.0.113.50"))
     # The holder, from where they logged in before, still gets in.
-    assert _login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.77").status_code == 200
+    assert _login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.77").status_code == 201
     # Its failures count against the address's own limit.
     for _ in range(5):
         assert _login(api, REMOTE_ADDR="198.51.100.77").status_code == 401
@@ -145,7 +145,7 @@ def test_the_sign_up_address_counts_as_known(api, limits):
     for i in range(3):
         _login(api, REMOTE_ADDR=f"203.0.113.{i}")
     _assert_throttled(_login(api, password=PASSWORD, REMOTE_ADDR="203.0.113.60"))
-    assert _login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.5").status_code == 200
+    assert _login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.5").status_code == 201
 
 
 def test_sign_up_is_throttled_per_address(api, limits):
@@ -210,10 +210,10 @@ def test_a_good_login_clears_the_username_count(api, signup, limits):
     signup("alice")
     for i in range(2):
         _login(api, REMOTE_ADDR=f"198.51.100.{i}")
-    assert _login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.10").status_code == 200
+    assert _login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.10").status_code == 201
     for i in range(2):
         assert _login(api, REMOTE_ADDR=f"198.51.100.{20 + i}").status_code == 401
-    assert _login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.30").status_code == 200
+    assert _login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.30").status_code == 201
 
 
 def test_the_window_closes(api, signup, limits):
@@ -224,7 +224,7 @@ def test_the_window_closes(api, signup, limits):
             _login(api, REMOTE_ADDR=f"198.51.100.{i}")
         _assert_throttled(_login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.9"), window=1)
         clock.shift(timedelta(seconds=1.3))
-        assert _login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.9").status_code == 200
+        assert _login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.9").status_code == 201
 
 
 def test_a_closed_window_counts_afresh_while_the_cache_still_holds_it(api, signup, limits):
@@ -238,7 +238,7 @@ def test_a_closed_window_counts_afresh_while_the_cache_still_holds_it(api, signu
         assert retry_after == 600
         clock.shift(timedelta(seconds=601))  # the cache's keys still live: Redis expires them in real time
         assert _login(api, REMOTE_ADDR="198.51.100.3").status_code == 401  # a new window: one failure
-        assert _login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.9").status_code == 200
+        assert _login(api, password=PASSWORD, REMOTE_ADDR="198.51.100.9").status_code == 201
 
 
 def test_unknown_usernames_cost_one_password_hash_like_known_ones(api, signup, monkeypatch):

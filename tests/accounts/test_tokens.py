@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 def _login(api, username="alice", name=""):
     resp = api.post("/api/v1/auth/token", {"username": username, "password": PASSWORD, "name": name}, format="json")
-    assert resp.status_code == 200, resp.json()
+    assert resp.status_code == 201, resp.json()
     return resp.json()
 
 

@@ -128,7 +128,7 @@ def test_answers_with_secrets_are_not_cached(api, settings):
     assert signup.status_code == 201
     assert signup["Cache-Control"] == "no-store"
     token = api.post("/api/v1/auth/token", {"username": "alice", "password": password}, format="json")
-    assert token.status_code == 200 and token["Cache-Control"] == "no-store"
+    assert token.status_code == 201 and token["Cache-Control"] == "no-store"
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token.json()['token']}")
     codes = client.post("/api/v1/account/recovery-codes", {"password": password}, format="json")
