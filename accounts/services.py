@@ -458,11 +458,10 @@ def account_recover(
     holder = Account.objects.filter(username=username, is_active=True).first()
     second_factor_proved = False
     if holder is not None and holder.is_staff:
-        # Only once the code is known good (so a wrong one says nothing about
-        # the account), and before the transaction below (the device keeps
-        # its record of a wrong code).
-        # The code is guessed under the username's lock-out, which a valid
-        # recovery code otherwise passes.
+        # Asked only once the recovery code is known good (so a wrong one says
+        # nothing about the account), before the transaction below (the device
+        # keeps its record of a wrong code), and under the username's lock-out,
+        # which a valid recovery code otherwise passes.
         digest = _recovery_code_digest(recovery_code)
         if RecoveryCode.objects.filter(account=holder, digest=digest, used_at__isnull=True).exists():
             counted_user = auth_username_attempt_begin(username=username)
