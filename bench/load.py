@@ -183,6 +183,10 @@ class Bench:
             # in tests/rentals/test_unpaid.py) would refuse all but the first few of each.
             UNPAID_ORDERS_MAX="1000000",
             UNPAID_GPUS_MAX="1000000",
+            UNPAID_HOLD_SHARE_PCT="100",  # nor the share of a card's stock one account may hold
+            # Each account orders from its own address, as clients do (X-Forwarded-For, as nginx sets it):
+            # orders from one address are counted one after another (rentals/services/unpaid.py).
+            TRUSTED_PROXY_COUNT="1",
             BTC_XPUB=account_pub(Bip84, Bip84Coins.BITCOIN),
             LTC_XPUB=account_pub(Bip84, Bip84Coins.LITECOIN),
             ETH_XPUB=account_pub(Bip44, Bip44Coins.ETHEREUM),
@@ -325,7 +329,9 @@ class Bench:
                     "ssh_keys": [self.keys[a]],
                     "pay_currency": CURRENCIES[(n + a) % len(CURRENCIES)],
                 }
-                out.append(post("/api/v1/orders", body, token=self.tokens[a]))
+                request = post("/api/v1/orders", body, token=self.tokens[a])
+                request[2]["X-Forwarded-For"] = f"198.51.100.{a + 1}"
+                out.append(request)
         return out
 
     def endpoints(self) -> list[tuple[str, list]]:

@@ -376,6 +376,17 @@ CATALOG_FEED_HEARTBEAT_SECONDS = env.float("CATALOG_FEED_HEARTBEAT_SECONDS", def
 if not 0.1 <= CATALOG_FEED_HEARTBEAT_SECONDS <= 300:
     raise ImproperlyConfigured("CATALOG_FEED_HEARTBEAT_SECONDS is between 0.1 and 300.")
 
+# --- Unpaid holds: per client address, and a share of each card's stock --------
+# The unpaid caps above hold per client address too (all accounts ordering from
+# one IPv4 address or IPv6 /64 together; the address is the one TRUSTED_PROXY_COUNT
+# vouches for), and no account or address holds unpaid more than this percent of
+# one card's stock in a region (its GPUs there free or held unpaid), never less
+# than one host's worth of the card; 100 turns the share cap off. Beyond it an
+# order is refused with 409 hold_share_exceeded (docs/api.md).
+UNPAID_HOLD_SHARE_PCT = env.int("UNPAID_HOLD_SHARE_PCT", default=25)
+if not 1 <= UNPAID_HOLD_SHARE_PCT <= 100:
+    raise ImproperlyConfigured("UNPAID_HOLD_SHARE_PCT is between 1 and 100.")
+
 # --- Sizing -------------------------------------------------------------------
 
 SIZING_OVERHEAD_GB = Decimal(env.str("SIZING_OVERHEAD_GB", default="2"))  # runtime overhead per GPU

@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from core.api import error_doc, represent, with_shared_fields
 from core.permissions import StaffPermissionRequired
+from core.throttle import client_address
 from rentals import selectors, services
 from rentals.serializers import (
     OpsReadyInput,
@@ -50,7 +51,8 @@ class OrderListView(APIView):
                 "`invalid`, or a catalog or sizing rule: `unknown_region`, `unknown_gpu`, `does_not_fit`, ..."
             ),
             409: error_doc(
-                "`insufficient_stock`, `region_unavailable`, `unpaid_limit`, `rate_unavailable`, `stablecoin_depegged`, ..."
+                "`insufficient_stock`, `region_unavailable`, `unpaid_limit`, `unpaid_limit_address`, "
+                "`hold_share_exceeded`, `rate_unavailable`, `stablecoin_depegged`, ..."
             ),
             422: error_doc("`idempotency_key_reused`: the same key with another body."),
         },
@@ -62,7 +64,9 @@ class OrderListView(APIView):
 
         def run() -> tuple[int, dict]:
             data.is_valid(raise_exception=True)
-            order = services.order_create(account=request.user, spec=data.spec())
+            order = services.order_create(
+                account=request.user, spec=data.spec(), client_address=client_address(request)
+            )
             # The order comes back with everything its answer shows: no second read.
             return status.HTTP_201_CREATED, represent(OrderOutput, order)
 

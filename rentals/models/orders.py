@@ -68,6 +68,14 @@ class Order(models.Model):
     invoice = models.OneToOneField(
         "billing.Invoice", null=True, blank=True, on_delete=models.PROTECT, related_name="order"
     )
+    client_network = models.CharField(
+        max_length=43,
+        blank=True,
+        default="",
+        editable=False,
+        help_text="The client address the order came from (an IPv6 one as its /64), counted for the unpaid "
+        "caps per address; empty when it was placed without a request.",
+    )
     created_at = models.DateTimeField()
     paid_at = models.DateTimeField(null=True, blank=True)
     closed_at = models.DateTimeField(null=True, blank=True, help_text="Expired, cancelled or unfulfilled.")
@@ -80,6 +88,8 @@ class Order(models.Model):
             models.Index(fields=["status"]),
             # What an account holds unpaid, and whether it has paid (services/unpaid.py), on every order.
             models.Index(fields=["account", "status"]),
+            # What an address holds unpaid (services/unpaid.py), on every order.
+            models.Index(fields=["client_network", "status"]),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(gpu_count__in=[1, 2, 4, 8]), name="order_gpu_count_allowed"),

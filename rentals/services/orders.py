@@ -30,7 +30,7 @@ from core.db import from_row, insert_with_children, locked_or_404, prefetched, s
 from core.errors import Conflict, DomainError
 from rentals.events import order_event_emit, subscribers_hold
 from rentals.models import Order, OrderLine, OrderStatus
-from rentals.services.unpaid import unpaid_limit_check
+from rentals.services.unpaid import client_network, unpaid_limit_check
 
 log = logging.getLogger(__name__)
 
@@ -145,19 +145,22 @@ def _invoice_lines(lines) -> list[billing.LineSpec]:
     ]
 
 
-def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) -> Order:
+def order_create(*, account: Any, spec: OrderSpec, client_address: str = "", now: datetime | None = None) -> Order:
     """Place an order. The order comes back as the transaction left it, with
     its lines, its invoice (lines, payment request) and no rental attached, so
-    rendering it reads nothing more.
+    rendering it reads nothing more. `client_address`: the address the request
+    came from (core.throttle.client_address), for the unpaid caps per address
+    (services/unpaid.py); stored on the order as its client_network.
 
     The order of the writes is chosen for contention: the catalog comes from
     memory (catalog_current; its version asked of the database, so a price
     edited a moment ago applies), the host is the best-fit one no other order
     holds (catalog.slots_reserve), the account's lock for its cap on unpaid
-    orders is taken after the reservation (unpaid_limit_check), and the two
+    orders (and its address's) is taken after the reservation (unpaid_limit_check), and the two
     counters every invoice queues on (the invoice number, the deposit key's
     index) are taken last, just before the commit (billing.invoice_issue)."""
     now = now or timezone.now()
+    network = client_network(client_address)
     with transaction.atomic():
         catalog_now = catalog_current(exact=True)
         region = catalog_now.region(spec.region)
@@ -212,6 +215,7 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
             total_usd=quote.total_usd,
             per_gpu_hour_usd=quote.per_gpu_hour_usd,
             per_hour_usd=quote.per_hour_usd,
+            client_network=network,
             created_at=now,
         )
         lines = insert_with_children(
@@ -263,7 +267,9 @@ def order_create(*, account: Any, spec: OrderSpec, now: datetime | None = None) 
         subscribers = subscribers_hold(account=account)
         # Late, so the account's lock (concurrent orders of one account wait on
         # it) is held for the last few statements only; a refusal rolls back all.
-        unpaid_limit_check(account=account, gpu_count=spec.gpu_count, placing=order.pk)
+        unpaid_limit_check(
+            account=account, gpu_count=spec.gpu_count, placing=order.pk, network=network, region=region, gpu=gpu
+        )
         billing.invoice_issue(invoice=invoice, attach=True)
         order._prefetched_objects_cache = {"lines": prefetched(order.lines, lines)}
         Order.rental.related.set_cached_value(order, None)  # a new order is no rental yet
@@ -351,7 +357,13 @@ def order_requote_hook(invoice: Invoice) -> None:
     if order.status == OrderStatus.CANCELLED:
         raise Conflict("order_not_cancellable", "This order was cancelled.")
     if order.status == OrderStatus.EXPIRED:
-        unpaid_limit_check(account=order.account, gpu_count=order.gpu_count)
+        unpaid_limit_check(
+            account=order.account,
+            gpu_count=order.gpu_count,
+            network=order.client_network,
+            region=order.region,
+            gpu=order.gpu,
+        )
         reservation = catalog.slots_reserve(
             region=order.region, gpu=order.gpu, count=order.gpu_count, holder=order.holder
         )

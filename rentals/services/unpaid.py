@@ -1,96 +1,285 @@
-"""What an account may hold unpaid, and letting it go.
+"""What an account, and the address it orders from, may hold unpaid, and
+letting it go.
 
 An unpaid order holds its GPUs for as long as its invoice can be paid (the
-rate lock). Without a cap one fresh account could reserve a region's whole
-stock of a card and keep others from it for free, so an account may hold at
-most UNPAID_ORDERS_MAX orders and UNPAID_GPUS_MAX GPUs unpaid at once; an
-account that has paid for an order before gets the higher
-UNPAID_ORDERS_MAX_PAID and UNPAID_GPUS_MAX_PAID. Over the cap the order is
-refused with 409 `unpaid_limit`, whose details carry the numbers. A closed or
-deactivated account's unpaid orders are cancelled at once, so their GPUs go
-back to stock.
+rate lock). Without caps one fresh account, or many fresh accounts from one
+address, could reserve a region's whole stock of a card and keep others from
+it for free. So, counting the orders awaiting payment:
+
+- an account holds at most UNPAID_ORDERS_MAX orders and UNPAID_GPUS_MAX GPUs
+  (UNPAID_ORDERS_MAX_PAID and UNPAID_GPUS_MAX_PAID once it has paid for an
+  order): beyond it 409 `unpaid_limit`;
+- the client address an order comes from (an IPv4 address; an IPv6 /64, which
+  one subscriber usually holds whole) holds, over all the accounts that order
+  from it, no more than the ordering account may hold itself: beyond it 409
+  `unpaid_limit_address`;
+- no account and no address holds more than UNPAID_HOLD_SHARE_PCT percent of
+  a card's stock in a region (its GPUs there that are free or held unpaid, on
+  active hosts), and never less than one host's worth of that card, so a whole
+  node can always be ordered: beyond it 409 `hold_share_exceeded`.
+
+The refusals' details carry the numbers. The client address comes from
+core.throttle.client_address (REMOTE_ADDR, or the entry of X-Forwarded-For the
+TRUSTED_PROXY_COUNT proxies vouch for) and is stored on the order
+(Order.client_network). A closed or deactivated account's unpaid orders are
+cancelled at once, so their GPUs go back to stock.
 """
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
 
 from accounts.models import Account
+from catalog.models import Host, Slot, SlotStatus
 from core.errors import Conflict
 from rentals.models import Order, OrderStatus
 
 log = logging.getLogger(__name__)
 
 
-def _held(*, account: Any, lock: bool, besides: int | None = None) -> tuple[int, int, bool]:
-    """(unpaid orders, their GPUs, whether it has paid before) of the account.
-    `lock`: the account row is locked first (FOR UPDATE), so concurrent orders of
-    one account are counted one after the other. Two statements, not one: a
-    statement that waited for the lock reads the orders as they were when it
-    began, and would miss the order of the transaction it waited for.
+def client_network(address: str | None) -> str:
+    """The group a client address is counted in: an IPv4 address itself (an
+    IPv4-mapped IPv6 address as its IPv4 one), an IPv6 address's /64 (a
+    subscriber is routed a whole /64 and may use any address in it). Empty for
+    no address or one that does not parse (not counted per address)."""
+    try:
+        ip = ipaddress.ip_address((address or "").strip().strip("[]"))
+    except ValueError:
+        return ""
+    if ip.version == 6:
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
+def _address_lock_key(network: str) -> int:
+    """A PostgreSQL advisory lock key (signed 64 bits) for one client network."""
+    digest = hashlib.blake2b(f"rentals.unpaid:{network}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+@dataclass(frozen=True)
+class Held:
+    """What is held unpaid now (the order being placed left out)."""
+
+    account_orders: int
+    account_gpus: int
+    account_here: int  # the account's GPUs of this card in this region
+    address_orders: int
+    address_gpus: int
+    address_here: int  # the address's GPUs of this card in this region
+    paid_history: bool
+    stock: int  # the card's GPUs in the region that are free or held unpaid (active hosts)
+
+
+def _held(
+    *,
+    account: Any,
+    lock: bool,
+    besides: int | None = None,
+    network: str = "",
+    region_id: int | None = None,
+    gpu_id: int | None = None,
+) -> Held:
+    """What the account and the address `network` hold unpaid, in all and of
+    one card in one region, and that card's stock there.
+
+    `lock`: the account's row is locked (FOR UPDATE), then the address's
+    advisory lock is taken (PostgreSQL; SQLite has one writer at a time), in
+    one statement and always in that order, so concurrent orders of one
+    account, or from one address, are counted one after the other and never
+    wait on each other crosswise. Two statements, not one: a statement that
+    waited for a lock reads the orders as they were when it began, and would
+    miss the order of the transaction it waited for.
     `besides`: an order not to count (the one being placed)."""
-    accounts = connection.ops.quote_name(Account._meta.db_table)
-    orders = connection.ops.quote_name(Order._meta.db_table)
+    q = connection.ops.quote_name
+    accounts, orders = q(Account._meta.db_table), q(Order._meta.db_table)
+    hosts, slots = q(Host._meta.db_table), q(Slot._meta.db_table)
+    network_param = network or None  # "" matches nothing: NULL is never equal
     with connection.cursor() as cursor:
         if lock and connection.features.has_select_for_update:
-            cursor.execute(f"SELECT id FROM {accounts} WHERE id = %s FOR UPDATE", [account.pk])
-        # Both halves read the (account, status) index for what they need only:
-        # the unpaid orders (at most the cap) and whether one paid order exists,
-        # never the account's whole history of orders.
+            if network and connection.vendor == "postgresql":
+                cursor.execute(
+                    f"SELECT pg_advisory_xact_lock(%s) FROM (SELECT id FROM {accounts} WHERE id = %s FOR UPDATE) a",
+                    [_address_lock_key(network), account.pk],
+                )
+            else:
+                cursor.execute(f"SELECT id FROM {accounts} WHERE id = %s FOR UPDATE", [account.pk])
+        # The unpaid orders of the account (the (account, status) index) and of
+        # the address (the (client_network, status) index): at most a cap's
+        # worth each, never anyone's history of orders. The stock is the
+        # hosts' free counts (kept by triggers) plus their reserved slots.
+        here = "o.region_id = %s AND o.gpu_id = %s"
         cursor.execute(
-            f"SELECT count(*), sum(gpu_count), EXISTS (SELECT 1 FROM {orders} WHERE account_id = %s "
-            f"AND status IN (%s, %s)) FROM {orders} WHERE account_id = %s AND status = %s AND id <> %s",
+            "SELECT "
+            "COALESCE(SUM(CASE WHEN o.account_id = %s THEN 1 ELSE 0 END), 0), "
+            "COALESCE(SUM(CASE WHEN o.account_id = %s THEN o.gpu_count ELSE 0 END), 0), "
+            f"COALESCE(SUM(CASE WHEN o.account_id = %s AND {here} THEN o.gpu_count ELSE 0 END), 0), "
+            "COALESCE(SUM(CASE WHEN o.client_network = %s THEN 1 ELSE 0 END), 0), "
+            "COALESCE(SUM(CASE WHEN o.client_network = %s THEN o.gpu_count ELSE 0 END), 0), "
+            f"COALESCE(SUM(CASE WHEN o.client_network = %s AND {here} THEN o.gpu_count ELSE 0 END), 0), "
+            f"EXISTS (SELECT 1 FROM {orders} WHERE account_id = %s AND status IN (%s, %s)), "
+            f"(SELECT COALESCE(SUM(h.free_slots), 0) FROM {hosts} h "
+            "WHERE h.region_id = %s AND h.gpu_id = %s AND h.is_active) + "
+            f"(SELECT COUNT(*) FROM {slots} s JOIN {hosts} h ON h.id = s.host_id "
+            "WHERE h.region_id = %s AND h.gpu_id = %s AND h.is_active AND s.status = %s) "
+            f"FROM {orders} o WHERE o.status = %s AND o.id <> %s AND (o.account_id = %s OR o.client_network = %s)",
             [
+                account.pk,
+                account.pk,
+                account.pk,
+                region_id,
+                gpu_id,
+                network_param,
+                network_param,
+                network_param,
+                region_id,
+                gpu_id,
                 account.pk,
                 OrderStatus.PAID,
                 OrderStatus.UNFULFILLED,
-                account.pk,
+                region_id,
+                gpu_id,
+                region_id,
+                gpu_id,
+                SlotStatus.RESERVED,
                 OrderStatus.AWAITING_PAYMENT,
                 besides or 0,
+                account.pk,
+                network_param,
             ],
         )
-        unpaid, gpus, paid = cursor.fetchone()
-    return unpaid or 0, int(gpus or 0), bool(paid)
+        row = cursor.fetchone()
+    values = [int(v or 0) for v in row[:6]]
+    return Held(*values, paid_history=bool(row[6]), stock=int(row[7] or 0))
+
+
+def _caps(paid_history: bool) -> tuple[int, int]:
+    """(orders, GPUs) an account with or without a history of paying may hold unpaid."""
+    if paid_history:
+        return settings.UNPAID_ORDERS_MAX_PAID, settings.UNPAID_GPUS_MAX_PAID
+    return settings.UNPAID_ORDERS_MAX, settings.UNPAID_GPUS_MAX
 
 
 def unpaid_limits(*, account: Any, lock: bool = False, besides: int | None = None) -> dict[str, Any]:
     """The caps that apply to the account, and what it holds unpaid now (leaving
     out the order `besides`)."""
-    unpaid, gpus, paid_history = _held(account=account, lock=lock, besides=besides)
+    held = _held(account=account, lock=lock, besides=besides)
+    max_orders, max_gpus = _caps(held.paid_history)
     return {
-        "unpaid_orders": unpaid,
-        "unpaid_gpus": gpus,
-        "max_unpaid_orders": settings.UNPAID_ORDERS_MAX_PAID if paid_history else settings.UNPAID_ORDERS_MAX,
-        "max_unpaid_gpus": settings.UNPAID_GPUS_MAX_PAID if paid_history else settings.UNPAID_GPUS_MAX,
-        "paid_history": paid_history,
+        "unpaid_orders": held.account_orders,
+        "unpaid_gpus": held.account_gpus,
+        "max_unpaid_orders": max_orders,
+        "max_unpaid_gpus": max_gpus,
+        "paid_history": held.paid_history,
     }
 
 
-def unpaid_limit_check(*, account: Any, gpu_count: int, placing: int | None = None) -> None:
-    """Refuse (`unpaid_limit`, 409) an order of `gpu_count` GPUs that would take
-    the account over what it may hold unpaid. Call inside the order's
-    transaction: the account row is locked to its end, so concurrent orders of
-    one account are counted one after the other. `placing`: the order being
-    placed, when it is already written (it is not counted twice); a caller that
-    checks late holds the account's lock for less of its transaction."""
-    limits = unpaid_limits(account=account, lock=True, besides=placing)
-    orders_over = limits["unpaid_orders"] + 1 > limits["max_unpaid_orders"]
-    gpus_over = limits["unpaid_gpus"] + gpu_count > limits["max_unpaid_gpus"]
-    if orders_over or gpus_over:
-        what = (
-            f"{limits['max_unpaid_orders']} unpaid orders"
-            if orders_over
-            else f"{limits['max_unpaid_gpus']} unpaid GPUs"
-        )
+def hold_share_max(*, stock: int, gpus_per_host: int) -> int | None:
+    """The most GPUs of one card in one region one account or address may hold
+    unpaid, when its stock there (free or held unpaid) is `stock`:
+    UNPAID_HOLD_SHARE_PCT percent of it (rounded down), at least one host's
+    worth. None: no share cap (100 percent or more)."""
+    pct = settings.UNPAID_HOLD_SHARE_PCT
+    if pct >= 100:
+        return None
+    return max(stock * pct // 100, gpus_per_host)
+
+
+def _over(orders: int, gpus: int, gpu_count: int, max_orders: int, max_gpus: int) -> str | None:
+    if orders + 1 > max_orders:
+        return f"{max_orders} unpaid orders"
+    if gpus + gpu_count > max_gpus:
+        return f"{max_gpus} unpaid GPUs"
+    return None
+
+
+def unpaid_limit_check(
+    *,
+    account: Any,
+    gpu_count: int,
+    placing: int | None = None,
+    network: str = "",
+    region: Any = None,
+    gpu: Any = None,
+) -> None:
+    """Refuse an order of `gpu_count` GPUs of `gpu` in `region` that would take
+    the account or its client `network` (client_network()) over what it may
+    hold unpaid (`unpaid_limit`, `unpaid_limit_address`), or over its share of
+    that card's stock in the region (`hold_share_exceeded`); all 409. Call
+    inside the order's transaction: the account's and the address's locks are
+    held to its end. `placing`: the order being placed, when it is already
+    written (it is not counted twice); a caller that checks late holds the
+    locks for less of its transaction. Without `region` and `gpu` the share is
+    not checked; without `network`, nothing per address."""
+    held = _held(
+        account=account,
+        lock=True,
+        besides=placing,
+        network=network,
+        region_id=getattr(region, "pk", None),
+        gpu_id=getattr(gpu, "pk", None),
+    )
+    max_orders, max_gpus = _caps(held.paid_history)
+    caps = {"max_unpaid_orders": max_orders, "max_unpaid_gpus": max_gpus, "paid_history": held.paid_history}
+    what = _over(held.account_orders, held.account_gpus, gpu_count, max_orders, max_gpus)
+    if what:
         raise Conflict(
             "unpaid_limit",
             f"An account may hold at most {what} at once: pay or cancel an open order first.",
-            details={**limits, "requested_gpus": gpu_count},
+            details={
+                "unpaid_orders": held.account_orders,
+                "unpaid_gpus": held.account_gpus,
+                **caps,
+                "requested_gpus": gpu_count,
+            },
         )
+    if network:
+        what = _over(held.address_orders, held.address_gpus, gpu_count, max_orders, max_gpus)
+        if what:
+            raise Conflict(
+                "unpaid_limit_address",
+                f"Orders from your address (all accounts together) may hold at most {what} at once: "
+                "pay or cancel an open order first.",
+                details={
+                    "client_network": network,
+                    "unpaid_orders": held.address_orders,
+                    "unpaid_gpus": held.address_gpus,
+                    **caps,
+                    "requested_gpus": gpu_count,
+                },
+            )
+    if region is None or gpu is None:
+        return
+    share = hold_share_max(stock=held.stock, gpus_per_host=gpu.gpus_per_host)
+    if share is None:
+        return
+    for holder, here in (("account", held.account_here), ("address", held.address_here if network else None)):
+        if here is not None and here + gpu_count > share:
+            raise Conflict(
+                "hold_share_exceeded",
+                f"One {holder} may hold at most {share} {gpu.name} in {region.code} unpaid at once "
+                f"({settings.UNPAID_HOLD_SHARE_PCT}% of the {held.stock} there, at least one host's worth), "
+                f"and {here} are held already: pay or cancel an open order first.",
+                details={
+                    "holder": holder,
+                    "region": region.code,
+                    "gpu": gpu.slug,
+                    "held_gpus": here,
+                    "requested_gpus": gpu_count,
+                    "max_held_gpus": share,
+                    "stock_gpus": held.stock,
+                    "share_pct": settings.UNPAID_HOLD_SHARE_PCT,
+                },
+            )
 
 
 def account_unpaid_orders_release(*, account: Any, reason: str, actor: Any = None) -> int:

@@ -144,6 +144,7 @@ def test_insufficient_stock_is_409(chains, customer_api, ssh_key, catalog, setti
         3,
         24,
     )  # this is about stock, not about what one account may hold unpaid
+    settings.UNPAID_HOLD_SHARE_PCT = 100  # nor about its share of the card's stock (test_unpaid_address.py)
     # DFW-1 has two whole free H100 SXM hosts; the third 8-GPU order finds none.
     for _ in range(2):
         assert customer_api.post("/api/v1/orders", order_body(ssh_key), format="json").status_code == 201
