@@ -391,7 +391,7 @@ def rental_renew_now(
 ) -> Renewal:
     """A renewal invoice the customer asks for now (also to resume a suspended
     rental): `terms` (default: the rental's renewal terms) more terms at the
-    prices on the order."""
+    prices on the order. Audited (`rental.renew`) with the customer as actor."""
     now = now or timezone.now()
     with transaction.atomic():
         rental = _rental_lock(rental_id=rental_id, account=account)
@@ -418,7 +418,7 @@ def rental_renew_now(
         lines = order_lines_for_terms(order=rental.order, terms=terms)
         usage, reports = _usage_lines(rental, now=now)
         deadline = rental.paid_until + grace() if rental.paid_until and rental.status == RentalStatus.ACTIVE else None
-        return _renewal_invoice(
+        renewal = _renewal_invoice(
             rental=rental,
             kind=RenewalKind.MANUAL,
             terms=terms,
@@ -429,6 +429,19 @@ def rental_renew_now(
             for_period_end=None,
             now=now,
         )
+        audit_record(
+            actor=account,
+            action="rental.renew",
+            obj=rental,
+            reason="renewal asked for by the customer",
+            changes={
+                "invoice": renewal.invoice.number,
+                "terms": terms,
+                "pay_currency": currency,
+                "invoice_status": renewal.invoice.status,
+            },
+        )
+        return renewal
 
 
 def renewal_apply(*, invoice_id: int, now: datetime | None = None) -> RentalPeriod | None:
@@ -542,7 +555,7 @@ def rental_terminate(*, rental_id: int, actor: Any = None, reason: str, now: dat
         released = catalog.slots_release(holder=rental.holder)
         provisioning_job_create(rental=rental, action=ProvisioningAction.DEPROVISION, now=now)
         # Renewals no longer buy anything; a usage invoice still bills what was used.
-        _renewals_void(rental, reason=f"rental {rental.pk} terminated")
+        _renewals_void(rental, reason=f"rental {rental.pk} terminated", actor=actor)
         usage, reports = _usage_lines(rental, now=now)
         if usage:
             _renewal_invoice(
@@ -603,7 +616,7 @@ def rental_extend(*, rental_id: int, days: int, actor: Any, reason: str, now: da
     return period
 
 
-def _renewals_void(rental: Rental, *, reason: str) -> None:
+def _renewals_void(rental: Rental, *, reason: str, actor: Any = None) -> None:
     """Void the rental's open renewal invoices that nobody has paid. Whether one
     has a payment is decided under the invoice's lock (in invoice_void): a
     payment the watcher records between this listing and that lock keeps its
@@ -615,24 +628,34 @@ def _renewals_void(rental: Rental, *, reason: str) -> None:
         status__in=[InvoiceStatus.NEW, InvoiceStatus.EXPIRED],
     ):
         try:
-            billing.invoice_void(invoice_id=invoice.pk, reason=reason)
+            billing.invoice_void(invoice_id=invoice.pk, reason=reason, actor=actor)
         except Conflict as exc:  # invoice_has_payments, invoice_not_open: paid meanwhile
             log.info("rental %s: renewal invoice %s left open (%s)", rental.pk, invoice.number, exc.code)
 
 
 def rental_cancel(*, rental_id: int, account: Any, now: datetime | None = None) -> Rental:
-    """No more renewals: the rental runs to the end of its paid period, then ends."""
+    """No more renewals: the rental runs to the end of its paid period, then ends.
+    Audited (`rental.cancel`, and each voided renewal invoice) with the customer as actor."""
     now = now or timezone.now()
     with transaction.atomic():
         rental = _rental_lock(rental_id=rental_id, account=account)
         if rental.status == RentalStatus.TERMINATED:
             raise Conflict("rental_terminated", "This rental has ended already.")
         if rental.cancelled_at is None:
+            reason = "rental cancelled by the customer"
+            auto_renew = rental.auto_renew
             rental.cancelled_at = now
             rental.auto_renew = False
             rental.save(update_fields=["cancelled_at", "auto_renew"])
             # Every open renewal is voided (money that still arrives becomes credit).
-            _renewals_void(rental, reason="rental cancelled by the customer")
+            _renewals_void(rental, reason=reason, actor=account)
+            audit_record(
+                actor=account,
+                action="rental.cancel",
+                obj=rental,
+                reason=reason,
+                changes={"cancelled_at": [None, now], "auto_renew": [auto_renew, False]},
+            )
     return rental
 
 
@@ -641,6 +664,14 @@ def rental_auto_renew_set(*, rental_id: int, account: Any, auto_renew: bool) -> 
         rental = _rental_lock(rental_id=rental_id, account=account)
         if auto_renew and (rental.cancelled_at or rental.status == RentalStatus.TERMINATED):
             raise Conflict("rental_cancelled", "A cancelled or ended rental does not renew.")
+        if rental.auto_renew != auto_renew:
+            audit_record(
+                actor=account,
+                action="rental.auto_renew_on" if auto_renew else "rental.auto_renew_off",
+                obj=rental,
+                reason="set by the customer",
+                changes={"auto_renew": [rental.auto_renew, auto_renew]},
+            )
         rental.auto_renew = auto_renew
         rental.save(update_fields=["auto_renew"])
     return rental

@@ -297,8 +297,10 @@ def order_cancel(
     *, order_id: int, account: Any = None, actor: Any = None, reason: str = "", now: datetime | None = None
 ) -> Order:
     """Cancel an unpaid order: its invoice is voided and its slots go back to
-    stock. Refused once money has been seen for it."""
+    stock. Refused once money has been seen for it. Audited with `actor`, or
+    the customer `account` that cancels its own order."""
     now = now or timezone.now()
+    actor = actor or account
     order = _order_lock(order_id=order_id, account=account)
     if order.status not in (OrderStatus.AWAITING_PAYMENT, OrderStatus.EXPIRED):
         raise Conflict("order_not_cancellable", f"This order is {order.status}.", details={"status": order.status})
@@ -317,7 +319,7 @@ def order_cancel(
                 details={"invoice_status": invoice.status},
             )
         if invoice.status != InvoiceStatus.INVALID:
-            billing.invoice_void(invoice_id=invoice.pk, reason=reason, actor=actor or account)
+            billing.invoice_void(invoice_id=invoice.pk, reason=reason, actor=actor)
     released = catalog.slots_release(holder=order.holder)
     order.status = OrderStatus.CANCELLED
     order.closed_at = now
