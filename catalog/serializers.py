@@ -1,10 +1,43 @@
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from catalog.models import TERM_CHOICES, TERM_HOURS, TERM_MONTHLY
+from core.errors import DomainError
 from core.fields import MoneyField, PercentField
 from core.money import usd_str
+
+
+class RefusingInput(serializers.Serializer):
+    """An input some of whose fields are checked against a list of valid values
+    (the catalog's cards, the pay currencies, ...) and refused with a stable
+    code that lists them (`unknown_gpu` with details.gpus, `unknown_currency`
+    with details.currencies, ...). Every field is validated before anything is
+    answered, so one error never hides another: one refusal alone is answered
+    with its own code and details; more than one error with `invalid`, each
+    field's message in details.fields and the refusals' details merged in."""
+
+    def refuse(self, field: str, error: DomainError) -> serializers.ValidationError:
+        """Record `error` as the refusal of `field`; its validator raises what this returns."""
+        self.__dict__.setdefault("_refusals", {})[field] = error
+        return serializers.ValidationError(error.message, code=error.code)
+
+    def valid_or_refuse(self) -> dict[str, Any]:
+        """The validated data, or the refusal described above (raised)."""
+        if self.is_valid():
+            return self.validated_data
+        errors, refusals = self.errors, self.__dict__.get("_refusals", {})
+        if len(errors) == 1 and next(iter(errors)) in refusals:
+            raise refusals[next(iter(errors))]
+        details: dict[str, Any] = {}
+        for error in refusals.values():
+            details.update(error.details)
+        field, messages = next(iter(errors.items()))
+        first = messages[0] if isinstance(messages, list) and messages else messages
+        message = str(first) if field == "non_field_errors" else f"{field}: {first}"
+        raise DomainError("invalid", message, status=400, details={**details, "fields": errors})
 
 
 class GpuOutput(serializers.Serializer):
@@ -70,13 +103,45 @@ class TemplateOutput(serializers.Serializer):
     gpus = serializers.ListField(child=serializers.CharField(), help_text="Cards it runs on.")
 
 
-class QuoteInput(serializers.Serializer):
+class QuoteInput(RefusingInput):
+    """A quote's body, checked against the catalog in `context["catalog"]` (a
+    CatalogSnapshot): `gpu` becomes the card, `addons` the add-ons, `template`
+    the template; an unknown one is refused with its code (`unknown_gpu`,
+    `unknown_addon`, `unknown_template`), together with every other field's error."""
+
     gpu = serializers.CharField(max_length=32)
     gpu_count = serializers.IntegerField(min_value=1, max_value=64)
     term = serializers.ChoiceField(choices=[c for c, _ in TERM_CHOICES])
     terms = serializers.IntegerField(min_value=1, max_value=12, default=1)
     addons = serializers.ListField(child=serializers.CharField(max_length=32), default=list, max_length=10)
     template = serializers.CharField(max_length=48, required=False)
+
+    def validate_gpu(self, value: str) -> Any:
+        try:
+            return self.context["catalog"].gpu(value)
+        except DomainError as exc:
+            raise self.refuse("gpu", exc) from None
+
+    def validate_addons(self, value: list[str]) -> list[Any]:
+        addons = self.context["catalog"].addons
+        for slug in value:
+            if slug not in addons:
+                raise self.refuse(
+                    "addons",
+                    DomainError(
+                        "unknown_addon", f"No add-on {slug!r}.", details={"addon": slug, "addons": list(addons)}
+                    ),
+                )
+        return [addons[slug] for slug in value]
+
+    def validate_template(self, value: str) -> Any:
+        templates = self.context["catalog"].templates
+        if value not in templates:
+            raise self.refuse(
+                "template",
+                DomainError("unknown_template", f"No template {value!r}.", details={"templates": list(templates)}),
+            )
+        return templates[value]
 
 
 class QuoteLineOutput(serializers.Serializer):

@@ -10,7 +10,6 @@ from rest_framework.views import APIView
 from catalog import selectors, serializers, services
 from catalog.models import Addon
 from core.api import error_doc
-from core.errors import DomainError
 
 
 class PublicView(APIView):
@@ -144,7 +143,15 @@ class TemplateListView(PublicView):
 class QuoteView(PublicView):
     @extend_schema(
         request=serializers.QuoteInput,
-        responses={200: serializers.QuoteOutput, 409: error_doc("`pricing_unavailable`: the card has no price now.")},
+        responses={
+            200: serializers.QuoteOutput,
+            400: error_doc(
+                "`unknown_gpu` (details.gpus), `unknown_addon` (details.addons), `unknown_template` "
+                "(details.templates), `min_gpus`, `invalid_gpu_count`, ...; `invalid` when more than one "
+                "field is wrong: each in details.fields, the lists of valid values beside them."
+            ),
+            409: error_doc("`pricing_unavailable`: the card has no price now."),
+        },
         summary="Price an instance",
     )
     def post(self, request):
@@ -159,29 +166,16 @@ class QuoteView(PublicView):
 
 
 def _quote_payload(snapshot: selectors.CatalogSnapshot, request) -> dict:
-    """The quote's answer from the catalog of `snapshot`."""
-    data = serializers.QuoteInput(data=request.data)
-    data.is_valid(raise_exception=True)
-    v = data.validated_data
-    gpu = snapshot.gpu(v["gpu"])
-    addons = []
-    for slug in v["addons"]:
-        addon = snapshot.addons.get(slug)
-        if addon is None:
-            raise DomainError("unknown_addon", f"No add-on {slug!r}.", details={"addon": slug})
-        addons.append(addon)
-    template = None
-    if "template" in v:
-        template = snapshot.templates.get(v["template"])
-        if template is None:
-            raise DomainError("unknown_template", f"No template {v['template']!r}.")
+    """The quote's answer from the catalog of `snapshot`. Every field is checked
+    before anything is answered (serializers.RefusingInput)."""
+    v = serializers.QuoteInput(data=request.data, context={"catalog": snapshot}).valid_or_refuse()
     q = services.quote(
-        gpu=gpu,
+        gpu=v["gpu"],
         gpu_count=v["gpu_count"],
         term=v["term"],
         terms=v["terms"],
-        addons=addons,
-        template=template,
+        addons=v["addons"],
+        template=v.get("template"),
         multi_gpu_tiers=snapshot.multi_gpu_tiers,
         term_tiers=snapshot.term_tiers.get(v["term"], ()),
     )

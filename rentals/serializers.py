@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import date
 from decimal import Decimal
@@ -13,15 +14,70 @@ from rest_framework import serializers
 from billing.currencies import CURRENCIES
 from billing.serializers import InvoiceOutput, checkout_url
 from catalog.models import TERM_CHOICES
-from catalog.serializers import QuoteLineOutput
+from catalog.serializers import QuoteLineOutput, RefusingInput
 from catalog.services import MAX_TERMS
+from core.errors import DomainError
 from core.fields import MoneyField, PercentField
 from rentals.services import OrderSpec
+
+# The most a workload may take, as compact JSON. A real config.json is a few
+# kilobytes (the published ones in sizing/data/configs are under 3 KB).
+WORKLOAD_MAX_BYTES = 64 * 1024
+# The fields of a workload kept on the order besides `architecture` (which is
+# kept cut to what sizing reads): the body of /sizing/check without gpu and gpu_count.
+WORKLOAD_FIELDS = (
+    "model",
+    "params_b",
+    "active_params_b",
+    "precision",
+    "kv_precision",
+    "context",
+    "concurrency",
+    "overhead_gb",
+)
 
 # --- Inputs ------------------------------------------------------------------------
 
 
-class OrderCreateInput(serializers.Serializer):
+@extend_schema_field({"type": "string", "enum": list(CURRENCIES)})
+class CurrencyCodeField(serializers.CharField):
+    """A pay currency's code in any case (`usdc`), read as its canonical
+    upper-case code (`USDC`); the input's `validate_<field>` refuses an unknown
+    one (currency_refusal) with the list of valid codes."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", 16)
+        kwargs.setdefault("help_text", f"One of {', '.join(CURRENCIES)} (any case).")
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        return super().to_internal_value(data).upper()
+
+
+def currency_refusal(code: str) -> DomainError | None:
+    """`unknown_currency` (with the valid codes) for a code that is none; None for a valid one."""
+    if code in CURRENCIES:
+        return None
+    return DomainError(
+        "unknown_currency",
+        f"{code!r} is not a pay currency; use one of {', '.join(CURRENCIES)}.",
+        details={"currency": code, "currencies": list(CURRENCIES)},
+    )
+
+
+def workload_kept(value: dict[str, Any], profile: str) -> dict[str, Any]:
+    """What an order keeps of its workload: the fields sizing reads, the
+    architecture cut to the keys sizing reads of it (sizing.hf_config), and the
+    profile it was sized with. Posted to /sizing/check it sizes the same."""
+    from sizing.hf_config import config_read_part
+
+    kept = {name: value[name] for name in WORKLOAD_FIELDS if name in value}
+    if "architecture" in value:
+        kept["architecture"] = config_read_part(value["architecture"])
+    return {**kept, "profile": profile}
+
+
+class OrderCreateInput(RefusingInput):
     region = serializers.CharField(max_length=16, help_text="A region code, e.g. DFW-1.")
     gpu = serializers.CharField(max_length=32, help_text="A card slug, e.g. h100-sxm.")
     gpu_count = serializers.IntegerField(min_value=1, max_value=64, help_text="1, 2, 4 or 8 on one host.")
@@ -40,21 +96,43 @@ class OrderCreateInput(serializers.Serializer):
         "gpu and gpu_count): the order is refused if it does "
         "not fit as vLLM loads and admits it (always the vllm profile; a `profile` given is ignored).",
     )
-    pay_currency = serializers.ChoiceField(choices=list(CURRENCIES))
+    pay_currency = CurrencyCodeField()
+
+    def validate_pay_currency(self, value: str) -> str:
+        refusal = currency_refusal(value)
+        if refusal is not None:
+            raise self.refuse("pay_currency", refusal)
+        return value
 
     def validate_workload(self, value: Any) -> Any:
         if not isinstance(value, dict):
             raise serializers.ValidationError("A JSON object, as /sizing/check takes.")
+        try:
+            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+        except (ValueError, RecursionError):  # not JSON a client could send; refused as too large
+            size = WORKLOAD_MAX_BYTES + 1
+        if size > WORKLOAD_MAX_BYTES:
+            raise self.refuse(
+                "workload",
+                DomainError(
+                    "workload_too_large",
+                    f"The workload takes {size:,} bytes; at most {WORKLOAD_MAX_BYTES:,}. Send the model's "
+                    "config.json as it is published, or a `model` slug.",
+                    details={"workload_bytes": size, "max_workload_bytes": WORKLOAD_MAX_BYTES},
+                ),
+            )
         from sizing.serializers import OrderWorkloadInput
 
         workload = OrderWorkloadInput(data=value)
         if not workload.is_valid():
             raise serializers.ValidationError(workload.errors)
         self._workload = workload.validated_data["workload"]
-        # Kept on the order as it was sized: by the engine (the vllm profile).
-        return {**value, "profile": self._workload.profile}
+        # Kept on the order as it was sized (by the engine: the vllm profile),
+        # only what sizing reads of it.
+        return workload_kept(value, self._workload.profile)
 
     def spec(self) -> OrderSpec:
+        """The order's spec from the validated input (valid_or_refuse first)."""
         v = self.validated_data
         return OrderSpec(
             region=v["region"],
@@ -75,15 +153,20 @@ class RentalUpdateInput(serializers.Serializer):
     auto_renew = serializers.BooleanField()
 
 
-class RenewInput(serializers.Serializer):
+class RenewInput(RefusingInput):
     terms = serializers.IntegerField(
         min_value=1, max_value=MAX_TERMS, required=False, help_text="Defaults to the rental's renewal terms."
     )
-    pay_currency = serializers.ChoiceField(
-        choices=list(CURRENCIES),
+    pay_currency = CurrencyCodeField(
         required=False,
-        help_text="Quote it now in this currency; or choose later on the invoice.",
+        help_text=f"Quote it now in this currency ({', '.join(CURRENCIES)}, any case); or choose later on the invoice.",
     )
+
+    def validate_pay_currency(self, value: str) -> str:
+        refusal = currency_refusal(value)
+        if refusal is not None:
+            raise self.refuse("pay_currency", refusal)
+        return value
 
 
 class OpsReadyInput(serializers.Serializer):

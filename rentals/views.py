@@ -48,7 +48,9 @@ class OrderListView(APIView):
         responses={
             201: OrderOutput,
             400: error_doc(
-                "`invalid`, or a catalog or sizing rule: `unknown_region`, `unknown_gpu`, `does_not_fit`, ..."
+                "`invalid` (every wrong field in details.fields), `unknown_currency` (details.currencies), "
+                "`workload_too_large`, or a catalog or sizing rule: `unknown_region`, `unknown_gpu`, "
+                "`does_not_fit`, ..."
             ),
             409: error_doc(
                 "`insufficient_stock`, `region_unavailable`, `unpaid_limit`, `unpaid_limit_address`, "
@@ -63,7 +65,7 @@ class OrderListView(APIView):
         data = with_shared_fields(OrderCreateInput, request.data)
 
         def run() -> tuple[int, dict]:
-            data.is_valid(raise_exception=True)
+            data.valid_or_refuse()
             order = services.order_create(
                 account=request.user, spec=data.spec(), client_address=client_address(request)
             )
@@ -134,6 +136,7 @@ class RentalRenewView(APIView):
         request=RenewInput,
         responses={
             201: RentalOutput,
+            400: error_doc("`unknown_currency` (details.currencies), or `invalid`."),
             409: error_doc(
                 "`renewal_open`, `rental_not_renewable`, `rental_terminated`, `rental_cancelled`, `rate_unavailable`, ..."
             ),
@@ -142,7 +145,7 @@ class RentalRenewView(APIView):
     )
     def post(self, request, rental_id: int):
         data = RenewInput(data=request.data)
-        data.is_valid(raise_exception=True)
+        data.valid_or_refuse()
         services.rental_renew_now(
             rental_id=rental_id,
             account=request.user,

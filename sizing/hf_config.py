@@ -408,3 +408,57 @@ def checkpoint_format(quantization: Any) -> dict[str, Any] | None:
         status=400,
         details={"field": "quantization_config", "quant_method": method},
     )
+
+
+# --- What is read -------------------------------------------------------------------
+# The keys of a (text) config that architecture_from_hf_config and the helpers
+# above read, and of its nested objects: an order keeps only these of the
+# config it was sized from (rentals.serializers), so what it stores is bounded
+# by what sizing needs, not by what a client sends. A key read above belongs here.
+CONFIG_KEYS_READ = frozenset(
+    {
+        "_name_or_path", "active_params_b", "attention_bias", "d_model", "decoder_sparse_step",
+        "experts_per_token", "ffn_dim", "first_k_dense_replace", "head_dim", "hidden_size",
+        "intermediate_size", "kv_lora_rank", "layer_types", "max_position_embeddings",
+        "max_sequence_length", "max_window_layers", "mlp_bias", "model_type", "moe_intermediate_size",
+        "moe_layer_freq", "moe_topk", "n_embd", "n_head", "n_inner", "n_layer", "n_positions",
+        "n_routed_experts", "n_shared_experts", "num_attention_heads", "num_experts",
+        "num_experts_per_tok", "num_hidden_layers", "num_key_value_heads", "num_kv_heads",
+        "num_layers", "num_local_experts", "num_shared_experts", "params_b", "q_lora_rank",
+        "qk_nope_head_dim", "qk_rope_head_dim", "quantization_config", "rope_scaling", "seq_length",
+        "shared_expert_intermediate_size", "sliding_window", "sliding_window_pattern",
+        "tie_word_embeddings", "use_sliding_window", "v_head_dim", "vocab_size",
+    }
+)  # fmt: skip
+_ROPE_KEYS_READ = ("rope_type", "type", "factor", "original_max_position_embeddings")
+_QUANTIZATION_KEYS_READ = ("quant_method", "group_size", "quant_algo")
+_QUANT_WEIGHTS_KEYS_READ = ("num_bits", "type", "group_size")
+
+
+def _picked(value: Any, keys: tuple[str, ...]) -> Any:
+    return {k: value[k] for k in keys if k in value} if isinstance(value, dict) else None
+
+
+def config_read_part(config: Any) -> dict[str, Any]:
+    """The part of a config.json that sizing reads: the text config (a
+    multimodal wrapper's `text_config`, with the wrapper's counts merged in, as
+    architecture_from_hf_config takes it) cut to CONFIG_KEYS_READ, and its
+    `rope_scaling` and `quantization_config` to the keys read in them. Sized
+    again, it gives the same `Arch` as the whole config."""
+    cfg = _text_config(config)
+    kept = {k: v for k, v in cfg.items() if k in CONFIG_KEYS_READ}
+    if "rope_scaling" in kept:
+        kept["rope_scaling"] = _picked(kept["rope_scaling"], _ROPE_KEYS_READ)
+    quantization = kept.get("quantization_config")
+    if isinstance(quantization, dict):
+        part = _picked(quantization, _QUANTIZATION_KEYS_READ)
+        groups = quantization.get("config_groups")
+        if isinstance(groups, dict):
+            # Only a group whose `weights` is an object is ever read; the first such one decides.
+            part["config_groups"] = {
+                name: {"weights": _picked(group["weights"], _QUANT_WEIGHTS_KEYS_READ)}
+                for name, group in groups.items()
+                if isinstance(group, dict) and isinstance(group.get("weights"), dict)
+            }
+        kept["quantization_config"] = part
+    return kept

@@ -188,6 +188,38 @@ def test_bad_quotes_get_the_error_shape(api, catalog, body, code):
     assert resp.json()["error"]["code"] == code
 
 
+ACTIVE_GPUS = list(PER_GPU_HOUR)
+
+
+def test_an_unknown_card_alone_keeps_its_code_and_lists_the_cards(api, catalog):
+    error = quote(api, gpu="h100", gpu_count=8, term="monthly").json()["error"]
+    assert error["code"] == "unknown_gpu"
+    assert sorted(error["details"]["gpus"]) == sorted(ACTIVE_GPUS)
+
+
+def test_a_missing_term_does_not_hide_an_unknown_card(api, catalog):
+    """Every field is checked before answering: the card that does not exist is
+    reported with the term that is missing, and the cards there are listed."""
+    resp = quote(api, gpu="h100", gpu_count=8)
+    assert resp.status_code == 400
+    error = resp.json()["error"]
+    assert error["code"] == "invalid"
+    assert error["details"]["fields"] == {"gpu": ["No card 'h100'."], "term": ["This field is required."]}
+    assert sorted(error["details"]["gpus"]) == sorted(ACTIVE_GPUS)
+    assert error["message"] == "gpu: No card 'h100'."
+
+
+def test_unknown_addons_and_templates_are_reported_with_the_valid_ones(api, catalog):
+    resp = quote(api, gpu="l4", gpu_count=1, term="monthly", addons=["egress-overage"], template="windows-95")
+    error = resp.json()["error"]
+    assert (resp.status_code, error["code"]) == (400, "invalid")
+    assert set(error["details"]["fields"]) == {"addons", "template"}
+    assert sorted(error["details"]["addons"]) == ["dedicated-100g", "private-vlan"]
+    assert "ubuntu-24.04" in error["details"]["templates"]
+    alone = quote(api, gpu="l4", gpu_count=1, term="monthly", template="windows-95").json()["error"]
+    assert alone["code"] == "unknown_template" and "ubuntu-24.04" in alone["details"]["templates"]
+
+
 def test_malformed_json_is_a_parse_error(api, catalog):
     resp = api.post("/api/v1/pricing/quote", "{not json", content_type="application/json")
     assert resp.status_code == 400

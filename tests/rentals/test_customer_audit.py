@@ -32,7 +32,9 @@ def test_an_order_cancelled_by_its_customer_is_audited(ordered, customer, custom
 
 
 def test_a_manual_renewal_is_audited(active_rental, customer, customer_api):
-    resp = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {"terms": 2, "pay_currency": "ltc"}, format="json")
+    resp = customer_api.post(
+        f"/api/v1/rentals/{active_rental.pk}/renew", {"terms": 2, "pay_currency": "ltc"}, format="json"
+    )
     assert resp.status_code == 201, resp.json()
     renewal = resp.json()["renewal_invoices"][0]
     [entry] = [e for e in entries(Rental, active_rental.pk) if e.action == "rental.renew"]
@@ -46,7 +48,8 @@ def test_a_manual_renewal_is_audited(active_rental, customer, customer_api):
 
 
 def test_a_rental_cancelled_by_its_customer_is_audited_with_its_voided_renewal(active_rental, customer, customer_api):
-    renewal = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json").json()["renewal_invoices"][0]
+    renewed = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json").json()
+    renewal = renewed["renewal_invoices"][0]
     assert customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel").status_code == 200
     cancel = [e for e in entries(Rental, active_rental.pk) if e.action == "rental.cancel"]
     assert len(cancel) == 1 and cancel[0].actor == customer

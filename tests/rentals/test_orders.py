@@ -109,7 +109,7 @@ def test_the_price_on_the_order_does_not_follow_catalog_edits(chains, customer_a
         ({"addons": ["egress-overage"]}, 400, "unknown_addon"),
         ({"ssh_keys": []}, 400, "ssh_key_required"),
         ({"ssh_keys": [999999]}, 400, "unknown_ssh_key"),
-        ({"pay_currency": "DOGE"}, 400, "invalid"),
+        ({"pay_currency": "DOGE"}, 400, "unknown_currency"),
         ({"terms": 0}, 400, "invalid"),
         ({"workload": "70b please"}, 400, "invalid"),
         ({"workload": {"model": "no-such-model", "precision": "fp8"}}, 400, "unknown_model"),
