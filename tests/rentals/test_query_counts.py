@@ -18,8 +18,9 @@ pytestmark = pytest.mark.django_db
 # The most queries each may make. An order is the whole transaction: reads of
 # the catalog it names, the order with its lines (one statement), the
 # reservation under the host's lock, the invoice with its lines (one), its
-# payment request with its number (one), and the answer; and the unpaid cap (the
-# account's row locked, what it holds unpaid: two).
+# payment request with its number (one), and the answer; and the unpaid caps (the
+# account's row and its client address locked in one statement, what the account
+# and the address hold unpaid and the card's stock in the region in another: two).
 ORDER_MAX = 14
 STOCK_MAX = 2
 CATALOG_MAX = 1
