@@ -61,3 +61,8 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+
+# The embedded default's database beside PostgreSQL, for tests that must hold on
+# both (tests/core/test_fields_base_units.py): in memory, its tables made from
+# the models, and set up only for a test that asks for it (databases=[..., "sqlite"]).
+DATABASES["sqlite"] = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:", "TEST": {"MIGRATE": False}}  # noqa: F405

@@ -5,8 +5,9 @@ from django.db import models
 from django.db.models import Q
 
 from billing.currencies import CURRENCY_CHOICES
-from billing.models.invoices import BASE_UNITS, Invoice
+from billing.models.invoices import Invoice
 from billing.models.payments import Payment
+from core.fields import BaseUnitsModelField
 
 
 class CreditKind(models.TextChoices):
@@ -53,7 +54,7 @@ class CreditEntry(models.Model):
     reason = models.TextField(blank=True)
     refund_currency = models.CharField(max_length=8, choices=CURRENCY_CHOICES, blank=True)
     refund_destination = models.CharField(max_length=128, blank=True)
-    refund_amount = models.DecimalField(**BASE_UNITS, null=True, blank=True)
+    refund_amount = BaseUnitsModelField(null=True, blank=True)
     refund_txid = models.CharField(max_length=128, blank=True)
 
     class Meta:

@@ -7,8 +7,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from billing.currencies import CURRENCY_CHOICES
-
-BASE_UNITS = {"max_digits": 78, "decimal_places": 0}  # wei overflows 64 bits above ~9.2 ETH
+from core.fields import BaseUnitsModelField
 
 
 class InvoiceStatus(models.TextChoices):
@@ -125,7 +124,12 @@ class InvoiceLine(models.Model):
 class PaymentRequest(models.Model):
     """What the customer is asked to pay in one currency: a fresh destination,
     the amount in base units at a locked rate, and the payment URI. Switching
-    currency or re-quoting adds a request; earlier ones stay watched."""
+    currency or re-quoting adds a request; earlier ones stay watched.
+
+    A request asks for `amount_usd` of the invoice's total (all of it, unless
+    the invoice was partly paid when the request was made): a payment of `x`
+    base units to it pays `x / amount_due * amount_usd / total_usd` of the
+    invoice."""
 
     invoice = models.ForeignKey(Invoice, on_delete=models.CASCADE, related_name="requests")
     currency = models.CharField(max_length=8, choices=CURRENCY_CHOICES)
@@ -135,7 +139,13 @@ class PaymentRequest(models.Model):
     reference = models.CharField(max_length=64, blank=True, help_text="Solana Pay reference.")
     keyset = models.CharField(max_length=96, help_text="The watch-only key the destination was derived from.")
     derivation_index = models.PositiveBigIntegerField()
-    amount_due = models.DecimalField(**BASE_UNITS, help_text="Base units, rounded up.")
+    amount_due = BaseUnitsModelField(help_text="Base units, rounded up.")
+    amount_usd = models.DecimalField(
+        max_digits=12,
+        decimal_places=2,
+        help_text="The USD this request asks for: the invoice's total, or what was left of it when the "
+        "request was made (a fresh quote of a partly paid invoice).",
+    )
     rate_usd = models.DecimalField(max_digits=30, decimal_places=12, help_text="USD per whole coin.")
     rate_source = models.CharField(max_length=64)
     rate_at = models.DateTimeField()
@@ -154,6 +164,7 @@ class PaymentRequest(models.Model):
                 fields=["invoice"], condition=Q(is_active=True), name="request_one_active_per_invoice"
             ),
             models.CheckConstraint(condition=Q(amount_due__gt=0), name="request_amount_positive"),
+            models.CheckConstraint(condition=Q(amount_usd__gt=0), name="request_amount_usd_positive"),
             models.CheckConstraint(condition=Q(rate_usd__gt=0), name="request_rate_positive"),
         ]
 

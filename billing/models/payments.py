@@ -5,7 +5,8 @@ from django.db import models
 from django.db.models import Q
 
 from billing.currencies import CURRENCY_CHOICES
-from billing.models.invoices import BASE_UNITS, Invoice, PaymentRequest
+from billing.models.invoices import Invoice, PaymentRequest
+from core.fields import BaseUnitsModelField
 
 
 class PaymentStatus(models.TextChoices):
@@ -37,7 +38,7 @@ class Payment(models.Model):
         "call:<trace address> (ether sent by a contract), log:<index> (a token transfer), "
         "balance:<address> (ether found by a balance check; the txid is then the block's hash).",
     )
-    amount = models.DecimalField(**BASE_UNITS)
+    amount = BaseUnitsModelField()
     amount_usd = models.DecimalField(max_digits=14, decimal_places=2, help_text="At the request's locked rate.")
     confirmations = models.PositiveIntegerField(default=0)
     block_height = models.PositiveBigIntegerField(null=True, blank=True)
@@ -84,7 +85,7 @@ class StrayTransfer(models.Model):
     asset = models.CharField(max_length=128, help_text="What was sent: a currency code or a token contract.")
     currency = models.CharField(max_length=8, blank=True, help_text="The currency it is, when it is one.")
     paid_currency = models.CharField(max_length=8, blank=True, help_text="The currency the destination asked for.")
-    amount = models.DecimalField(**BASE_UNITS, help_text="Base units of the asset.")
+    amount = BaseUnitsModelField(help_text="Base units of the asset.")
     request = models.ForeignKey(
         PaymentRequest, null=True, blank=True, on_delete=models.PROTECT, related_name="stray_transfers"
     )
