@@ -193,7 +193,7 @@ def _refusal(exc: DomainError) -> str:
     messages_by_code = {
         "invoice_not_open": _("This invoice can no longer change currency."),
         "invoice_has_payments": _(
-            "This invoice has already received a payment, so it stays in its currency and cannot be re-quoted."
+            "The payments sent to this invoice already pay it in full; it is paid once they confirm."
         ),
         "invoice_not_expired": _("This invoice does not need a fresh quote."),
         "currency_unchanged": _("This invoice is already in that currency."),

@@ -2,9 +2,10 @@
 
 Semantics follow the best processors (BTCPay Server's):
 
-- Each counted payment pays `amount / amount_due` of the invoice, where
-  `amount_due` is that of the payment's own request (so a switch of currency
-  mid-way still adds up). A payment is *seen* once recorded (mempool or block)
+- Each counted payment pays `amount / amount_due` of its own request, which
+  asks for `request_usd` of the invoice's `total_usd` (all of it, or what was
+  left when a partly paid invoice was quoted again): `payment_fraction`. So a
+  switch of currency or a fresh quote mid-way still adds up. A payment is *seen* once recorded (mempool or block)
   and *confirmed* once it reaches its chain's confirmation policy.
 - new: seen < 1 - tolerance; `paid_partial` while something is seen. Top-ups
   to the same destination count.
@@ -12,6 +13,9 @@ Semantics follow the best processors (BTCPay Server's):
   if it is still unconfirmed when the monitoring window ends it is `invalid`.
 - settled: confirmed >= 1 - tolerance. The confirmed open payments are
   *applied*; beyond 100 % the excess becomes account credit (`paid_over`).
+  An excess worth less than half a cent (`over_min`: it would be 0.00 USD of
+  credit) is not an over-payment: the quote itself is rounded up to the next
+  base unit, and a one-piconero surplus is that rounding, not money owed.
 - expired: the rate lock ended below the threshold. A payment completing it
   inside the monitoring window still settles it (`paid_late`); what did not
   complete it is credited once the window closes.
@@ -29,6 +33,19 @@ from fractions import Fraction
 NEW, PROCESSING, SETTLED, EXPIRED, INVALID = "new", "processing", "settled", "expired", "invalid"
 NONE, PAID_PARTIAL, PAID_OVER, PAID_LATE, MARKED = "none", "paid_partial", "paid_over", "paid_late", "marked"
 OPEN, APPLIED, CREDITED = "open", "applied", "credited"
+
+
+def payment_fraction(*, amount: int, amount_due: int, request_usd: Fraction, total_usd: Fraction) -> Fraction:
+    """The part of its invoice a payment of `amount` base units pays, made to a
+    request for `amount_due` base units that asks for `request_usd` of the
+    invoice's `total_usd`."""
+    return Fraction(amount, amount_due) * Fraction(request_usd) / Fraction(total_usd)
+
+
+def over_min_for(*, total_usd: Fraction) -> Fraction:
+    """The smallest excess (a fraction of the invoice) called an over-payment:
+    half a cent, the least that rounds (half up) to 0.01 USD of credit."""
+    return Fraction(1, 200) / Fraction(total_usd)
 
 
 @dataclass(frozen=True)
@@ -59,9 +76,20 @@ class Decision:
     overpaid: Fraction = field(default=Fraction(0))  # excess of the invoice (fraction) to credit now
 
 
+def _over(excess: Fraction, over_min: Fraction) -> bool:
+    return excess > 0 and excess >= over_min
+
+
 def invoice_evaluate(
-    invoice: InvoiceFacts, payments: list[PaymentFacts], *, now: datetime, tolerance: Fraction
+    invoice: InvoiceFacts,
+    payments: list[PaymentFacts],
+    *,
+    now: datetime,
+    tolerance: Fraction,
+    over_min: Fraction = Fraction(0),
 ) -> Decision:
+    """`over_min`: the smallest excess (a fraction of the invoice) called
+    `paid_over` (over_min_for: half a cent); a smaller one is rounding."""
     open_ = [p for p in payments if p.counted and p.disposition == OPEN]
     seen = sum((p.fraction for p in open_), Fraction(0))
     confirmed_open = [p for p in open_ if p.confirmed]
@@ -73,7 +101,7 @@ def invoice_evaluate(
     if status in (SETTLED, INVALID):
         # Closed: whatever confirms from now on is the customer's credit.
         credit = tuple(p.id for p in confirmed_open)
-        if credit and status == SETTLED and not keep_mark and exception == NONE:
+        if _over(confirmed, over_min) and status == SETTLED and not keep_mark and exception == NONE:
             exception = PAID_OVER
         return Decision(status, exception, credit=credit, late_credit=status == INVALID)
 
@@ -81,7 +109,7 @@ def invoice_evaluate(
         if confirmed >= threshold:
             return Decision(
                 SETTLED,
-                exception if keep_mark else (PAID_OVER if confirmed > 1 else NONE),
+                exception if keep_mark else (PAID_OVER if _over(confirmed - 1, over_min) else NONE),
                 apply=tuple(p.id for p in confirmed_open),
                 overpaid=max(confirmed - 1, Fraction(0)),
             )
@@ -89,7 +117,7 @@ def invoice_evaluate(
             if now >= invoice.monitoring_until:
                 # Paid but never confirmed within the monitoring window.
                 return Decision(INVALID, exception if keep_mark else NONE)
-            return Decision(PROCESSING, exception if keep_mark else (PAID_OVER if seen > 1 else NONE))
+            return Decision(PROCESSING, exception if keep_mark else (PAID_OVER if _over(seen - 1, over_min) else NONE))
         if now < invoice.expires_at:
             return Decision(NEW, exception if keep_mark else (PAID_PARTIAL if seen > 0 else NONE))
         # The rate lock is over: fall through to the expired rules (the invoice

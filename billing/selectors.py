@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db.models import Prefetch, QuerySet, Sum
 from django.utils import timezone
 
+from billing import machine
 from billing.currencies import CURRENCIES
 from billing.models import (
     ChainState,
@@ -21,12 +22,13 @@ from billing.models import (
     Invoice,
     InvoiceStatus,
     Payment,
+    PaymentDisposition,
     PaymentRequest,
     PaymentStatus,
     StrayTransfer,
 )
 from core.errors import NotFound
-from core.money import ZERO
+from core.money import ZERO, cents
 
 
 def invoice_prefetches(prefix: str = "") -> list:
@@ -36,6 +38,7 @@ def invoice_prefetches(prefix: str = "") -> list:
         f"{prefix}lines",
         Prefetch(f"{prefix}requests", queryset=PaymentRequest.objects.order_by("created_at", "id")),
         Prefetch(f"{prefix}payments", queryset=Payment.objects.order_by("first_seen_at", "id")),
+        f"{prefix}credit_entries",
     ]
 
 
@@ -56,6 +59,28 @@ def invoice_get(*, invoice_id: int, account: Any) -> Invoice:
 def invoice_has_payments(*, invoice: Invoice) -> bool:
     """Whether any payment still counts toward the invoice (un-counted ones do not)."""
     return invoice.payments.exclude(status=PaymentStatus.REMOVED).exists()
+
+
+def payments_fraction(
+    *, invoice: Invoice, payments: Collection[Payment], requests: dict[int, PaymentRequest] | None = None
+) -> Fraction:
+    """The part of `invoice` these payments pay, as the state machine counts it
+    (billing.machine.payment_fraction); `requests` by id, else each payment's own."""
+    total = Fraction(invoice.total_usd)
+    out = Fraction(0)
+    for p in payments:
+        request = requests[p.request_id] if requests is not None else p.request
+        out += machine.payment_fraction(
+            amount=p.amount, amount_due=request.amount_due, request_usd=request.amount_usd, total_usd=total
+        )
+    return out
+
+
+def invoice_paid_fraction(*, invoice: Invoice) -> Fraction:
+    """The part of the invoice its counted payments still open (neither applied
+    nor credited yet) pay: what a fresh quote need not ask for again."""
+    open_ = invoice.payments.exclude(status=PaymentStatus.REMOVED).filter(disposition=PaymentDisposition.OPEN)
+    return payments_fraction(invoice=invoice, payments=list(open_.select_related("request")))
 
 
 def credit_balance_usd(*, account: Any) -> Decimal:
@@ -202,16 +227,13 @@ def revenue_by_currency(*, since: datetime, until: datetime) -> list[dict[str, A
     `credit` row for invoices paid from account credit."""
     from django.db.models import Count
 
-    from billing.models import PaymentDisposition
-
     settled = _settled_in(since=since, until=until)
     totals = settled.values("paid_in").annotate(usd=Sum("total_usd"), invoices=Count("id"))
-    received = dict(
-        Payment.objects.filter(invoice__in=settled.values("pk"), disposition=PaymentDisposition.APPLIED)
-        .values("currency")
-        .annotate(amount=Sum("amount"))
-        .values_list("currency", "amount")
-    )
+    # Summed here, not in SQL: on SQLite base units are text (core.fields.BaseUnitsModelField).
+    received: dict[str, int] = {}
+    applied = Payment.objects.filter(invoice__in=settled.values("pk"), disposition=PaymentDisposition.APPLIED)
+    for code, amount in applied.values_list("currency", "amount").iterator():
+        received[code] = received.get(code, 0) + amount
     out = []
     for r in sorted(totals, key=lambda r: _revenue_order(r["paid_in"])):
         code = r["paid_in"]
@@ -259,11 +281,14 @@ class CheckoutStatus:
     amount_due: int  # of the active request, base units (0 without one)
     paid: int  # counted so far to the active request, base units
     due: int  # still to pay in the active request's currency, base units
+    due_usd: Decimal  # what is still to pay is worth, in USD (0 once nothing is due)
+    counted_usd: Decimal  # what payments counting toward the invoice pay of it, in USD
     pay_uri: str  # the payment URI for `due` ("" without a request or nothing due)
     confirmations: int | None  # of the least-confirmed payment still confirming
     confirmations_required: int | None
     seconds_left: int  # on the rate lock (0 once it ended)
     credited_usd: Decimal  # what became account credit from payments to this invoice
+    credit_at: datetime | None  # when what arrived becomes credit unless the rest is paid (expired, partly paid)
     can_switch_currency: bool
     can_requote: bool
 
@@ -278,7 +303,7 @@ class CheckoutStatus:
 def _pay_uri_for(request: PaymentRequest, amount: int, *, number: str) -> str:
     """The request's URI, or the same destination asking for `amount` (what is
     still due after a partial payment)."""
-    if amount == int(request.amount_due):
+    if amount == request.amount_due:
         return request.payment_uri
     from billing.chains.config import Destination, payment_uri
 
@@ -297,17 +322,50 @@ def _pay_uri_for(request: PaymentRequest, amount: int, *, number: str) -> str:
     )
 
 
+def _usd_of(fraction: Fraction, total_usd: Decimal) -> Decimal:
+    return cents(Decimal(fraction.numerator) * total_usd / Decimal(fraction.denominator))
+
+
+def invoice_progress(*, invoice: Invoice, now: datetime | None = None) -> dict[str, Any]:
+    """What happened to what was paid to an invoice (loaded with
+    `invoice_prefetches`), for the API and the checkout page: `counted_usd`,
+    what counting payments (seen, or applied) pay of it; `due_usd`, what is
+    left to pay while it can still be paid (new or expired); `credited_usd`,
+    what payments to it became account credit (over-payments, money that came
+    too late or was left when it closed); `credit_at`, when money waiting on an
+    expired invoice becomes credit unless the rest is paid first."""
+    now = now or timezone.now()
+    expired = invoice.status == InvoiceStatus.EXPIRED or (
+        invoice.status == InvoiceStatus.NEW and now >= invoice.expires_at
+    )
+    requests = {r.pk: r for r in invoice.requests.all()}
+    counted = [p for p in invoice.payments.all() if p.counted and p.disposition != PaymentDisposition.CREDITED]
+    open_ = [p for p in counted if p.disposition == PaymentDisposition.OPEN]
+    paid = payments_fraction(invoice=invoice, payments=counted, requests=requests)
+    seen = payments_fraction(invoice=invoice, payments=open_, requests=requests)
+    payable = invoice.status in (InvoiceStatus.NEW, InvoiceStatus.EXPIRED)
+    credited = sum(
+        (e.amount_usd for e in invoice.credit_entries.all() if e.kind in _CREDIT_FROM_PAYMENTS and e.amount_usd > 0),
+        ZERO,
+    )
+    return {
+        "seen": seen,
+        "counted_usd": _usd_of(min(paid, Fraction(1)), invoice.total_usd),
+        "due_usd": _usd_of(max(Fraction(0), 1 - seen), invoice.total_usd) if payable else ZERO,
+        "credited_usd": credited,
+        "credit_at": invoice.monitoring_until if expired and open_ and now < invoice.monitoring_until else None,
+    }
+
+
 def checkout_status(*, invoice: Invoice, now: datetime | None = None) -> CheckoutStatus:
     """The checkout page's view of an invoice (loaded with `invoice_prefetches`)."""
     from billing.chains.config import enabled_currencies
 
     now = now or timezone.now()
     request = invoice.active_request
-    requests = {r.pk: r for r in invoice.requests.all()}
     counted = [p for p in invoice.payments.all() if p.counted]
-    open_ = [p for p in counted if p.disposition == "open"]
-    # As the state machine counts: each payment pays amount / amount_due of its own request.
-    seen = sum((Fraction(int(p.amount), int(requests[p.request_id].amount_due)) for p in open_), Fraction(0))
+    progress = invoice_progress(invoice=invoice, now=now)
+    seen = progress["seen"]
 
     status = invoice.status
     if status == InvoiceStatus.SETTLED:
@@ -323,10 +381,19 @@ def checkout_status(*, invoice: Invoice, now: datetime | None = None) -> Checkou
     else:
         state = "new"
 
-    amount_due = int(request.amount_due) if request else 0
-    paid = sum(int(p.amount) for p in counted if request and p.request_id == request.pk)
+    amount_due = request.amount_due if request else 0
+    paid = sum(p.amount for p in counted if request and p.request_id == request.pk)
     remaining = max(Fraction(0), 1 - seen)
-    due = -(-(remaining.numerator * amount_due) // remaining.denominator) if state in ("new", "expired") else 0
+    due = 0
+    if request is not None and state in ("new", "expired"):
+        if not any(p.request_id == request.pk for p in counted) and remaining * Fraction(invoice.total_usd) <= Fraction(
+            request.amount_usd
+        ):
+            due = amount_due  # nothing sent to this quote yet: exactly what it asks for
+        else:
+            # The rest, in this request's units: it asks for amount_usd of the total.
+            rest = remaining * Fraction(invoice.total_usd) / Fraction(request.amount_usd) * amount_due
+            due = min(amount_due, -(-rest.numerator // rest.denominator))
     pay_uri = ""
     if request is not None:
         pay_uri = _pay_uri_for(request, due, number=invoice.number) if due > 0 else request.payment_uri
@@ -338,7 +405,7 @@ def checkout_status(*, invoice: Invoice, now: datetime | None = None) -> Checkou
         least = min(confirming, key=lambda p: p.confirmations)
         required = int(settings.CONFIRMATIONS[least.currency])
 
-    credited = invoice.credit_entries.filter(kind__in=_CREDIT_FROM_PAYMENTS).aggregate(s=Sum("amount_usd"))["s"]
+    due_usd = progress["due_usd"] if state in ("new", "expired") else ZERO
     return CheckoutStatus(
         invoice=invoice,
         state=state,
@@ -346,15 +413,16 @@ def checkout_status(*, invoice: Invoice, now: datetime | None = None) -> Checkou
         amount_due=amount_due,
         paid=paid,
         due=due,
+        due_usd=due_usd,
+        counted_usd=progress["counted_usd"],
         pay_uri=pay_uri,
         confirmations=confirmations,
         confirmations_required=required,
         seconds_left=max(0, int((invoice.expires_at - now).total_seconds())) if state == "new" else 0,
-        credited_usd=credited or ZERO,
-        can_switch_currency=state == "new"
-        and not counted
-        and bool(set(enabled_currencies()) - {request and request.currency}),
-        can_requote=state == "expired" and not counted,
+        credited_usd=progress["credited_usd"],
+        credit_at=progress["credit_at"] if state == "expired" else None,
+        can_switch_currency=state == "new" and bool(set(enabled_currencies()) - {request and request.currency}),
+        can_requote=state == "expired" and remaining > Fraction(str(settings.INVOICE_UNDERPAYMENT_TOLERANCE_PCT)) / 100,
     )
 
 

@@ -7,6 +7,7 @@ from rest_framework import serializers
 
 from billing.currencies import CURRENCIES
 from billing.models import Invoice, Payment, PaymentRequest, PaymentStatus
+from billing.selectors import invoice_progress
 from billing.services import confirmations_required
 from core.fields import BaseUnitsField, MoneyField
 
@@ -29,6 +30,9 @@ class PaymentRequestOutput(serializers.Serializer):
     reference = serializers.CharField()
     amount = BaseUnitsField(source="amount_due")
     amount_display = serializers.SerializerMethodField(help_text="The amount in whole coins.")
+    amount_usd = MoneyField(
+        help_text="The USD this request asks for: the invoice's total, or the rest of a partly paid invoice."
+    )
     payment_uri = serializers.CharField()
     rate = RateOutput(source="*")
     created_at = serializers.DateTimeField()
@@ -73,6 +77,24 @@ class InvoiceLineOutput(serializers.Serializer):
     amount_usd = MoneyField()
 
 
+class PaymentSummaryOutput(serializers.Serializer):
+    """What happened to what was paid to an invoice (billing.selectors.invoice_progress)."""
+
+    counted_usd = MoneyField(
+        help_text="What the payments that count toward this invoice pay of it (seen, confirming or applied)."
+    )
+    due_usd = MoneyField(help_text="What is left to pay while the invoice can be paid (new or expired), else 0.00.")
+    credited_usd = MoneyField(
+        help_text="What payments to this invoice became account credit: an over-payment, money that arrived "
+        "too late, or what was left when it closed unpaid."
+    )
+    credit_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="Expired with money counted: when that money becomes account credit, unless a fresh quote "
+        "for the rest (POST .../requote) is paid first.",
+    )
+
+
 class InvoiceOutput(serializers.Serializer):
     """An invoice with its active payment request's fields at the top level."""
 
@@ -104,8 +126,13 @@ class InvoiceOutput(serializers.Serializer):
     monitoring_until = serializers.DateTimeField()
     settled_at = serializers.DateTimeField(allow_null=True)
     settled_via = serializers.CharField()
+    payment_summary = serializers.SerializerMethodField()
     requests = PaymentRequestOutput(many=True)
     payments = PaymentOutput(many=True)
+
+    @extend_schema_field(PaymentSummaryOutput)
+    def get_payment_summary(self, inv) -> dict:
+        return PaymentSummaryOutput(invoice_progress(invoice=inv)).data
 
     def _req(self, inv: Invoice) -> PaymentRequest | None:
         return inv.active_request
@@ -221,6 +248,8 @@ class CheckoutStatusOutput(serializers.Serializer):
     paid_display = serializers.SerializerMethodField()
     due = BaseUnitsField()
     due_display = serializers.SerializerMethodField()
+    due_usd = MoneyField(help_text="What is still due is worth, in USD.")
+    counted_usd = MoneyField(help_text="What the payments counting toward the invoice pay of it, in USD.")
     pay_uri = serializers.CharField()
     qr_url = serializers.SerializerMethodField()
     confirmations = serializers.IntegerField(allow_null=True)
@@ -229,13 +258,21 @@ class CheckoutStatusOutput(serializers.Serializer):
     monitoring_until = serializers.DateTimeField(source="invoice.monitoring_until")
     seconds_left = serializers.IntegerField()
     credited_usd = MoneyField()
+    credit_at = serializers.DateTimeField(
+        allow_null=True, help_text="Expired, partly paid: when what arrived becomes credit unless the rest is paid."
+    )
     credited = serializers.SerializerMethodField()
     partial = serializers.SerializerMethodField()
     paid_over = serializers.SerializerMethodField()
     via_credit = serializers.SerializerMethodField()
     can_switch_currency = serializers.BooleanField()
     can_requote = serializers.BooleanField()
-    partial_expired = serializers.SerializerMethodField(help_text="Expired with money received: it becomes credit.")
+    partial_expired = serializers.SerializerMethodField(
+        help_text="Expired with money counted toward it: a fresh quote for the rest, or it becomes credit at credit_at."
+    )
+    covered = serializers.SerializerMethodField(
+        help_text="Expired, but the payments sent (some still confirming) pay it in full."
+    )
     final = serializers.SerializerMethodField(help_text="Nothing on the page changes any more: stop polling.")
 
     def get_request(self, st) -> int | None:
@@ -267,7 +304,7 @@ class CheckoutStatusOutput(serializers.Serializer):
         return st.credited_usd > 0
 
     def get_partial(self, st) -> bool:
-        return st.state == "new" and st.paid > 0
+        return st.state == "new" and st.counted_usd > 0
 
     def get_paid_over(self, st) -> bool:
         return st.invoice.exception == "paid_over"
@@ -276,7 +313,10 @@ class CheckoutStatusOutput(serializers.Serializer):
         return st.invoice.settled_via == "credit"
 
     def get_partial_expired(self, st) -> bool:
-        return st.state == "expired" and not st.can_requote
+        return st.state == "expired" and st.credit_at is not None and st.can_requote
+
+    def get_covered(self, st) -> bool:
+        return st.state == "expired" and st.credit_at is not None and not st.can_requote
 
     def get_final(self, st) -> bool:
         return st.state in ("paid", "invalid")

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -45,9 +45,14 @@ from billing.selectors import invoice_has_payments
 from core.audit import audit_record
 from core.db import insert, insert_statement, insert_with_children, locked_or_404, prefetched
 from core.errors import Conflict, DomainError, NotFound
-from core.money import ZERO, ceil_int, cents
+from core.money import CENT, ZERO, ceil_int, cents
 
 log = logging.getLogger(__name__)
+
+# Who the audit trail names when no account acts: the system's own jobs, and
+# whoever holds an invoice's checkout link (the payer need not log in).
+SYSTEM_ACTOR = "system"
+CHECKOUT_ACTOR = "checkout page"
 
 
 # --- Inputs -------------------------------------------------------------------
@@ -161,9 +166,12 @@ def _request_create(
     fresh: bool = False,
     numbered: bool = False,
     rate_lock: timedelta | None = None,
+    amount_usd: Decimal | None = None,
+    expires_cap: datetime | None = None,
 ) -> PaymentRequest:
-    """A payment request at the current rate, locked for `rate_lock` (default
-    INVOICE_EXPIRY_MINUTES); `fresh`: the invoice has none yet (no earlier
+    """A payment request for `amount_usd` (default: the invoice's total) at the
+    current rate, locked for `rate_lock` (default INVOICE_EXPIRY_MINUTES) but
+    never past `expires_cap`; `fresh`: the invoice has none yet (no earlier
     request to retire). `numbered`: the invoice is named here too, once the
     destination is derived (the payment URI carries the number): the number
     and the request are written by one statement, so the number's lock is
@@ -180,11 +188,14 @@ def _request_create(
     code = _currency_enabled(currency)
     rate = rate_current(currency=code)
     keyset = derivation_keyset(currency=code)
-    amount = amount_due_for(total_usd=invoice.total_usd, currency=code, rate_usd=rate.usd)
+    amount_usd = invoice.total_usd if amount_usd is None else amount_usd
+    amount = amount_due_for(total_usd=amount_usd, currency=code, rate_usd=rate.usd)
     # The key's counter is locked from here to the commit: everything else first.
     index = _index_take(keyset=keyset, first=derivation_first_index(currency=code))
     destination = destination_derive(currency=code, index=index)
     expires_at = now + (rate_lock or _expiry_window())
+    if expires_cap is not None:
+        expires_at = min(expires_at, expires_cap)
     # A new quote is locked for its own window; the invoice follows it (callers
     # save it, or _number_write writes it with the number).
     invoice.expires_at, invoice.monitoring_until = expires_at, expires_at + _monitoring_window()
@@ -202,6 +213,7 @@ def _request_create(
             keyset=keyset,
             derivation_index=index,
             amount_due=amount,
+            amount_usd=amount_usd,
             # As the column keeps it (an answer rendered from this object matches a later read).
             rate_usd=rate.usd.quantize(
                 Decimal(1).scaleb(-PaymentRequest._meta.get_field("rate_usd").decimal_places), rounding=ROUND_HALF_UP
@@ -400,6 +412,7 @@ def invoice_issue(*, invoice: Invoice, attach: bool = False) -> Invoice:
             "lines": prefetched(invoice.lines, invoice_lines),
             "requests": prefetched(invoice.requests, requests),
             "payments": prefetched(invoice.payments, []),
+            "credit_entries": prefetched(invoice.credit_entries, []),
         }
     return invoice
 
@@ -411,27 +424,71 @@ def _invoice_lock(*, invoice_id: int, account: Any = None) -> Invoice:
 
 
 @transaction.atomic
-def invoice_switch_currency(*, invoice_id: int, account: Any, currency: str, now: datetime | None = None) -> Invoice:
-    """A new payment request in another currency at a fresh rate; the old
-    destination stays watched, so nothing sent there is lost."""
+def invoice_switch_currency(
+    *,
+    invoice_id: int,
+    account: Any,
+    currency: str,
+    actor: Any = None,
+    reason: str = "",
+    now: datetime | None = None,
+) -> Invoice:
+    """A new payment request in another currency at a fresh rate, for what is
+    left to pay (all of it, or the rest after a partial payment, which keeps
+    counting); the old destination stays watched, so nothing sent there is lost.
+    The new quote ends when the current one would have: a switch never
+    extends how long the invoice (and what it reserves) is held. `actor`: who
+    asked, for the audit trail (default: `account`)."""
     now = now or timezone.now()
     invoice = _invoice_lock(invoice_id=invoice_id, account=account)
     if invoice.status != InvoiceStatus.NEW or now >= invoice.expires_at:
         raise Conflict(
             "invoice_not_open", "Only an open, unpaid invoice can change currency.", details={"status": invoice.status}
         )
-    if invoice_has_payments(invoice=invoice):
-        raise Conflict("invoice_has_payments", "This invoice already received a payment; pay the rest in its currency.")
     code = _currency_enabled(currency)
     active = invoice.active_request
     if active is not None and active.currency == code:
         # A "switch" to the same currency would only hand out a new address and
         # a new rate lock: a way to hold what the invoice reserves for ever.
         raise Conflict("currency_unchanged", f"This invoice is already quoted in {code}.", details={"currency": code})
+    remaining_usd = _remaining_usd(invoice=invoice)
     _quotes_left(invoice=invoice)
-    _request_create(invoice=invoice, currency=code, now=now)
+    request = _request_create(
+        invoice=invoice, currency=code, now=now, amount_usd=remaining_usd, expires_cap=invoice.expires_at
+    )
     invoice.save(update_fields=["expires_at", "monitoring_until"])
+    audit_record(
+        actor=account if actor is None else actor,
+        action="invoice.switch_currency",
+        obj=invoice,
+        reason=reason,
+        changes={
+            "currency": [active.currency if active else None, code],
+            "amount": int(request.amount_due),
+            "amount_usd": request.amount_usd,
+            "rate_usd": request.rate_usd,
+            "expires_at": invoice.expires_at,
+        },
+    )
+    _on_commit_send(signals.invoice_quoted, invoice, currency=code)
     return invoice
+
+
+def _remaining_usd(*, invoice: Invoice) -> Decimal:
+    """What a fresh quote of a (locked) invoice asks for: the USD of the part
+    its counted payments do not pay yet, rounded up to the cent. Refused when
+    they pay it all already (it settles as they confirm)."""
+    from billing.selectors import invoice_paid_fraction
+
+    remaining = 1 - invoice_paid_fraction(invoice=invoice)
+    if remaining <= _tolerance():
+        raise Conflict(
+            "invoice_has_payments",
+            "The payments sent to this invoice pay it in full; it settles as they confirm.",
+            details={"status": invoice.status},
+        )
+    usd = Decimal(remaining.numerator) * invoice.total_usd / Decimal(remaining.denominator)
+    return min(invoice.total_usd, usd.quantize(CENT, rounding=ROUND_CEILING))
 
 
 def _quotes_left(*, invoice: Invoice) -> None:
@@ -448,24 +505,29 @@ def _quotes_left(*, invoice: Invoice) -> None:
 
 @transaction.atomic
 def invoice_requote(
-    *, invoice_id: int, account: Any, currency: str | None = None, now: datetime | None = None
+    *,
+    invoice_id: int,
+    account: Any,
+    currency: str | None = None,
+    actor: Any = None,
+    reason: str = "",
+    now: datetime | None = None,
 ) -> Invoice:
-    """Re-open an expired, unpaid invoice at a fresh rate, if what it pays for
-    still holds (its owner's re-quote hook decides, e.g. re-reserving slots).
+    """Re-open an expired invoice at a fresh rate, if what it pays for still
+    holds (its owner's re-quote hook decides, e.g. re-reserving slots). A partly
+    paid invoice is quoted for the rest: what arrived keeps counting toward it
+    (and becomes credit only if the invoice closes unpaid).
 
     A new invoice whose rate lock has ended, but which the periodic job has not
     expired yet, is re-quoted as well (it never leaves `new`), unless the
-    watcher of its currency is blind: a payment may then be on its way."""
+    watcher of its currency is blind: a payment may then be on its way.
+    `actor`: who asked, for the audit trail (default: `account`)."""
     now = now or timezone.now()
     invoice = _invoice_lock(invoice_id=invoice_id, account=account)
     lapsed = invoice.status == InvoiceStatus.NEW and now >= invoice.expires_at
     if invoice.status != InvoiceStatus.EXPIRED and not lapsed:
         raise Conflict(
             "invoice_not_expired", "Only an expired invoice can be re-quoted.", details={"status": invoice.status}
-        )
-    if invoice_has_payments(invoice=invoice):
-        raise Conflict(
-            "invoice_has_payments", "This invoice received payments; they become credit when its window ends."
         )
     if lapsed and _wait_for_watcher(invoice=invoice, blind=_blind_currencies(now=now), now=now):
         raise Conflict(
@@ -478,11 +540,27 @@ def invoice_requote(
     code = currency or (previous.currency if previous else None)
     if code is None:
         raise DomainError("invalid", "Choose a currency.", details={"field": "currency"})
+    remaining_usd = _remaining_usd(invoice=invoice)
     _quotes_left(invoice=invoice)
     hooks.requote_hook_run(invoice=invoice)
-    _request_create(invoice=invoice, currency=code, now=now)
+    request = _request_create(invoice=invoice, currency=code, now=now, amount_usd=remaining_usd)
     invoice.save(update_fields=["expires_at", "monitoring_until"])
     _invoice_transition(invoice=invoice, status=InvoiceStatus.NEW, exception=InvoiceException.NONE, now=now, via="")
+    _invoice_advance(invoice=invoice, now=now)  # what arrived counts again: paid_partial
+    audit_record(
+        actor=account if actor is None else actor,
+        action="invoice.requote",
+        obj=invoice,
+        reason=reason,
+        changes={
+            "currency": [previous.currency if previous else None, code],
+            "amount": int(request.amount_due),
+            "amount_usd": request.amount_usd,
+            "rate_usd": request.rate_usd,
+            "expires_at": invoice.expires_at,
+        },
+    )
+    _on_commit_send(signals.invoice_quoted, invoice, currency=code)
     return invoice
 
 
@@ -635,10 +713,13 @@ def payment_flag(*, chain: str, txid: str, position: str, reason: str, now: date
 def _invoice_advance(*, invoice: Invoice, now: datetime) -> None:
     """Run the state machine on a locked invoice and carry out its decision."""
     payments = {p.pk: p for p in invoice.payments.select_related("request")}
+    total = Fraction(invoice.total_usd)
     facts = [
         machine.PaymentFacts(
             id=p.pk,
-            fraction=Fraction(int(p.amount), int(p.request.amount_due)),
+            fraction=machine.payment_fraction(
+                amount=p.amount, amount_due=p.request.amount_due, request_usd=p.request.amount_usd, total_usd=total
+            ),
             confirmed=p.status == PaymentStatus.CONFIRMED,
             counted=p.counted,
             seen_at=p.first_seen_at,
@@ -651,11 +732,17 @@ def _invoice_advance(*, invoice: Invoice, now: datetime) -> None:
         facts,
         now=now,
         tolerance=_tolerance(),
+        over_min=machine.over_min_for(total_usd=total),
     )
     if decision.apply:
         Payment.objects.filter(pk__in=decision.apply).update(disposition=PaymentDisposition.APPLIED)
     for pid in decision.credit:
         payment = payments[pid]
+        if payment.amount_usd == 0:
+            # Worth less than half a cent at its rate: no ledger row can hold it.
+            log.info("payment %s on %s is worth 0.00 USD: closed without credit", payment, invoice.number)
+            Payment.objects.filter(pk=pid).update(disposition=PaymentDisposition.CREDITED)
+            continue
         credit_post(
             account_id=invoice.account_id,
             kind=CreditKind.LATE_PAYMENT if decision.late_credit else CreditKind.PAYMENT_CREDIT,
@@ -954,7 +1041,11 @@ def invoice_void(*, invoice_id: int, reason: str, actor: Any = None, now: dateti
     before = invoice.status
     _invoice_transition(invoice=invoice, status=InvoiceStatus.INVALID, exception=invoice.exception, now=now, via="")
     audit_record(
-        actor=actor, action="invoice.void", obj=invoice, reason=reason, changes={"status": [before, invoice.status]}
+        actor=actor if actor is not None else SYSTEM_ACTOR,
+        action="invoice.void",
+        obj=invoice,
+        reason=reason,
+        changes={"status": [before, invoice.status]},
     )
     return invoice
 
@@ -1047,15 +1138,18 @@ def credit_post(
 
 
 @transaction.atomic
-def invoice_pay_with_credit(*, invoice_id: int, account: Any, now: datetime | None = None) -> Invoice:
-    """Settle an open invoice from account credit when the credit covers it all."""
+def invoice_pay_with_credit(
+    *, invoice_id: int, account: Any, actor: Any = None, now: datetime | None = None
+) -> Invoice:
+    """Settle an open invoice from account credit when the credit covers it all.
+    `actor`: who asked, for the audit trail (default: `account`)."""
     now = now or timezone.now()
     invoice = _invoice_lock(invoice_id=invoice_id, account=account)
     if invoice.status != InvoiceStatus.NEW:
         raise Conflict("invoice_not_open", f"This invoice is {invoice.status}.", details={"status": invoice.status})
     if invoice_has_payments(invoice=invoice):
         raise Conflict("invoice_has_payments", "This invoice already received a payment; pay the rest on chain.")
-    credit_post(
+    entry = credit_post(
         account_id=invoice.account_id,
         kind=CreditKind.INVOICE_PAYMENT,
         amount_usd=-invoice.total_usd,
@@ -1064,6 +1158,13 @@ def invoice_pay_with_credit(*, invoice_id: int, account: Any, now: datetime | No
     )
     _invoice_transition(
         invoice=invoice, status=InvoiceStatus.SETTLED, exception=InvoiceException.NONE, now=now, via="credit"
+    )
+    audit_record(
+        actor=account if actor is None else actor,
+        action="invoice.pay_with_credit",
+        obj=invoice,
+        reason=f"Paid {invoice.number} from credit",
+        changes={"amount_usd": invoice.total_usd, "credit_after_usd": entry.balance_after_usd},
     )
     return invoice
 
@@ -1151,16 +1252,14 @@ def checkout_currency_switch(*, token: str, currency: str, now: datetime | None 
     from billing.selectors import invoice_by_checkout_token
 
     found = invoice_by_checkout_token(token=token)
-    before = found.active_request.currency if found.active_request else None
-    invoice = invoice_switch_currency(invoice_id=found.pk, account=found.account_id, currency=currency, now=now)
-    audit_record(
-        actor=None,
-        action="invoice.switch_currency",
-        obj=invoice,
+    return invoice_switch_currency(
+        invoice_id=found.pk,
+        account=found.account_id,
+        currency=currency,
+        actor=CHECKOUT_ACTOR,
         reason="checkout page",
-        changes={"currency": [before, invoice.active_request.currency]},
+        now=now,
     )
-    return invoice
 
 
 @transaction.atomic
@@ -1169,13 +1268,11 @@ def checkout_requote(*, token: str, currency: str | None = None, now: datetime |
     from billing.selectors import invoice_by_checkout_token
 
     found = invoice_by_checkout_token(token=token)
-    invoice = invoice_requote(invoice_id=found.pk, account=found.account_id, currency=currency, now=now)
-    request = invoice.active_request
-    audit_record(
-        actor=None,
-        action="invoice.requote",
-        obj=invoice,
+    return invoice_requote(
+        invoice_id=found.pk,
+        account=found.account_id,
+        currency=currency,
+        actor=CHECKOUT_ACTOR,
         reason="checkout page",
-        changes={"currency": request.currency, "amount": int(request.amount_due), "rate_usd": request.rate_usd},
+        now=now,
     )
-    return invoice

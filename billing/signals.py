@@ -13,6 +13,7 @@ invoice_settled = Signal()  # invoice_id, subject, late: bool
 invoice_expired = Signal()  # invoice_id, subject
 invoice_invalid = Signal()  # invoice_id, subject
 invoice_reopened = Signal()  # invoice_id, subject: back to new after a payment was un-counted or a re-quote
+invoice_quoted = Signal()  # invoice_id, subject, currency: a new payment request (currency switch, re-quote)
 payment_received = Signal()  # invoice_id, payment_id, subject
 credit_changed = Signal()  # account_id, balance_usd
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import re
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -202,7 +203,7 @@ def test_status_follows_a_payment_from_partial_to_paid_with_credit(checkout_invo
     inv.refresh_from_db()
     assert body["credited_usd"] == f"{inv.credit_entries.get(kind='overpayment').amount_usd:.2f}"
     text = page(client, inv, "es").content.decode()
-    assert "Pagada" in text and "pasaron a ser saldo de tu cuenta" in text
+    assert "Pagada" in text and "de lo pagado a esta factura pasaron a ser saldo de tu cuenta" in text
 
 
 def test_an_invoice_past_its_rate_lock_shows_expired_before_the_job_runs(checkout_invoice, client):
@@ -232,16 +233,42 @@ def test_a_fresh_quote_waits_while_the_watcher_is_blind(checkout_invoice, client
     assert inv.requests.count() == 1
 
 
-def test_an_expired_invoice_with_money_on_it_says_it_becomes_credit(checkout_invoice, client):
-    inv = checkout_invoice()
-    pay(inv, int(inv.active_request.amount_due) // 2, confirmations=6)
+def test_an_expired_invoice_with_money_on_it_is_quoted_again_for_the_rest(checkout_invoice, client):
+    inv = checkout_invoice(currency="LTC", total="390.00")
+    first = inv.active_request
+    pay(inv, -(-first.amount_due // 3), confirmations=6)  # a third: 130.00 USD
     services.invoices_advance_due(now=inv.expires_at + timedelta(seconds=1))
     body = status(client, inv)
-    assert (body["state"], body["can_requote"], body["partial_expired"]) == ("expired", False, True)
+    assert (body["state"], body["can_requote"], body["partial_expired"]) == ("expired", True, True)
+    assert (body["counted_usd"], body["due_usd"]) == ("130.00", "260.00")
+    assert body["credit_at"] is not None
     text = page(client, inv).content.decode()
-    assert "Do not send more to this address" in text
-    resp = client.post(f"/pay/{inv.checkout_token}/requote", {}, follow=True, **HTML)
-    assert "already received a payment" in resp.content.decode()
+    # One plain story: what arrived still counts, a fresh quote asks for the rest, or it becomes credit.
+    assert "still counts toward this invoice" in text and '<div data-if="covered" hidden>' in text
+    resp = client.post(f"/pay/{inv.checkout_token}/requote", {"currency": "BTC"}, follow=True, **HTML)
+    assert resp.status_code == 200
+    inv.refresh_from_db()
+    rest = inv.active_request
+    assert (inv.status, inv.exception, rest.currency, rest.amount_usd) == (
+        "new",
+        "paid_partial",
+        "BTC",
+        Decimal("260.00"),
+    )
+    body = status(client, inv)
+    assert (body["state"], body["partial"], body["due"], body["due_usd"]) == (
+        "new",
+        True,
+        str(rest.amount_due),
+        "260.00",
+    )
+    # The amount's USD label is what remains, not the invoice's total.
+    assert 'for <span data-field="due_usd" data-format="usd">260.00 USD</span>' in page(client, inv).content.decode()
+    pay(inv, rest.amount_due, confirmations=6, txid="rest")
+    inv.refresh_from_db()
+    assert (inv.status, inv.exception) == ("settled", "none")
+    assert not inv.credit_entries.exists()
+    assert set(inv.payments.values_list("disposition", flat=True)) == {"applied"}
 
 
 def test_switch_currency_from_the_page(checkout_invoice, client):
@@ -252,7 +279,8 @@ def test_switch_currency_from_the_page(checkout_invoice, client):
     assert inv.active_request.currency == "USDC"
     assert status(client, inv)["currency"] == "USDC"
     entry = AuditEntry.objects.get(action="invoice.switch_currency", object_id=str(inv.pk))
-    assert entry.changes == {"currency": ["LTC", "USDC"]} and entry.reason == "checkout page"
+    assert entry.changes["currency"] == ["LTC", "USDC"] and entry.reason == "checkout page"
+    assert entry.actor_name == "checkout page" and entry.changes["amount"] == inv.active_request.amount_due
 
 
 def test_refused_switches_are_said_in_the_page_language(checkout_invoice, client, settings):
@@ -262,9 +290,9 @@ def test_refused_switches_are_said_in_the_page_language(checkout_invoice, client
         f"/pay/{inv.checkout_token}/currency", {"currency": "SOL"}, follow=True, HTTP_ACCEPT_LANGUAGE="es", **HTML
     )
     assert "Esa moneda no está disponible ahora" in resp.content.decode()
-    pay(inv, 1000, confirmations=0)
+    pay(inv, inv.active_request.amount_due, confirmations=0)  # paid in full, confirming
     resp = client.post(f"/pay/{inv.checkout_token}/currency", {"currency": "BTC"}, follow=True, **HTML)
-    assert "This invoice has already received a payment" in resp.content.decode()
+    assert "This invoice can no longer change currency" in resp.content.decode()
     inv.refresh_from_db()
     assert inv.active_request.currency == "LTC"
 

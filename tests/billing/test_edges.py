@@ -79,7 +79,9 @@ def test_quotes_are_capped_so_the_hold_ends(chains, customer, customer_api, sett
         with time_machine.travel(at, tick=False):
             resp = customer_api.post(f"/api/v1/invoices/{invoice.pk}/currency", {"currency": currency}, format="json")
         assert resp.status_code == 200, resp.json()
-        at += timedelta(minutes=25)
+        # Each switch keeps the first quote's expiry: it never restarts the hold.
+        assert Invoice.objects.get(pk=invoice.pk).expires_at == START + timedelta(minutes=30)
+        at += timedelta(minutes=5)
     with time_machine.travel(at, tick=False):
         refused = customer_api.post(f"/api/v1/invoices/{invoice.pk}/currency", {"currency": "SOL"}, format="json")
     assert refused.status_code == 409
@@ -93,7 +95,7 @@ def test_quotes_are_capped_so_the_hold_ends(chains, customer, customer_api, sett
     with time_machine.travel(last_lock + timedelta(minutes=1), tick=False):
         requote = customer_api.post(f"/api/v1/invoices/{invoice.pk}/requote", {}, format="json")
     assert requote.status_code == 409 and requote.json()["error"]["code"] == "quote_limit_reached"
-    assert Invoice.objects.get(pk=invoice.pk).expires_at == last_lock == START + timedelta(minutes=65)
+    assert Invoice.objects.get(pk=invoice.pk).expires_at == last_lock == START + timedelta(minutes=30)
 
 
 def test_checkout_posts_are_throttled_per_page(chains, customer, client, settings):

@@ -335,14 +335,21 @@ def test_switching_currency_keeps_watching_the_old_destination(chains, customer,
     inv = reload(inv)
     new = inv.active_request
     assert new.currency == "BTC" and new.address != old.address
-    assert inv.expires_at == new.expires_at == timezone.now() + timedelta(minutes=30)
+    # A switch never holds the invoice (and what it reserves) past its first expiry.
+    assert inv.expires_at == new.expires_at == old.expires_at == timezone.now() + timedelta(minutes=10)
     # Money that still reaches the old LTC destination counts, by fraction.
-    observe_req = Observation("LTC", "old", 0, old.match_key, 50_000_000, 6)
-    services.payment_observe(observation=observe_req)
+    half = old.amount_due // 2
+    services.payment_observe(observation=Observation("LTC", "old", 0, old.match_key, half, 6))
     assert reload(inv).exception == "paid_partial"
-    with pytest.raises(DomainError) as exc:
-        services.invoice_switch_currency(invoice_id=inv.pk, account=customer, currency="ETH")
-    assert exc.value.code == "invoice_has_payments"
+    # A switch after a partial payment quotes the rest only, still within the first expiry.
+    frozen.shift(timedelta(minutes=5))
+    services.invoice_switch_currency(invoice_id=inv.pk, account=customer, currency="ETH")
+    inv = reload(inv)
+    eth = inv.active_request
+    assert eth.amount_usd == Decimal("45.00") and eth.expires_at == old.expires_at
+    services.payment_observe(observation=Observation("ETH", "eth", -1, eth.match_key, eth.amount_due, 12, final=True))
+    inv = reload(inv)
+    assert (inv.status, inv.exception) == ("settled", "none")
 
 
 def test_requote_reopens_an_expired_unpaid_invoice(chains, customer, frozen):
