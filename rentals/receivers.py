@@ -110,9 +110,15 @@ def on_invoice_quoted(sender, invoice_id: int, subject: str, currency: str, **kw
     """An order shows the currency its invoice is quoted in now (a currency
     switch or a fresh quote changes it); renewals read it from the invoice."""
     if _kind(subject) == "order":
-        Order.objects.filter(pk=int(subject.split(":")[1]), invoice_id=invoice_id).exclude(
-            pay_currency=currency
-        ).update(pay_currency=currency)
+        _attempt(
+            f"the pay currency of {subject}", _order_currency_follow, int(subject.split(":")[1]), invoice_id, currency
+        )
+
+
+def _order_currency_follow(order_id: int, invoice_id: int, currency: str) -> None:
+    Order.objects.filter(pk=order_id, invoice_id=invoice_id).exclude(pay_currency=currency).update(
+        pay_currency=currency
+    )
 
 
 @receiver(billing_signals.invoice_processing, dispatch_uid="rentals.invoice_processing")
