@@ -36,7 +36,7 @@ class InvoiceCurrencyView(APIView):
             400: error_doc("`invalid`, `unknown_currency`, `currency_unavailable`."),
             409: error_doc("`invoice_not_open`, `invoice_has_payments`, `rate_unavailable`, `stablecoin_depegged`."),
         },
-        summary="Pay an open invoice in another currency (new address, new rate)",
+        summary="Pay what is left of an open invoice in another currency (new address, new rate, same expiry)",
     )
     def post(self, request, invoice_id: int):
         data = serializers.CurrencyChoiceInput(data=request.data)
@@ -57,7 +57,7 @@ class InvoiceRequoteView(APIView):
                 "`order_not_cancellable`, `rate_unavailable`, ..."
             ),
         },
-        summary="Re-open an expired, unpaid invoice at a fresh rate",
+        summary="Re-open an expired invoice at a fresh rate, for what its payments do not pay yet",
     )
     def post(self, request, invoice_id: int):
         data = serializers.RequoteInput(data=request.data)
