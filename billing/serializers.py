@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
@@ -9,6 +11,7 @@ from billing.currencies import CURRENCIES
 from billing.models import Invoice, Payment, PaymentRequest, PaymentStatus
 from billing.selectors import invoice_progress
 from billing.services import confirmations_required
+from core.errors import DomainError
 from core.fields import BaseUnitsField, MoneyField
 
 
@@ -194,12 +197,43 @@ class InvoiceOutput(serializers.Serializer):
         return self._sum(inv, confirmed_only=True)
 
 
+class CurrencyCodeField(serializers.CharField):
+    """A pay currency's code in any case (`usdc`), read as its canonical
+    upper-case code (`USDC`); the input's `validate_<field>` refuses an unknown
+    one (currency_refusal) with the list of valid codes."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", 16)
+        kwargs.setdefault("help_text", f"One of {', '.join(CURRENCIES)} (any case).")
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        return super().to_internal_value(data).upper()
+
+
+def currency_refusal(code: str) -> DomainError | None:
+    """`unknown_currency` (with the valid codes) for a code that is none; None for a valid one."""
+    if code in CURRENCIES:
+        return None
+    return DomainError(
+        "unknown_currency",
+        f"{code!r} is not a pay currency; use one of {', '.join(CURRENCIES)}.",
+        details={"currency": code, "currencies": list(CURRENCIES)},
+    )
+
+
 class CurrencyChoiceInput(serializers.Serializer):
-    currency = serializers.ChoiceField(choices=list(CURRENCIES))
+    currency = CurrencyCodeField()
+
+    def validate_currency(self, value: str) -> str:
+        refusal = currency_refusal(value)
+        if refusal is not None:
+            raise refusal
+        return value
 
 
-class RequoteInput(serializers.Serializer):
-    currency = serializers.ChoiceField(choices=list(CURRENCIES), required=False)
+class RequoteInput(CurrencyChoiceInput):
+    currency = CurrencyCodeField(required=False)
 
 
 class ChainHealthOutput(serializers.Serializer):

@@ -12,7 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from billing.currencies import CURRENCIES
-from billing.serializers import InvoiceOutput, checkout_url
+from billing.serializers import CurrencyCodeField, InvoiceOutput, checkout_url, currency_refusal
 from catalog.models import TERM_CHOICES
 from catalog.serializers import QuoteLineOutput, RefusingInput
 from catalog.services import MAX_TERMS
@@ -40,31 +40,6 @@ WORKLOAD_FIELDS = (
 
 
 @extend_schema_field({"type": "string", "enum": list(CURRENCIES)})
-class CurrencyCodeField(serializers.CharField):
-    """A pay currency's code in any case (`usdc`), read as its canonical
-    upper-case code (`USDC`); the input's `validate_<field>` refuses an unknown
-    one (currency_refusal) with the list of valid codes."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("max_length", 16)
-        kwargs.setdefault("help_text", f"One of {', '.join(CURRENCIES)} (any case).")
-        super().__init__(**kwargs)
-
-    def to_internal_value(self, data: Any) -> str:
-        return super().to_internal_value(data).upper()
-
-
-def currency_refusal(code: str) -> DomainError | None:
-    """`unknown_currency` (with the valid codes) for a code that is none; None for a valid one."""
-    if code in CURRENCIES:
-        return None
-    return DomainError(
-        "unknown_currency",
-        f"{code!r} is not a pay currency; use one of {', '.join(CURRENCIES)}.",
-        details={"currency": code, "currencies": list(CURRENCIES)},
-    )
-
-
 def workload_kept(value: dict[str, Any], profile: str) -> dict[str, Any]:
     """What an order keeps of its workload: the fields sizing reads, the
     architecture cut to the keys sizing reads of it (sizing.hf_config), and the

@@ -90,13 +90,18 @@ def test_unauthenticated_is_401_in_the_error_shape(api):
 
 def test_switch_currency_through_the_api(chains, customer, customer_api):
     inv = invoice(customer)
-    resp = customer_api.post(f"/api/v1/invoices/{inv.pk}/currency", {"currency": "XMR"}, format="json")
+    resp = customer_api.post(f"/api/v1/invoices/{inv.pk}/currency", {"currency": "xmr"}, format="json")
     assert resp.status_code == 200
     body = resp.json()
     assert body["pay_currency"] == "XMR" and body["payment_uri"].startswith("monero:")
     assert [r["active"] for r in body["requests"]] == [False, True]
     bad = customer_api.post(f"/api/v1/invoices/{inv.pk}/currency", {"currency": "DOGE"}, format="json")
-    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid"
+    assert bad.status_code == 400
+    error = bad.json()["error"]
+    assert error["code"] == "unknown_currency"
+    assert error["details"]["currencies"] == ["BTC", "ETH", "USDT", "USDC", "XMR", "SOL", "LTC"]
+    missing = customer_api.post(f"/api/v1/invoices/{inv.pk}/currency", {}, format="json")
+    assert missing.status_code == 400 and missing.json()["error"]["code"] == "invalid"
 
 
 def test_qr_code_is_svg_of_the_payment_uri(chains, customer, customer_api):
