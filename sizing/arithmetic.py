@@ -77,6 +77,9 @@ class Arch:
     hf_repo: str = ""  # the checkpoint's Hugging Face repo, for the launch line
     checkpoint: dict[str, Any] | None = None  # the format a config's quantization_config declares
     native_context: int | None = None  # max_position_embeddings before rope scaling
+    notes: tuple[str, ...] = ()  # what the answer should say about the model itself
+    attention_chunk: int | None = None  # Llama 4: chunked local attention's chunk, tokens
+    chunked_attention_layers: int = 0  # layers that attend within chunks (the others globally)
 
     @property
     def is_moe(self) -> bool:

@@ -259,7 +259,9 @@ def _estimated_layout(total, hidden, kv_heads, active, experts, top_k) -> Layout
 
 
 def checkpoint_bytes(*, arch: Arch, fmt: WeightFormat, gpu_count: int = 1) -> WeightBytes:
-    return layout_weight_bytes(layout=arch_layout(arch), fmt=fmt, gpu_count=gpu_count)
+    """The checkpoint's files (gpu_count 1), with the parts vLLM does not load
+    (DeepSeek's MTP layer); over N GPUs, what one of them loads."""
+    return layout_weight_bytes(layout=arch_layout(arch), fmt=fmt, gpu_count=gpu_count, checkpoint=gpu_count == 1)
 
 
 # --- The memory budget -----------------------------------------------------------------------
@@ -636,7 +638,7 @@ def engine_check(
     cache = weights if weights is not None else {}
     if gpu_count not in cache:
         cache[gpu_count] = (
-            layout_weight_bytes(layout=layout, fmt=fmt),
+            layout_weight_bytes(layout=layout, fmt=fmt, checkpoint=True),
             layout_weight_bytes(layout=layout, fmt=fmt, gpu_count=gpu_count),
         )
     total, per_gpu = cache[gpu_count]

@@ -15,7 +15,11 @@ not routed to and the input embedding table (a lookup reads one row of it).
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from core.errors import DomainError
@@ -28,6 +32,7 @@ from .weights import (
     ROLE_MLP,
     ROLE_ROUTER,
     ROLE_SHARED,
+    ROLE_VISION,
     SPLIT_KV,
     SPLIT_REPLICATE,
     SPLIT_ROW,
@@ -46,6 +51,8 @@ _NORMS_PER_LAYER = {"gemma2": 4, "gemma3_text": 4}
 # Families that state a sliding window in config but whose serving keeps the full
 # context in every layer (Phi-3 mini declares 2047; sized conservatively).
 _WINDOW_IGNORED = {"phi3"}
+# Llama 4's text model (and its multimodal wrapper).
+_LLAMA4 = {"llama4", "llama4_text"}
 # Bounds no real model comes near; they keep absurd inputs out of the arithmetic.
 _MAX_DIM = 10**7  # hidden size, heads, head dim, intermediate sizes
 _MAX_LAYERS = 100_000
@@ -101,9 +108,13 @@ def _text_config(config: Any) -> dict[str, Any]:
     inner = config.get("text_config")
     if isinstance(inner, dict) and "num_hidden_layers" in inner:
         merged = dict(inner)
-        for key in ("params_b", "active_params_b", "_name_or_path"):
+        for key in ("params_b", "active_params_b", "_name_or_path", "quantization_config"):
             if key in config and key not in merged:
                 merged[key] = config[key]
+        vision = config.get("vision_config")
+        if isinstance(vision, dict):
+            merged["_vision_config"] = vision
+        merged.setdefault("_wrapper_type", str(config.get("model_type") or ""))
         return merged
     return config
 
@@ -173,6 +184,8 @@ def architecture_from_hf_config(
     rope_dim = _int(cfg, "qk_rope_head_dim", default=0, minimum=0) if is_mla else 0
 
     window, sliding_layers = _sliding(cfg, family, layers)
+    is_llama4 = family in _LLAMA4
+    chunk, chunked_layers = _chunked(cfg, layers) if is_llama4 else (None, 0)
 
     # --- MoE layout -------------------------------------------------------------
     experts = _int(cfg, "num_local_experts", "n_routed_experts", "num_experts", default=0, minimum=0)
@@ -192,13 +205,25 @@ def architecture_from_hf_config(
     dense_first = _int(cfg, "first_k_dense_replace", default=0, minimum=0) if experts else 0
     freq = _int(cfg, "moe_layer_freq", "decoder_sparse_step", default=1) if experts else 1
     moe_layers = 0
-    if experts:
+    if experts and is_llama4:
+        # Llama 4: layer i is MoE when (i + 1) is a multiple of interleave_moe_layer_step
+        # (vLLM's llama4.py Llama4DecoderLayer); the others are dense, intermediate_size_mlp wide.
+        step = _int(cfg, "interleave_moe_layer_step", default=1, minimum=0)
+        moe_layers = layers // step if step else 0
+    elif experts:
         moe_layers = (
             sum(1 for i in range(layers) if i >= dense_first and (i - dense_first) % freq == 0)
             if freq > 1
             else max(0, layers - dense_first)
         )
     dense_layers = layers - moe_layers
+    if is_llama4:
+        # intermediate_size is one expert's width (and the shared expert's);
+        # intermediate_size_mlp the dense layers'.
+        moe_intermediate = intermediate
+        intermediate = _int(cfg, "intermediate_size_mlp", default=intermediate)
+        if experts:
+            shared_intermediate = moe_intermediate  # one shared expert in every MoE layer
 
     # --- Parameter estimate -----------------------------------------------------
     tied = _bool(cfg, "tie_word_embeddings", family in _TIED_BY_DEFAULT)
@@ -240,6 +265,13 @@ def architecture_from_hf_config(
     total = (
         embed * (1 if tied else 2) + hidden + dense_layers * dense_layer + moe_layers * (moe_fixed + experts * expert)
     )
+    vision_linears, vision_other = _vision_tower(cfg, hidden)
+    total += sum(lin.in_features * lin.out_features * lin.count for lin in vision_linears) + vision_other
+    # DeepSeek's multi-token-prediction layers: in the checkpoint, skipped by vLLM's
+    # loader unless MTP speculative decoding is asked for (deepseek_v2.py load_weights,
+    # get_spec_layer_idx_from_weight_name). Each is a full MoE decoder layer, an
+    # eh_proj (2 x hidden -> hidden), three norms, and its own copy of the embedding and head.
+    mtp = _int(cfg, "num_nextn_predict_layers", default=0, minimum=0) if family.startswith("deepseek") else 0
     linears: list[Linear] = []
     if is_mla:
         if q_lora:
@@ -276,9 +308,13 @@ def architecture_from_hf_config(
                 Linear(ROLE_SHARED, hidden, 2 * shared_intermediate, moe_layers),
                 Linear(ROLE_SHARED, shared_intermediate, hidden, moe_layers, SPLIT_ROW),
             ]
+    linears += vision_linears
     linear_params = sum(lin.in_features * lin.out_features * lin.count for lin in linears)
+    mtp_linears = _mtp_linears(linears, layers=layers, moe_layers=moe_layers, mtp=mtp) if mtp else []
+    if mtp_linears:
+        mtp_linears.append(Linear(ROLE_ATTENTION, 2 * hidden, hidden, mtp, SPLIT_REPLICATE, loaded=False))
     layout = Layout(
-        linears=tuple(linears),
+        linears=tuple(linears + mtp_linears),
         vocab_size=vocab,
         hidden_size=hidden,
         tied_embeddings=tied,
@@ -286,12 +322,18 @@ def architecture_from_hf_config(
         kv_heads=1 if is_mla else kv_heads,
         experts=experts if moe_layers else 0,
         experts_per_token=top_k if moe_layers else 0,
+        unloaded_other_params=mtp * (norms + (experts if family == "deepseek_v3" else 0) + 3 * hidden)
+        if mtp_linears
+        else 0,
+        unloaded_embedding_params=mtp * 2 * embed if mtp_linears else 0,
     )
 
     active = None
     if experts:
         output_table = embed  # read by the last projection for every token (tied or not)
         active = output_table + hidden + dense_layers * dense_layer + moe_layers * (moe_fixed + top_k * expert)
+        if is_llama4 and not tied:
+            active += embed  # Meta's "17B active" counts the input embedding table as well
 
     if total > _MAX_PARAMS and params_b is None and cfg.get("params_b") is None:
         raise _fail("These shapes make an implausible model (over 100 trillion parameters).")
@@ -306,6 +348,7 @@ def architecture_from_hf_config(
         if active > total:
             raise _fail("`active_params_b` exceeds `params_b`.", field="active_params_b")
 
+    notes = () if explicit_total is not None else _published_count_notes(cfg, total, active)
     kind = ATTENTION_MLA if is_mla else attention_kind_infer(attention_heads=heads, kv_heads=kv_heads)
     if is_mla and "head_dim" not in cfg:
         head_dim = v_dim  # the per-head width MLA expands its latent to
@@ -334,7 +377,125 @@ def architecture_from_hf_config(
         hf_repo=_repo_name(cfg.get("_name_or_path")),
         checkpoint=checkpoint_format(cfg.get("quantization_config")),
         native_context=native_context,
+        notes=notes,
+        attention_chunk=chunk if chunked_layers else None,
+        chunked_attention_layers=chunked_layers,
     )
+
+
+def _mtp_linears(linears: list[Linear], *, layers: int, moe_layers: int, mtp: int) -> list[Linear]:
+    """One MoE decoder layer's linear layers per MTP layer, marked not loaded."""
+    if not moe_layers:
+        return []
+    out = []
+    for lin in linears:
+        if lin.role in (ROLE_ATTENTION, ROLE_KV):
+            per_layer = lin.count // layers
+        elif lin.role in (ROLE_EXPERT, ROLE_ROUTER, ROLE_SHARED):
+            per_layer = lin.count // moe_layers
+        else:
+            continue
+        out.append(replace(lin, count=per_layer * mtp, loaded=False))
+    return out
+
+
+def _chunked(cfg: dict[str, Any], layers: int) -> tuple[int | None, int]:
+    """Llama 4's chunked local attention: (chunk, number of layers that use it).
+    The RoPE layers attend within chunks of attention_chunk_size tokens; every
+    no_rope_layer_interval-th layer (no_rope_layers[i] == 0) attends globally,
+    as transformers' Llama4TextConfig derives the list and vLLM's llama4.py reads it."""
+    chunk = cfg.get("attention_chunk_size")
+    if chunk is None:
+        return None, 0
+    chunk = _int(cfg, "attention_chunk_size")
+    flags = cfg.get("no_rope_layers")
+    if isinstance(flags, list) and flags:
+        if len(flags) != layers or not all(f in (0, 1) and not isinstance(f, bool) for f in flags):
+            raise _fail("`no_rope_layers` must give 0 or 1 for each layer.", field="no_rope_layers")
+        return chunk, sum(flags)
+    interval = _int(cfg, "no_rope_layer_interval", default=4)
+    return chunk, sum(1 for i in range(layers) if (i + 1) % interval != 0)
+
+
+def _vision_tower(cfg: dict[str, Any], text_hidden: int) -> tuple[list[Linear], int]:
+    """Llama 4's vision encoder, pixel-shuffle adapter and projector (kept 16-bit,
+    split like any linear layer), and its norms, biases and embeddings; nothing
+    for other families (their vision towers are not read)."""
+    vision = cfg.get("_vision_config")
+    if not isinstance(vision, dict) or cfg.get("_wrapper_type") != "llama4":
+        return [], 0
+    h = _int(vision, "hidden_size")
+    inner = _int(vision, "intermediate_size")
+    n = _int(vision, "num_hidden_layers", minimum=0)
+    patch = _int(vision, "patch_size")
+    image = _int(vision, "image_size")
+    channels = _int(vision, "num_channels", default=3)
+    proj_in = _int(vision, "projector_input_dim", default=_int(vision, "vision_output_dim"))
+    proj_out = _int(vision, "projector_output_dim", default=proj_in)
+    out_dim = _int(vision, "vision_output_dim", default=proj_out)
+    linears = [
+        Linear(ROLE_VISION, channels * patch * patch, h, 1, SPLIT_REPLICATE),  # patch embedding
+        Linear(ROLE_VISION, h, 3 * h, n),  # q, k, v
+        Linear(ROLE_VISION, h, h, n, SPLIT_ROW),  # o
+        Linear(ROLE_VISION, h, inner, n),  # fc1
+        Linear(ROLE_VISION, inner, h, n, SPLIT_ROW),  # fc2
+        Linear(ROLE_VISION, inner, proj_in, 1),  # pixel-shuffle MLP fc1 (4 patches of h = inner)
+        Linear(ROLE_VISION, proj_out, proj_out, 1, SPLIT_ROW),  # its fc2
+        Linear(ROLE_VISION, out_dim, text_hidden, 1),  # multi-modal projector
+    ]
+    positions = (image // patch) ** 2 + 1
+    # Biases of q, k, v, o, fc1, fc2; two layer norms (weight and bias) per layer;
+    # the class embedding, the positions, and the pre/post layer norms.
+    other = n * (4 * h + inner + h + 4 * h) + h + positions * h + 4 * h
+    return linears, other
+
+
+# An estimate further than this from a published count is said in the answer.
+PUBLISHED_TOLERANCE = Decimal("0.02")
+
+
+@lru_cache(maxsize=1)
+def _published_counts() -> dict[str, tuple[str, int, int | None]]:
+    """Published parameter counts by Hugging Face repo: {repo: (name, total, active)},
+    from the seeded architectures (sizing/data/architectures.json names each source)."""
+    data = json.loads((Path(__file__).resolve().parent / "data" / "architectures.json").read_text())
+    out = {}
+    for row in data["architectures"]:
+        source = str(row.get("source") or "")
+        if source.startswith("https://huggingface.co/") and row.get("params_b"):
+            repo = "/".join(source.removeprefix("https://huggingface.co/").split("/")[:2])
+            active = row.get("active_params_b")
+            out[repo.lower()] = (
+                row["name"],
+                int(Decimal(row["params_b"]) * 10**9),
+                int(Decimal(active) * 10**9) if active else None,
+            )
+    return out
+
+
+def published_count_notes(*, name: str, total: int, active: int | None, published: tuple) -> tuple[str, ...]:
+    """Notes for an estimate more than 2 % from the published total or active count."""
+    label, pub_total, pub_active = published
+    notes = []
+    for what, ours, theirs in (("total", total, pub_total), ("active", active, pub_active)):
+        if ours is None or not theirs:
+            continue
+        off = Decimal(ours - theirs) / theirs
+        if abs(off) > PUBLISHED_TOLERANCE:
+            notes.append(
+                f"The {what} parameters estimated from {name}'s config ({Decimal(ours) / 10**9:.1f}B) are "
+                f"{abs(off):.1%} {'above' if off > 0 else 'below'} the {Decimal(theirs) / 10**9:.1f}B published "
+                f"for {label}: the sizing may be off by as much; state `params_b` to size the published count."
+            )
+    return tuple(notes)
+
+
+def _published_count_notes(cfg: dict[str, Any], total: int, active: int | None) -> tuple[str, ...]:
+    repo = _repo_name(cfg.get("_name_or_path"))
+    published = _published_counts().get(repo.lower()) if repo else None
+    if published is None:
+        return ()
+    return published_count_notes(name=repo, total=total, active=active, published=published)
 
 
 # Rope scaling types whose `factor` stretches the context (vLLM multiplies the

@@ -90,16 +90,25 @@ class Architecture(models.Model):
 
     def to_arch(self) -> Arch:
         layout = hf_repo = None
-        native = None
+        native = chunk = None
+        chunked = 0
+        notes: tuple[str, ...] = ()
         if self.config:
-            from .hf_config import architecture_from_hf_config
+            from .hf_config import architecture_from_hf_config, published_count_notes
 
             parsed = architecture_from_hf_config(self.config, slug=self.slug, name=self.name)
             # The row's published counts stand; the config gives the layout, and
             # only while it describes a checkpoint of that size.
             if abs(parsed.total_params - self.total_params) <= self.total_params // 50:
                 layout = parsed.layout
+            notes = published_count_notes(
+                name=self.name,
+                total=parsed.total_params,
+                active=parsed.active_params,
+                published=(self.name, self.total_params, self.active_params),
+            )
             hf_repo, native = parsed.hf_repo, parsed.native_context
+            chunk, chunked = parsed.attention_chunk, parsed.chunked_attention_layers
         return Arch(
             slug=self.slug,
             name=self.name,
@@ -121,4 +130,7 @@ class Architecture(models.Model):
             layout=layout,
             hf_repo=hf_repo or "",
             native_context=native,
+            notes=notes,
+            attention_chunk=chunk,
+            chunked_attention_layers=chunked,
         )

@@ -35,6 +35,7 @@ ROLE_MLP = "mlp"
 ROLE_EXPERT = "expert"
 ROLE_SHARED = "shared_expert"
 ROLE_ROUTER = "router"
+ROLE_VISION = "vision"  # a multimodal model's vision tower and projector: kept 16-bit by every format here
 DENSE_ROLES = frozenset({ROLE_ATTENTION, ROLE_KV, ROLE_MLP, ROLE_EXPERT, ROLE_SHARED})
 
 SPLIT_COLUMN = "column"
@@ -52,6 +53,7 @@ class Linear:
     out_features: int
     count: int
     split: str = SPLIT_COLUMN
+    loaded: bool = True  # False: in the checkpoint but not loaded by vLLM (DeepSeek's MTP layer)
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,10 @@ class Layout:
     experts: int = 0
     experts_per_token: int = 0
     estimated: bool = False  # True: no config.json, spread from the parameter count
+    # In the checkpoint, not loaded by vLLM unless speculative decoding asks for it
+    # (DeepSeek's multi-token-prediction layer: its norms, embedding and head copy).
+    unloaded_other_params: int = 0
+    unloaded_embedding_params: int = 0
 
     @property
     def embedding_params(self) -> int:
@@ -74,11 +80,18 @@ class Layout:
 
     @property
     def linear_params(self) -> int:
-        return sum(lin.in_features * lin.out_features * lin.count for lin in self.linears)
+        return sum(lin.in_features * lin.out_features * lin.count for lin in self.linears if lin.loaded)
 
     @property
     def total_params(self) -> int:
+        """Parameters vLLM loads."""
         return self.linear_params + self.embedding_params + self.other_params
+
+    @property
+    def checkpoint_params(self) -> int:
+        """Parameters the checkpoint holds (the loaded ones and the unloaded ones)."""
+        unloaded = sum(lin.in_features * lin.out_features * lin.count for lin in self.linears if not lin.loaded)
+        return self.total_params + unloaded + self.unloaded_other_params + self.unloaded_embedding_params
 
 
 @dataclass(frozen=True)
@@ -181,13 +194,21 @@ def matrix_bytes(*, fmt: WeightFormat, in_features: int, out_features: int, quan
 
 
 def weight_bytes(
-    *, layout: Layout, fmt: WeightFormat, gpu_count: int = 1, experts_read: int | None = None
+    *,
+    layout: Layout,
+    fmt: WeightFormat,
+    gpu_count: int = 1,
+    experts_read: int | None = None,
+    checkpoint: bool = False,
 ) -> WeightBytes:
-    """Bytes one GPU of `gpu_count` holds (gpu_count=1: the whole checkpoint).
-    `experts_read`: count only that many experts per MoE layer (what one token
-    reads) instead of all of them."""
+    """Bytes one GPU of `gpu_count` holds (gpu_count=1: the whole model as vLLM
+    loads it). `checkpoint`: the files as published instead, with the parts vLLM
+    skips. `experts_read`: count only that many experts per MoE layer (what one
+    token reads) instead of all of them."""
     linear = scales = other = 0
     for lin in layout.linears:
+        if not lin.loaded and not checkpoint:
+            continue
         count = lin.count
         if lin.role == ROLE_EXPERT and experts_read is not None and layout.experts:
             count = lin.count * experts_read // layout.experts
@@ -203,6 +224,9 @@ def weight_bytes(
     vocab_share = -(-layout.vocab_size // gpu_count)
     embeddings = vocab_share * layout.hidden_size * 2 * (1 if layout.tied_embeddings else 2)
     other += layout.other_params * 2
+    if checkpoint:
+        embeddings += layout.unloaded_embedding_params * 2
+        other += layout.unloaded_other_params * 2
     return WeightBytes(linear=linear, scales=scales, embeddings=embeddings, other=other)
 
 

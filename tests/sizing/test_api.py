@@ -41,12 +41,12 @@ def firsts(resp):
 # --- models ---------------------------------------------------------------------
 
 
-def test_models_lists_the_sixteen_real_models_and_six_reference_shapes(api):
+def test_models_lists_the_twenty_real_models_and_six_reference_shapes(api):
     resp = api.get("/api/v1/sizing/models")
     assert resp.status_code == 200
     rows = {r["slug"]: r for r in resp.json()}
     assert len([r for r in rows.values() if r["is_reference"]]) == 6
-    assert len([r for r in rows.values() if not r["is_reference"]]) == 16
+    assert len([r for r in rows.values() if not r["is_reference"]]) == 20
     assert rows["gemma-2-27b"]["head_dim"] == 128 and rows["gemma-2-27b"]["sliding_window"] == 4096
     assert rows["deepseek-v3"]["attention_kind"] == "mla" and rows["deepseek-v3"]["mla_latent_dim"] == 512
     assert (rows["gpt-oss-120b"]["params_b"], rows["gpt-oss-120b"]["active_params_b"]) == (117.0, 5.1)
@@ -59,7 +59,7 @@ def test_seed_is_idempotent_and_keeps_staff_edits():
     assert architectures_seed() == 1
     assert architectures_seed() == 0
     assert Architecture.objects.get(slug="llama-3.1-8b").max_context == 65536
-    assert Architecture.objects.count() == 22
+    assert Architecture.objects.count() == 26
 
 
 def test_inactive_models_are_neither_listed_nor_accepted(api):

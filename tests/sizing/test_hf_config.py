@@ -12,7 +12,7 @@ REAL_MODELS = sorted(p.stem for p in HF_CONFIGS.glob("*.json"))
 
 
 def test_every_seeded_real_model_has_a_config():
-    assert len(REAL_MODELS) == 16
+    assert len(REAL_MODELS) == 20
 
 
 @pytest.mark.parametrize("slug", REAL_MODELS)
@@ -130,3 +130,59 @@ def test_malformed_config_refused_with_its_field(config, field):
     assert err.value.code == "malformed_config" and err.value.status == 400
     if field:
         assert err.value.details["field"] == field
+
+
+# --- Llama 4 and DeepSeek's MTP layer -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "slug,total_b,moe_layers,experts",
+    [("llama-4-scout", 109, 48, 16), ("llama-4-maverick", 400, 24, 128)],
+)
+def test_llama4_is_read_from_its_own_keys(slug, total_b, moe_layers, experts):
+    a = architecture_from_hf_config(hf_config(slug), slug=slug)
+    # Published: 109B / 400B total, 17B active (Meta's model cards).
+    assert abs(a.total_params / (total_b * 10**9) - 1) < 0.01
+    assert abs(a.active_params / (17 * 10**9) - 1) < 0.02
+    roles = {(lin.role, lin.in_features, lin.out_features): lin.count for lin in a.layout.linears}
+    # Experts are intermediate_size (8192) wide; the dense layers intermediate_size_mlp (16384).
+    assert roles[("expert", 5120, 2 * 8192)] == moe_layers * experts
+    assert roles.get(("mlp", 5120, 2 * 16384), 0) == 48 - moe_layers
+    assert roles[("shared_expert", 5120, 2 * 8192)] == moe_layers  # one shared expert per MoE layer
+    # The vision tower (34 layers of 1408) is in the checkpoint, in 16-bit.
+    vision = sum(lin.in_features * lin.out_features * lin.count for lin in a.layout.linears if lin.role == "vision")
+    assert 0.8e9 < vision < 0.9e9
+    # Chunked local attention on 3 of every 4 layers (no_rope_layer_interval 4), 8192-token chunks.
+    assert (a.attention_chunk, a.chunked_attention_layers) == (8192, 36)
+    assert a.notes == ()
+
+
+def test_llama4_no_rope_layers_list_is_honoured_and_checked():
+    cfg = hf_config("llama-4-scout")
+    flags = [1, 1, 0] * 16
+    a = architecture_from_hf_config({**cfg, "text_config": {**cfg["text_config"], "no_rope_layers": flags}})
+    assert a.chunked_attention_layers == 32
+    with pytest.raises(DomainError) as err:
+        architecture_from_hf_config({**cfg, "text_config": {**cfg["text_config"], "no_rope_layers": [1, 2]}})
+    assert err.value.details["field"] == "no_rope_layers"
+
+
+def test_a_config_far_from_its_published_count_says_so():
+    cfg = hf_config("llama-4-maverick")
+    # Read as the old parser did (every layer MoE), Maverick would come out near 785B.
+    wrong = {**cfg, "text_config": {**cfg["text_config"], "interleave_moe_layer_step": 1}}
+    (note,) = architecture_from_hf_config(wrong).notes
+    assert "400.0B published" in note and "above" in note
+    # Stating the count silences it; an unknown repo has nothing to compare with.
+    assert architecture_from_hf_config(wrong, params_b=400).notes == ()
+    assert architecture_from_hf_config({**wrong, "_name_or_path": "someone/else"}).notes == ()
+
+
+def test_deepseek_mtp_layer_is_in_the_checkpoint_not_in_what_vllm_loads():
+    a = architecture_from_hf_config(hf_config("deepseek-v3"), slug="deepseek-v3")
+    # DeepSeek: 671B main model + 14B MTP module = 685B on Hugging Face.
+    assert abs(a.total_params / 671e9 - 1) < 0.01
+    assert abs(a.layout.checkpoint_params / 685e9 - 1) < 0.01
+    assert a.layout.total_params == a.total_params
+    no_mtp = architecture_from_hf_config({**hf_config("deepseek-v3"), "num_nextn_predict_layers": 0})
+    assert no_mtp.layout.checkpoint_params == no_mtp.total_params == a.total_params

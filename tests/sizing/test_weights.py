@@ -167,3 +167,29 @@ def test_rope_scaling_stretches_the_context_as_vllm_does():
     # Llama 3.1's llama3 scaling already states its length.
     assert architecture_from_hf_config(hf_config("llama-3.1-8b")).max_context == 131072
     assert architecture_from_hf_config(hf_config("gpt-oss-20b")).max_context == 131072  # yarn 4096 x 32
+
+
+def test_checkpoint_bytes_hold_what_vllm_skips():
+    from sizing.weights import weight_bytes as wb
+
+    a = parsed("deepseek-v3")
+    fmt = format_get("fp8")
+    loaded = wb(layout=a.layout, fmt=fmt).total
+    files = wb(layout=a.layout, fmt=fmt, checkpoint=True).total
+    # The MTP layer: ~11.5B parameters in FP8 plus its BF16 embedding and head copies (2 x 0.93B x 2 bytes).
+    assert 14e9 < files - loaded < 16e9
+    assert checkpoint_bytes(arch=a, fmt=fmt).total == files
+
+
+def test_llama4_vision_tower_stays_16_bit():
+    a = parsed("llama-4-scout")
+    vision = sum(lin.in_features * lin.out_features * lin.count for lin in a.layout.linears if lin.role == "vision")
+    quantized = sum(
+        lin.in_features * lin.out_features * lin.count
+        for lin in a.layout.linears
+        if lin.role not in ("vision", "router")
+    )
+    bf16 = checkpoint_bytes(arch=a, fmt=format_get("bf16"))
+    fp8 = checkpoint_bytes(arch=a, fmt=format_get("fp8"))
+    # Every linear layer halves but the vision tower's (and the routers, counted with the other 16-bit parts).
+    assert bf16.linear - fp8.linear == quantized and vision > 0
