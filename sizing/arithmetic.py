@@ -78,6 +78,7 @@ class Arch:
     checkpoint: dict[str, Any] | None = None  # the format a config's quantization_config declares
     native_context: int | None = None  # max_position_embeddings before rope scaling
     notes: tuple[str, ...] = ()  # what the answer should say about the model itself
+    family: str = ""  # the config's model_type (gpt_oss, llama4_text, ...)
     attention_chunk: int | None = None  # Llama 4: chunked local attention's chunk, tokens
     chunked_attention_layers: int = 0  # layers that attend within chunks (the others globally)
 
@@ -124,6 +125,7 @@ class Workload:
     overhead_gb: Decimal = DEFAULT_OVERHEAD_GB
     profile: str = "guide"  # "guide": the guide's arithmetic; "vllm": what the engine loads and admits
     max_gpu_memory_utilization: Decimal = Decimal("0.95")  # vllm profile: the highest it may be set to
+    engine_version: str = "0.9.2"  # vllm profile: the vLLM release sized for (the template's by default)
 
     @property
     def overhead_bytes(self) -> int:

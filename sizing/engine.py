@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from decimal import ROUND_CEILING, Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -62,11 +62,9 @@ MIB = 2**20
 DATA = Path(__file__).resolve().parent / "data"
 
 BLOCK_SIZE = 16  # vLLM's default KV block, tokens
-# vLLM's scheduling step for `vllm serve`: 8192 tokens on cards of 70 GiB and
-# more, 2048 below (its usage-context defaults). The launch line states it.
+# vLLM's scheduling step for `vllm serve` comes from the release's per-card
+# defaults (sizing/data/vllm_versions.json); this one sizes a workload without a card.
 BATCHED_TOKENS_LARGE = 8192
-BATCHED_TOKENS_SMALL = 2048
-LARGE_CARD_BYTES = 70 * GIB
 # Non-torch memory: the CUDA context and allocator (0.13-0.14 GiB at TP 1 in
 # vLLM's logs on an H100), plus NCCL's buffers once GPUs talk (0.55 GiB at TP 2).
 NON_TORCH_BYTES = 160 * MIB
@@ -79,9 +77,9 @@ NON_TORCH_PER_GPU_BYTES = 50 * MIB
 WORKSPACE_BYTES = 256 * MIB
 SAMPLER_BYTES_PER_ENTRY = 28
 ASSUMED_VOCAB = 128_256  # for shapes without a config.json
-# CUDA graphs: captured after the KV cache is allocated, so vLLM 0.9 takes them
-# from the memory gpu_memory_utilization leaves; counted here so the answer
-# fits inside the utilization it names.
+# CUDA graphs: vLLM 0.9 captures them after allocating the KV cache, out of the
+# memory gpu_memory_utilization leaves (the answer checks that they fit there);
+# newer releases estimate them first and take them out of the cache.
 CUDA_GRAPH_BYTES = 512 * MIB
 CUDA_GRAPH_PER_LAYER_BYTES = 10 * MIB
 # The launch line's gpu_memory_utilization: vLLM's own default when that is
@@ -100,31 +98,92 @@ REASON_NO_KV_ROOM = "no_kv_cache_room"
 
 # --- Formats by hardware ----------------------------------------------------------
 
-# The card architecture each catalog architecture is, for the table below.
+# The card architecture each catalog architecture is, for the release tables.
 FAMILIES = {"Ampere": "ampere", "Ada": "ada", "Hopper": "hopper", "Blackwell": "blackwell", "CDNA 3": "cdna3"}
 ALL = frozenset(FAMILIES.values())
 NVIDIA = ALL - {"cdna3"}
-# Where each weight format runs in vLLM. Source: vLLM's quantization hardware
-# table https://docs.vllm.ai/en/v0.9.2/features/quantization/supported_hardware.html
-# (AWQ, GPTQ and INT8 W8A8: NVIDIA only; FP8 W8A8 from Ada/Hopper and on AMD),
-# its FP8 page (Ampere runs FP8 checkpoints weight-only through Marlin:
-# https://docs.vllm.ai/en/v0.9.2/features/quantization/fp8.html; FP8 MoE needs
-# SM 8.9+: https://huggingface.co/neuralmagic/DeepSeek-Coder-V2-Instruct-FP8/discussions/1),
-# the gpt-oss recipe for MXFP4 (Hopper, Blackwell, MI300X:
-# https://docs.vllm.ai/projects/recipes/en/latest/OpenAI/GPT-OSS.html) and
-# NVFP4's FP4 tensor cores (Blackwell only).
-WEIGHT_SUPPORT: dict[str, frozenset[str]] = {
-    "bf16": ALL,
-    "fp16": ALL,
-    "fp8": ALL,  # Ampere weight-only (dense models only), see format_reasons
-    "int8": NVIDIA,
-    "awq": NVIDIA,
-    "gptq": NVIDIA,
-    "mxfp4": frozenset({"hopper", "blackwell", "cdna3"}),
-    "nvfp4": frozenset({"blackwell"}),
-}
 # FP8 KV cache: every architecture here (Ampere stores it and dequantizes in attention).
 KV_SUPPORT: dict[str, frozenset[str]] = {"bf16": ALL, "fp8": ALL}
+
+REASON_MODEL_UNSUPPORTED = "model_unsupported"
+REASON_CHECKPOINT_UNKNOWN = "checkpoint_unknown"
+REASON_FP8_LOAD = "fp8_load_does_not_fit"
+REASON_TP_MISALIGNED = "tp_misaligned"
+
+
+@dataclass(frozen=True)
+class CardDefaults:
+    """vLLM's per-device scheduling defaults for `vllm serve`."""
+
+    min_memory_bytes: int
+    except_named: tuple[str, ...]
+    max_num_batched_tokens: int
+    max_num_seqs: int
+
+
+@dataclass(frozen=True)
+class Release:
+    """What one vLLM release runs and how it spends memory (sizing/data/vllm_versions.json)."""
+
+    version: str
+    label: str
+    weights: dict[str, frozenset[str]]
+    weight_only: dict[str, frozenset[str]]
+    families_missing: dict[str, str]
+    fp8_kv_v0: frozenset[str]
+    graphs_inside: bool
+    chunk_held: bool
+    defaults: tuple[CardDefaults, ...]  # largest cards first; the last is the fallback
+
+
+@lru_cache(maxsize=1)
+def _releases() -> tuple[str, str, dict[str, Release]]:
+    data = json.loads((DATA / "vllm_versions.json").read_text())
+    out = {}
+    for version, row in data["releases"].items():
+        rules = []
+        for key in ("largest_card", "large_card"):
+            rule = row.get(key)
+            if rule:
+                rules.append(
+                    CardDefaults(
+                        rule["min_memory_gib"] * GIB,
+                        tuple(rule.get("except_named", ())),
+                        rule["max_num_batched_tokens"],
+                        rule["max_num_seqs"],
+                    )
+                )
+        small = row["small_card"]
+        rules.append(CardDefaults(0, (), small["max_num_batched_tokens"], small["max_num_seqs"]))
+        out[version] = Release(
+            version=version,
+            label=row["label"],
+            weights={k: frozenset(v) for k, v in row["weights"].items()},
+            weight_only={k: frozenset(v) for k, v in row["weight_only"].items()},
+            families_missing=dict(row["model_families_missing"]),
+            fp8_kv_v0=frozenset(row["fp8_kv_falls_back_to_v0"]),
+            graphs_inside=row["cuda_graphs_inside_utilization"],
+            chunk_held=row["chunked_attention_held_per_chunk"],
+            defaults=tuple(rules),
+        )
+    return data["template"], data["newest"], out
+
+
+def engine_versions() -> tuple[str, ...]:
+    return tuple(_releases()[2])
+
+
+def template_version() -> str:
+    return _releases()[0]
+
+
+def newest_version() -> str:
+    return _releases()[1]
+
+
+def release_get(version: str) -> Release:
+    releases = _releases()[2]
+    return releases.get(version) or releases[template_version()]
 
 
 def card_family(card: Card) -> str:
@@ -134,41 +193,72 @@ def card_family(card: Card) -> str:
     return family
 
 
-def formats_that_run(*, family: str, is_moe: bool) -> list[str]:
-    out = [name for name, where in WEIGHT_SUPPORT.items() if family in where]
-    if family == "ampere" and is_moe:
-        out.remove("fp8")
-    return out
+def _runs(release: Release, fmt: str, family: str, is_moe: bool) -> bool:
+    return family in release.weights.get(fmt, frozenset()) and not (fmt == "fp8" and family == "ampere" and is_moe)
+
+
+def formats_that_run(*, family: str, is_moe: bool, release: Release | None = None) -> list[str]:
+    release = release or release_get(template_version())
+    return [name for name in release.weights if _runs(release, name, family, is_moe)]
+
+
+def falls_back_to_v0(*, workload: Workload, card: Card) -> bool:
+    """vLLM 0.9 keeps an FP8 KV cache on its V1 engine only on Hopper and ROCm:
+    elsewhere it starts its V0 engine instead."""
+    return workload.kv_precision == "fp8" and card_family(card) in release_get(workload.engine_version).fp8_kv_v0
 
 
 def format_reasons(*, workload: Workload, card: Card) -> tuple[list[Reason], list[str]]:
-    """(refusals, notes) for the weight format and KV dtype on this card."""
+    """(refusals, notes) for the model, the weight format and KV dtype on this card."""
     family = card_family(card)
+    release = release_get(workload.engine_version)
     fmt = workload_format_name(workload)
     is_moe = workload.arch.is_moe
     reasons: list[Reason] = []
     notes: list[str] = []
-    runs = family in WEIGHT_SUPPORT[fmt] and not (fmt == "fp8" and family == "ampere" and is_moe)
-    if not runs:
+    needs = release.families_missing.get(workload.arch.family)
+    if needs:
+        reasons.append(
+            Reason(
+                REASON_MODEL_UNSUPPORTED,
+                f"{release.label} cannot load {workload.arch.name} ({workload.arch.family} models need vLLM "
+                f"{needs} or later); the template installs {release_get(template_version()).label}. Size it with "
+                f"engine_version {newest_version()} and install that release on the instance.",
+                {"engine_version": release.version, "needs": needs, "engine_versions": list(engine_versions())},
+            )
+        )
+    if not _runs(release, fmt, family, is_moe):
         code = REASON_FP8_UNSUPPORTED if fmt == "fp8" else REASON_FORMAT_UNSUPPORTED
-        why = {
-            "fp8": "FP8 mixture-of-experts kernels need Ada, Hopper or newer",
-            "mxfp4": "MXFP4 runs on Hopper, Blackwell and MI300X",
-            "nvfp4": "NVFP4 needs Blackwell's FP4 tensor cores",
-        }.get(fmt, f"vLLM has no {FORMATS[fmt].label} kernels for {card.architecture or family}")
-        alternatives = formats_that_run(family=family, is_moe=is_moe)
+        if fmt == "fp8":
+            why = "FP8 mixture-of-experts kernels need Ada, Hopper or newer"
+        elif not release.weights.get(fmt):
+            why = f"{release.label} has no {FORMATS[fmt].label} kernels at all"
+        else:
+            why = f"{release.label} has no {FORMATS[fmt].label} kernels for {card.architecture or family}"
+        alternatives = formats_that_run(family=family, is_moe=is_moe, release=release)
         reasons.append(
             Reason(
                 code,
-                f"{FORMATS[fmt].label} weights do not run on the {card.name} ({card.architecture}): {why}. "
-                f"Formats that do: {', '.join(alternatives)}.",
-                {"gpu": card.slug, "architecture": card.architecture, "weight_format": fmt, "formats": alternatives},
+                f"{FORMATS[fmt].label} weights do not run on the {card.name} ({card.architecture}) in "
+                f"{release.label}: {why}. Formats that do: {', '.join(alternatives)}.",
+                {
+                    "gpu": card.slug,
+                    "architecture": card.architecture,
+                    "weight_format": fmt,
+                    "formats": alternatives,
+                    "engine_version": release.version,
+                },
             )
         )
-    elif fmt == "fp8" and family == "ampere":
+    elif fmt == "fp8" and family in release.weight_only.get("fp8", ()):
         notes.append(
             f"The {card.name} has no FP8 tensor cores: vLLM runs FP8 weights weight-only (W8A16, Marlin), "
             "so they save memory but decode no faster than 8-bit weights would, and prefill is slower than BF16."
+        )
+    elif family in release.weight_only.get(fmt, ()):
+        notes.append(
+            f"The {card.name} has no {FORMATS[fmt].label.split()[0]} tensor cores: {release.label} runs these "
+            "weights weight-only (Marlin): they save memory, compute stays 16-bit."
         )
     if family not in KV_SUPPORT[workload.kv_precision]:
         reasons.append(
@@ -177,6 +267,12 @@ def format_reasons(*, workload: Workload, card: Card) -> tuple[list[Reason], lis
                 f"A {workload.kv_precision} KV cache does not run on the {card.name}.",
                 {"gpu": card.slug, "kv_precision": workload.kv_precision, "kv_precisions": ["bf16"]},
             )
+        )
+    if falls_back_to_v0(workload=workload, card=card):
+        notes.append(
+            f"{release.label} keeps an FP8 KV cache on its V1 engine only on Hopper (FlashAttention 3) and ROCm: "
+            f"on the {card.name} it runs its V0 engine, so the line says VLLM_USE_V1=0 and batches at least "
+            "--max-model-len tokens a step (V0 refuses fewer without chunked prefill)."
         )
     return reasons, notes
 
@@ -267,8 +363,22 @@ def checkpoint_bytes(*, arch: Arch, fmt: WeightFormat, gpu_count: int = 1) -> We
 # --- The memory budget -----------------------------------------------------------------------
 
 
-def batched_tokens_for(facts: CardFacts) -> int:
-    return BATCHED_TOKENS_LARGE if facts.memory_bytes >= LARGE_CARD_BYTES else BATCHED_TOKENS_SMALL
+def card_defaults(*, card: Card, facts: CardFacts, release: Release) -> CardDefaults:
+    """The release's `vllm serve` defaults for this card (by memory, and by name for the A100)."""
+    name = f"{card.slug} {card.name}".lower()
+    for rule in release.defaults:
+        if facts.memory_bytes >= rule.min_memory_bytes and not any(n in name for n in rule.except_named):
+            return rule
+    return release.defaults[-1]
+
+
+def batched_tokens_for(*, card: Card, facts: CardFacts, workload: Workload, context: int | None = None) -> int:
+    """The launch line's --max-num-batched-tokens: the release's default for the card;
+    on the V0 fallback, at least the context (V0 refuses less without chunked prefill)."""
+    tokens = card_defaults(card=card, facts=facts, release=release_get(workload.engine_version)).max_num_batched_tokens
+    if falls_back_to_v0(workload=workload, card=card):
+        tokens = max(tokens, workload.context if context is None else context)
+    return tokens
 
 
 def non_torch_bytes(gpu_count: int) -> int:
@@ -290,19 +400,22 @@ def _ffn_width(layout: Layout, arch: Arch) -> tuple[int, int]:
     return dense, expert
 
 
-def activation_bytes(*, arch: Arch, layout: Layout, gpu_count: int, batched_tokens: int, max_num_seqs: int) -> int:
+def activation_bytes(*, arch: Arch, layout: Layout, batched_tokens: int, max_num_seqs: int) -> int:
     """The peak of vLLM's profile run on one GPU: the forward pass of
-    `batched_tokens` tokens and a sampler step over `max_num_seqs` sequences."""
+    `batched_tokens` tokens and a sampler step over `max_num_seqs` sequences.
+    vLLM measures the same peak on every rank of a tensor-parallel group (the
+    profile run's workspaces and the gathered logits do not shrink with N), so
+    it is not divided by the group size."""
     hidden = arch.hidden_size
-    q_width = arch.attention_heads * arch.head_dim // gpu_count
-    kv_width = 2 * kv_heads_per_gpu(arch=arch, gpu_count=gpu_count) * arch.head_dim
+    q_width = arch.attention_heads * arch.head_dim
+    kv_width = 2 * arch.kv_heads * arch.head_dim
     dense, expert = _ffn_width(layout, arch)
-    ffn = 3 * dense // gpu_count
+    ffn = 3 * dense
     if layout.experts and layout.experts_per_token:
-        ffn = max(ffn, layout.experts_per_token * (3 * expert // gpu_count + hidden))
+        ffn = max(ffn, layout.experts_per_token * (3 * expert + hidden))
     forward = batched_tokens * 2 * (4 * hidden + q_width + kv_width + ffn)
     vocab = layout.vocab_size or ASSUMED_VOCAB
-    sampler = max_num_seqs * -(-vocab // gpu_count) * SAMPLER_BYTES_PER_ENTRY
+    sampler = max_num_seqs * vocab * SAMPLER_BYTES_PER_ENTRY
     return WORKSPACE_BYTES + forward + sampler
 
 
@@ -310,14 +423,25 @@ def cuda_graph_bytes(arch: Arch) -> int:
     return CUDA_GRAPH_BYTES + CUDA_GRAPH_PER_LAYER_BYTES * arch.layers
 
 
-def kv_bytes_per_sequence(*, arch: Arch, kv_precision: str, context: int, gpu_count: int, batched_tokens: int) -> int:
+def kv_bytes_per_sequence(
+    *, arch: Arch, kv_precision: str, context: int, gpu_count: int, batched_tokens: int, chunk_held: bool = False
+) -> int:
     """KV bytes one GPU books to admit one sequence of `context` tokens, in whole
-    blocks; a sliding layer books its window plus one step of tokens, plus a block."""
+    blocks; a sliding layer books its window plus one step of tokens, plus a block.
+    `chunk_held`: the release books a chunked-attention layer (Llama 4) its chunk
+    plus one step of tokens (ChunkedLocalAttentionSpec); otherwise, as vLLM 0.9
+    does, the whole context like any full-attention layer."""
     per_token = kv_cache_bytes_per_token_layer(
         arch=arch, kv_precision=kv_precision, kv_heads=kv_heads_per_gpu(arch=arch, gpu_count=gpu_count)
     )
     full_blocks = -(-context // BLOCK_SIZE)
-    blocks = arch.full_attention_layers * full_blocks
+    full_layers = arch.full_attention_layers
+    blocks = 0
+    if chunk_held and arch.chunked_attention_layers and arch.attention_chunk:
+        full_layers -= arch.chunked_attention_layers
+        tokens = min(arch.attention_chunk + batched_tokens, context)
+        blocks += arch.chunked_attention_layers * -(-tokens // BLOCK_SIZE)
+    blocks += full_layers * full_blocks
     if arch.sliding_window_layers:
         window = arch.sliding_window or context
         tokens = min(window - 1 + batched_tokens, context)
@@ -351,10 +475,16 @@ class Budget:
     kv_per_sequence: int
     batched_tokens: int
     max_num_seqs: int
+    graphs_inside: bool = False  # the release takes CUDA graphs out of gpu_memory_utilization
+
+    @property
+    def engine(self) -> int:
+        return self.non_torch + self.activation + self.cuda_graphs
 
     @property
     def outside_kv(self) -> int:
-        return self.weights + self.non_torch + self.activation + self.cuda_graphs
+        """What gpu_memory_utilization must hold besides the KV cache."""
+        return self.weights + self.non_torch + self.activation + (self.cuda_graphs if self.graphs_inside else 0)
 
     @property
     def required(self) -> int:
@@ -362,6 +492,18 @@ class Budget:
 
     def kv_available(self, utilization: Decimal) -> int:
         return int(self.memory_bytes * utilization) - self.outside_kv
+
+    def utilization_ceiling(self) -> Decimal:
+        """The highest utilization that still leaves the CUDA graphs room when the
+        release captures them outside it (2 decimals, rounded down); 1 otherwise."""
+        if self.graphs_inside:
+            return Decimal(1)
+        return (Decimal(self.memory_bytes - self.cuda_graphs) / Decimal(self.memory_bytes)).quantize(
+            Decimal("0.01"), ROUND_FLOOR
+        )
+
+    def utilization_usable(self, maximum: Decimal) -> Decimal:
+        return min(maximum, self.utilization_ceiling())
 
     def utilization_min(self) -> Decimal:
         """The lowest gpu_memory_utilization (2 decimals, rounded up) that holds it."""
@@ -380,26 +522,31 @@ def budget_compute(
     arch = workload.arch
     facts = card_facts(card)
     layout = arch_layout(arch)
+    release = release_get(workload.engine_version)
     context = workload.context if context is None else context
     concurrency = workload.concurrency if concurrency is None else concurrency
-    batched = batched_tokens_for(facts)
+    batched = batched_tokens_for(card=card, facts=facts, workload=workload, context=context)
     if weights_per_gpu is None:
         weights_per_gpu = layout_weight_bytes(layout=layout, fmt=workload_format(workload), gpu_count=gpu_count).total
     per_seq = kv_bytes_per_sequence(
-        arch=arch, kv_precision=workload.kv_precision, context=context, gpu_count=gpu_count, batched_tokens=batched
+        arch=arch,
+        kv_precision=workload.kv_precision,
+        context=context,
+        gpu_count=gpu_count,
+        batched_tokens=batched,
+        chunk_held=release.chunk_held,
     )
     return Budget(
         memory_bytes=facts.memory_bytes,
         weights=weights_per_gpu,
         non_torch=non_torch_bytes(gpu_count),
-        activation=activation_bytes(
-            arch=arch, layout=layout, gpu_count=gpu_count, batched_tokens=batched, max_num_seqs=concurrency
-        ),
+        activation=activation_bytes(arch=arch, layout=layout, batched_tokens=batched, max_num_seqs=concurrency),
         cuda_graphs=cuda_graph_bytes(arch),
         kv_needed=per_seq * concurrency,
         kv_per_sequence=per_seq,
         batched_tokens=batched,
         max_num_seqs=concurrency,
+        graphs_inside=release.graphs_inside,
     )
 
 
@@ -412,7 +559,7 @@ def _fits(workload: Workload, card: Card, gpu_count: int, context: int, concurre
         concurrency=concurrency,
         weights_per_gpu=weights,
     )
-    return b.required <= int(b.memory_bytes * workload.max_gpu_memory_utilization)
+    return b.required <= int(b.memory_bytes * b.utilization_usable(workload.max_gpu_memory_utilization))
 
 
 def max_concurrency(*, workload: Workload, card: Card, gpu_count: int, weights: int, limit: int = 100_000) -> int:
@@ -500,16 +647,101 @@ class Launch:
     args: dict[str, Any]
     checkpoint_known: bool
     notes: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def command(self) -> str:
-        parts = ["vllm", "serve", self.model]
+        parts = [f"{k}={v}" for k, v in self.env.items()] + ["vllm", "serve", self.model]
         for flag, value in self.args.items():
             parts += [f"--{flag}", str(value)]
         return " ".join(parts)
 
 
-def launch_line(*, workload: Workload, gpu_count: int, utilization: Decimal, batched_tokens: int) -> Launch:
+# Formats vLLM cannot make from a 16-bit checkpoint as it loads it: their checkpoint must exist.
+PREQUANTIZED_ONLY = frozenset({"int8", "awq", "gptq", "mxfp4", "nvfp4"})
+# Marlin's tiles (vllm/model_executor/layers/quantization/utils/marlin_utils.py
+# verify_marlin_supports_shape): a rank's output width a multiple of 64 and its
+# input width a multiple of 128 and of the group size.
+MARLIN_MIN_N = 64
+MARLIN_MIN_K = 128
+
+
+def _shard_widths(lin, gpu_count: int, kv_heads: int) -> tuple[int, int]:
+    from .weights import SPLIT_KV, SPLIT_REPLICATE, SPLIT_ROW
+
+    if gpu_count == 1 or lin.split == SPLIT_REPLICATE:
+        return lin.in_features, lin.out_features
+    if lin.split == SPLIT_ROW:
+        return lin.in_features // gpu_count, lin.out_features
+    if lin.split == SPLIT_KV:
+        return lin.in_features, lin.out_features // max(1, kv_heads) * max(1, kv_heads // gpu_count)
+    return lin.in_features, lin.out_features // gpu_count
+
+
+def checkpoint_reasons(*, workload: Workload, card: Card, gpu_count: int) -> list[Reason]:
+    """Why the launch line could not start: no checkpoint in the asked format,
+    a 16-bit shard too large to quantize at load, or a 4-bit split Marlin cannot tile."""
+    arch = workload.arch
+    fmt_name = workload_format_name(workload)
+    declared = (arch.checkpoint or {}).get("format")
+    known = published_checkpoint(slug=arch.slug, fmt=fmt_name)
+    reasons: list[Reason] = []
+    fmt = FORMATS[fmt_name]
+    if fmt_name in PREQUANTIZED_ONLY and known is None and declared != fmt_name and arch.hf_repo:
+        group = f", group size {fmt.group_size}" if fmt.group_size else ""
+        reasons.append(
+            Reason(
+                REASON_CHECKPOINT_UNKNOWN,
+                f"No {fmt.label} checkpoint of {arch.hf_repo} is known, and vLLM cannot quantize to it as it "
+                f"loads. Upload one (a {fmt.label} quantization of {arch.hf_repo}{group}) and size it by posting "
+                "its config.json, with its quantization_config, as `architecture`.",
+                {"weight_format": fmt_name, "repo": arch.hf_repo, "checkpoints_known": _formats_known(arch.slug)},
+            )
+        )
+    if fmt_name == "fp8" and known is None and declared is None:
+        # vLLM loads the 16-bit weights, then quantizes them (fp8.py Fp8LinearMethod.create_weights keeps
+        # params_dtype when the checkpoint is not FP8; process_weights_after_loading quantizes).
+        facts = card_facts(card)
+        shard = layout_weight_bytes(layout=arch_layout(arch), fmt=FORMATS["bf16"], gpu_count=gpu_count).total
+        need = shard + non_torch_bytes(gpu_count)
+        if need > facts.memory_bytes:
+            reasons.append(
+                Reason(
+                    REASON_FP8_LOAD,
+                    f"--quantization fp8 loads the 16-bit checkpoint first: {_gb(shard)} GB per GPU, more than the "
+                    f"{card.name}'s {_gb(facts.memory_bytes)} GB. No pre-quantized FP8 checkpoint of "
+                    f"{arch.hf_repo or arch.name} is known: use one (post its config.json as `architecture`) or more GPUs.",
+                    {"bf16_shard_gb": float(_gb(shard)), "memory_gb": float(_gb(facts.memory_bytes))},
+                )
+            )
+    if fmt_name in ("awq", "gptq") and gpu_count > 1 and not arch_layout(arch).estimated:
+        layout = arch_layout(arch)
+        group = workload_format(workload).group_size
+        for lin in layout.linears:
+            if lin.role not in fmt.quantized_roles or not lin.loaded:
+                continue
+            k, n = _shard_widths(lin, gpu_count, layout.kv_heads)
+            bad = n % MARLIN_MIN_N or k % MARLIN_MIN_K or (group and group < lin.in_features and k % group)
+            if bad:
+                reasons.append(
+                    Reason(
+                        REASON_TP_MISALIGNED,
+                        f"Split over {gpu_count} GPUs, a {lin.in_features} x {lin.out_features} {lin.role} layer "
+                        f"leaves each GPU {k} x {n}: vLLM's 4-bit kernels (Marlin) need the input width per GPU "
+                        f"a multiple of {MARLIN_MIN_K} and of the group size {group}, the output width a multiple "
+                        f"of {MARLIN_MIN_N}. Use fewer GPUs.",
+                        {"in_per_gpu": k, "out_per_gpu": n, "group_size": group, "gpu_count": gpu_count},
+                    )
+                )
+                break
+    return reasons
+
+
+def _formats_known(slug: str) -> list[str]:
+    return sorted(fmt for (model, fmt) in _checkpoints() if model == slug)
+
+
+def launch_line(*, workload: Workload, card: Card, gpu_count: int, utilization: Decimal, batched_tokens: int) -> Launch:
     arch = workload.arch
     fmt = workload_format_name(workload)
     repo = arch.hf_repo or arch.slug
@@ -523,6 +755,7 @@ def launch_line(*, workload: Workload, gpu_count: int, utilization: Decimal, bat
         "gpu-memory-utilization": f"{utilization:.2f}",
         "kv-cache-dtype": "fp8" if workload.kv_precision == "fp8" else "auto",
     }
+    env = {"VLLM_USE_V1": "0"} if falls_back_to_v0(workload=workload, card=card) else {}
     checkpoint_format = (arch.checkpoint or {}).get("format")
     if known is not None:
         model, checkpoint_known = known["repo"], True
@@ -531,15 +764,13 @@ def launch_line(*, workload: Workload, gpu_count: int, utilization: Decimal, bat
         if fmt == "fp16" and checkpoint_format is None:
             args["dtype"] = "float16"
     elif fmt == "fp8" and checkpoint_format is None:
-        # vLLM quantizes a 16-bit checkpoint to FP8 as it loads it.
+        # vLLM quantizes a 16-bit checkpoint to FP8 as it loads it (checked to fit: checkpoint_reasons).
         model, checkpoint_known = repo, bool(arch.hf_repo)
         args["quantization"] = "fp8"
     else:
+        # Only a nominal shape gets here (a real repo without the checkpoint is refused).
         model, checkpoint_known = repo, False
-        notes.append(
-            f"vLLM reads the weight format from the checkpoint: point the command at a {FORMATS[fmt].label} "
-            f"checkpoint of {repo}."
-        )
+        notes.append(f"Point the command at a {FORMATS[fmt].label} checkpoint of {repo}.")
     if not arch.hf_repo and known is None:
         checkpoint_known = False
         notes.append(f"{arch.name} is a nominal shape: put the checkpoint's Hugging Face repo in place of {repo}.")
@@ -548,7 +779,7 @@ def launch_line(*, workload: Workload, gpu_count: int, utilization: Decimal, bat
             f"{workload.context:,} tokens is past the checkpoint's {arch.native_context:,}: the rope scaling of the "
             "config you posted must be in the checkpoint's config.json (or passed with --hf-overrides)."
         )
-    return Launch(model=model, args=args, checkpoint_known=checkpoint_known, notes=tuple(notes))
+    return Launch(model=model, args=args, checkpoint_known=checkpoint_known, notes=tuple(notes), env=env)
 
 
 def launch_utilization(required_min: Decimal, maximum: Decimal) -> Decimal:
@@ -571,7 +802,7 @@ class EngineDetail:
     utilization_max: Decimal
     weights_total: WeightBytes
     weights_per_gpu: WeightBytes
-    kv_available: int  # at utilization_max
+    kv_available: int  # at the launch line's utilization (utilization_max when it does not fit)
     max_concurrency: int | None
     max_context: int | None
     throughput: Throughput
@@ -586,7 +817,7 @@ def utilization_needed_reason(*, card: Card, budget: Budget, maximum: Decimal) -
     return Reason(
         REASON_DOES_NOT_FIT,
         f"Each GPU needs {_gb(budget.required)} GB (weights {_gb(budget.weights)}, KV cache "
-        f"{_gb(budget.kv_needed)}, engine {_gb(budget.non_torch + budget.activation + budget.cuda_graphs)}); "
+        f"{_gb(budget.kv_needed)}, engine {_gb(budget.outside_kv - budget.weights)}); "
         f"vLLM may use {_gb(usable)} GB of the {card.name} at gpu_memory_utilization {maximum}: "
         f"{_gb(short)} GB short (it would need {need}).",
         {
@@ -646,12 +877,15 @@ def engine_check(
     tp = tp_indivisible_reason(arch=arch, gpu_count=gpu_count)
     if tp is not None:
         reasons.append(tp)
-    maximum = workload.max_gpu_memory_utilization
+    reasons += checkpoint_reasons(workload=workload, card=card, gpu_count=gpu_count)
+    notes += arch.notes
     if brief and reasons:
         return _brief(workload, card, gpu_count, reasons, per_gpu.total, total.total)
     budget = budget_compute(workload=workload, card=card, gpu_count=gpu_count, weights_per_gpu=per_gpu.total)
-    usable = int(budget.memory_bytes * maximum)
-    if budget.required > usable:
+    # The most gpu_memory_utilization may be: the setting, and, where CUDA graphs are
+    # captured outside it, no more than leaves them room.
+    maximum = budget.utilization_usable(workload.max_gpu_memory_utilization)
+    if budget.required > int(budget.memory_bytes * maximum):
         reasons.append(utilization_needed_reason(card=card, budget=budget, maximum=maximum))
         if brief:
             return _brief(workload, card, gpu_count, reasons, per_gpu.total, total.total)
@@ -664,11 +898,15 @@ def engine_check(
     need = budget.utilization_min()
     fits = not reasons
     launch = None
+    # Capacity is reported at the utilization the line launches with (the most allowed when it does not fit).
+    launched_at = launch_utilization(need, maximum) if fits else maximum
+    usable = int(budget.memory_bytes * launched_at)
     if fits:
         launch = launch_line(
             workload=workload,
+            card=card,
             gpu_count=gpu_count,
-            utilization=launch_utilization(need, maximum),
+            utilization=launched_at,
             batched_tokens=budget.batched_tokens,
         )
     most = longest = None
@@ -681,12 +919,13 @@ def engine_check(
         context=workload.context,
         gpu_count=1,
         batched_tokens=budget.batched_tokens,
+        chunk_held=release_get(workload.engine_version).chunk_held,
     )
     requirement = Requirement(
         gpu_count=gpu_count,
         weights_per_gpu=per_gpu.total,
         kv_cache_per_gpu=budget.kv_needed,
-        overhead_per_gpu=budget.non_torch + budget.activation + budget.cuda_graphs,
+        overhead_per_gpu=budget.outside_kv - budget.weights,
         kv_heads_per_gpu=kv_heads_per_gpu(arch=arch, gpu_count=gpu_count),
         weights_total=total.total,
         kv_cache_logical=one_copy * workload.concurrency,
@@ -697,7 +936,7 @@ def engine_check(
         utilization_max=maximum,
         weights_total=total,
         weights_per_gpu=per_gpu,
-        kv_available=budget.kv_available(maximum),
+        kv_available=budget.kv_available(launched_at),
         max_concurrency=most,
         max_context=longest,
         throughput=speed,
@@ -744,13 +983,13 @@ def requirement_one_gpu(*, workload: Workload) -> Requirement:
         context=workload.context,
         gpu_count=1,
         batched_tokens=BATCHED_TOKENS_LARGE,
+        chunk_held=release_get(workload.engine_version).chunk_held,
     )
     engine = (
         non_torch_bytes(1)
         + activation_bytes(
             arch=arch,
             layout=layout,
-            gpu_count=1,
             batched_tokens=BATCHED_TOKENS_LARGE,
             max_num_seqs=workload.concurrency,
         )

@@ -378,6 +378,7 @@ def architecture_from_hf_config(
         checkpoint=checkpoint_format(cfg.get("quantization_config")),
         native_context=native_context,
         notes=notes,
+        family=family,
         attention_chunk=chunk if chunked_layers else None,
         chunked_attention_layers=chunked_layers,
     )

@@ -93,6 +93,7 @@ class Architecture(models.Model):
         native = chunk = None
         chunked = 0
         notes: tuple[str, ...] = ()
+        family = ""
         if self.config:
             from .hf_config import architecture_from_hf_config, published_count_notes
 
@@ -109,6 +110,7 @@ class Architecture(models.Model):
             )
             hf_repo, native = parsed.hf_repo, parsed.native_context
             chunk, chunked = parsed.attention_chunk, parsed.chunked_attention_layers
+            family = parsed.family
         return Arch(
             slug=self.slug,
             name=self.name,
@@ -131,6 +133,7 @@ class Architecture(models.Model):
             hf_repo=hf_repo or "",
             native_context=native,
             notes=notes,
+            family=family,
             attention_chunk=chunk,
             chunked_attention_layers=chunked,
         )

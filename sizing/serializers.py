@@ -26,7 +26,15 @@ from .arithmetic import (
     kv_cache_bytes_per_token,
     requirement_compute,
 )
-from .engine import PROFILE_GUIDE, PROFILE_VLLM, PROFILES, requirement_one_gpu
+from .engine import (
+    PROFILE_GUIDE,
+    PROFILE_VLLM,
+    PROFILES,
+    engine_versions,
+    newest_version,
+    requirement_one_gpu,
+    template_version,
+)
 from .hf_config import architecture_from_hf_config
 from .models import Architecture, AttentionKind
 from .selectors import architecture_get
@@ -87,6 +95,12 @@ class WorkloadInput(serializers.Serializer):
         default=PROFILE_VLLM,
         help_text="vllm (default): what vLLM really loads and admits, with its launch line; guide: the inference "
         "guide's arithmetic (weights + KV cache + 2 GB).",
+    )
+    engine_version = serializers.ChoiceField(
+        choices=list(engine_versions()),
+        default=template_version(),
+        help_text=f"vllm profile: the vLLM release sized for: {template_version()} (the template's, default) or "
+        f"{newest_version()} (the newest, installed by the customer).",
     )
     context = serializers.IntegerField(
         min_value=1, max_value=MAX_CONTEXT, default=8192, help_text="Tokens per sequence."
@@ -169,6 +183,7 @@ class WorkloadInput(serializers.Serializer):
             overhead_gb=attrs.get("overhead_gb", overhead_default()),
             profile=attrs["profile"],
             max_gpu_memory_utilization=max_utilization(),
+            engine_version=attrs["engine_version"],
         )
         return attrs
 
@@ -335,13 +350,18 @@ class WeightsOutput(serializers.Serializer):
 class EngineOutput(serializers.Serializer):
     memory_gb = serializers.FloatField(help_text="The card's memory as CUDA/ROCm report it.")
     gpu_memory_utilization_min = serializers.FloatField(help_text="The lowest setting at which it fits.")
-    gpu_memory_utilization_max = serializers.FloatField(help_text="SIZING_MAX_GPU_MEMORY_UTILIZATION.")
+    gpu_memory_utilization_max = serializers.FloatField(
+        help_text="SIZING_MAX_GPU_MEMORY_UTILIZATION (less where CUDA graphs, captured outside it, need the rest)."
+    )
+    engine_version = serializers.CharField(help_text="The vLLM release sized for.")
     non_torch_gb = serializers.FloatField(help_text="CUDA context and NCCL buffers.")
     activation_gb = serializers.FloatField(help_text="Peak of the profile run (max_num_batched_tokens, sampler).")
     cuda_graphs_gb = serializers.FloatField()
     kv_cache_needed_gb = serializers.FloatField(help_text="The requested sequences, in whole blocks.")
     kv_cache_per_sequence_gb = serializers.FloatField()
-    kv_cache_available_gb = serializers.FloatField(help_text="At gpu_memory_utilization_max.")
+    kv_cache_available_gb = serializers.FloatField(
+        help_text="At the launch line's gpu_memory_utilization (gpu_memory_utilization_max when it does not fit)."
+    )
     kv_cache_tokens = serializers.IntegerField(help_text="Tokens that KV cache holds (what vLLM logs as its size).")
     block_size = serializers.IntegerField()
     max_num_batched_tokens = serializers.IntegerField()
@@ -521,6 +541,7 @@ def engine_payload(check) -> dict[str, Any]:
             "memory_gb": gb_number(budget.memory_bytes),
             "gpu_memory_utilization_min": float(detail.utilization_min),
             "gpu_memory_utilization_max": float(detail.utilization_max),
+            "engine_version": workload.engine_version,
             "non_torch_gb": gb_number(budget.non_torch),
             "activation_gb": gb_number(budget.activation),
             "cuda_graphs_gb": gb_number(budget.cuda_graphs),

@@ -93,7 +93,7 @@ def test_seed_command_is_idempotent():
     Architecture.objects.all().delete()
     out = StringIO()
     call_command("seed_architectures", stdout=out)
-    assert "22 new" in out.getvalue()
+    assert "26 new" in out.getvalue()
     out = StringIO()
     call_command("seed_architectures", stdout=out)
     assert "already" in out.getvalue()
