@@ -314,8 +314,24 @@ def _checkpoints() -> dict[tuple[str, str], dict[str, Any]]:
     return {(row["model"], row["format"]): row for row in data["checkpoints"]}
 
 
-def published_checkpoint(*, slug: str, fmt: str) -> dict[str, Any] | None:
-    return _checkpoints().get((slug, fmt))
+@lru_cache(maxsize=1)
+def _slugs_by_repo() -> dict[str, str]:
+    data = json.loads((DATA / "architectures.json").read_text())
+    out = {}
+    for row in data["architectures"]:
+        source = str(row.get("source") or "")
+        if source.startswith("https://huggingface.co/"):
+            out["/".join(source.removeprefix("https://huggingface.co/").split("/")[:2]).lower()] = row["slug"]
+    return out
+
+
+def published_checkpoint(*, slug: str, fmt: str, repo: str = "") -> dict[str, Any] | None:
+    """The known checkpoint of a model in a format: by the model's slug, or by
+    the Hugging Face repo of a posted config.json."""
+    found = _checkpoints().get((slug, fmt))
+    if found is None and repo:
+        found = _checkpoints().get((_slugs_by_repo().get(repo.lower(), ""), fmt))
+    return found
 
 
 # --- Weights ----------------------------------------------------------------------------
@@ -684,7 +700,7 @@ def checkpoint_reasons(*, workload: Workload, card: Card, gpu_count: int) -> lis
     arch = workload.arch
     fmt_name = workload_format_name(workload)
     declared = (arch.checkpoint or {}).get("format")
-    known = published_checkpoint(slug=arch.slug, fmt=fmt_name)
+    known = published_checkpoint(slug=arch.slug, fmt=fmt_name, repo=arch.hf_repo)
     reasons: list[Reason] = []
     fmt = FORMATS[fmt_name]
     if fmt_name in PREQUANTIZED_ONLY and known is None and declared != fmt_name and arch.hf_repo:
@@ -746,7 +762,7 @@ def launch_line(*, workload: Workload, card: Card, gpu_count: int, utilization: 
     fmt = workload_format_name(workload)
     repo = arch.hf_repo or arch.slug
     notes: list[str] = []
-    known = published_checkpoint(slug=arch.slug, fmt=fmt)
+    known = published_checkpoint(slug=arch.slug, fmt=fmt, repo=arch.hf_repo)
     args: dict[str, Any] = {
         "tensor-parallel-size": gpu_count,
         "max-model-len": workload.context,

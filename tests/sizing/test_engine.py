@@ -411,3 +411,21 @@ def test_awq_splits_checked_for_marlin_alignment():
 def test_no_launch_line_when_it_does_not_fit():
     check = engine_check(workload=vllm("llama-3.1-70b", context=8192), card=card("l4"), gpu_count=1)
     assert not check.fits and check.engine.launch is None
+
+
+def test_llama4_chunked_layers_hold_the_whole_context_in_0_9_and_a_chunk_in_the_newest():
+    a = parsed("llama-4-scout")  # 36 of 48 layers attend within 8192-token chunks
+    per_token_layer = 2 * 8 * 128 * 2
+    old = kv_bytes_per_sequence(arch=a, kv_precision="bf16", context=131072, gpu_count=1, batched_tokens=8192)
+    assert old == 48 * 131072 * per_token_layer  # vLLM 0.9.2: FullAttentionSpec on every layer
+    new = kv_bytes_per_sequence(
+        arch=a, kv_precision="bf16", context=131072, gpu_count=1, batched_tokens=8192, chunk_held=True
+    )
+    # ChunkedLocalAttentionSpec: min(chunk + batched tokens, context) tokens on a chunked layer.
+    assert new == (12 * 131072 + 36 * (8192 + 8192)) * per_token_layer
+    w = vllm(a, context=131072, concurrency=1)
+    template = engine_check(workload=w, card=card("h100-sxm"), gpu_count=4, solve=True)
+    newest = engine_check(
+        workload=replace(w, engine_version=newest_version()), card=card("h100-sxm"), gpu_count=4, solve=True
+    )
+    assert newest.engine.max_concurrency > 2 * template.engine.max_concurrency > 0

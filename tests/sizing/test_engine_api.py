@@ -153,3 +153,15 @@ def test_recommend_leaves_out_what_cannot_run(api):
 def test_stated_parameters_drop_the_config_layout(api):
     body = check(api, model="llama-3.1-8b", params_b=10, precision="bf16", gpu="h100-sxm").json()
     assert body["weights"]["layout"] == "estimated" and body["weights"]["total"]["total_gb"] == 20.0
+
+
+def test_an_estimate_far_from_the_published_count_is_said_in_the_answer(api):
+    cfg = hf_config("llama-4-maverick")
+    wrong = {**cfg, "text_config": {**cfg["text_config"], "interleave_moe_layer_step": 1}}
+    body = check(api, architecture=wrong, precision="fp8", gpu="h200-sxm", gpu_count=8).json()
+    assert any("400.0B published" in n for n in body["notes"])
+    right = check(api, architecture=cfg, precision="fp8", gpu="h100-sxm", gpu_count=8).json()
+    assert not any("published" in n for n in right["notes"])
+    # Maverick is served on 8 x H100 from Meta's FP8 checkpoint.
+    assert right["fits"] is True
+    assert right["launch"]["model"] == "meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8"
