@@ -337,10 +337,10 @@ def test_an_invalid_invoice_releases_the_reservation(
 
 @pytest.mark.parametrize("profile", ["guide", "vllm", None])
 def test_orders_are_gated_by_the_engine_whatever_profile_is_sent(chains, customer_api, ssh_key, catalog, profile):
-    """70B in FP8 with two 8k sequences on one H100 SXM: the guide's arithmetic
+    """70B in FP8 with two 10k sequences on one H100 SXM: the guide's arithmetic
     (weights + KV + 2 GB) says it fits, vLLM's budget says it does not. The
     order follows the engine even when the body asks for the guide."""
-    workload = {"model": "llama-3.1-70b", "precision": "fp8", "context": 8192, "concurrency": 2}
+    workload = {"model": "llama-3.1-70b", "precision": "fp8", "context": 10000, "concurrency": 2}
     if profile is not None:
         workload["profile"] = profile
     guide = customer_api.post(
