@@ -129,6 +129,7 @@ class Release:
     label: str
     weights: dict[str, frozenset[str]]
     weight_only: dict[str, frozenset[str]]
+    moe_refused: dict[str, frozenset[str]]
     families_missing: dict[str, str]
     fp8_kv_v0: frozenset[str]
     graphs_inside: bool
@@ -160,6 +161,7 @@ def _releases() -> tuple[str, str, dict[str, Release]]:
             label=row["label"],
             weights={k: frozenset(v) for k, v in row["weights"].items()},
             weight_only={k: frozenset(v) for k, v in row["weight_only"].items()},
+            moe_refused={k: frozenset(v) for k, v in row.get("moe_refused", {}).items()},
             families_missing=dict(row["model_families_missing"]),
             fp8_kv_v0=frozenset(row["fp8_kv_falls_back_to_v0"]),
             graphs_inside=row["cuda_graphs_inside_utilization"],
@@ -194,7 +196,9 @@ def card_family(card: Card) -> str:
 
 
 def _runs(release: Release, fmt: str, family: str, is_moe: bool) -> bool:
-    return family in release.weights.get(fmt, frozenset()) and not (fmt == "fp8" and family == "ampere" and is_moe)
+    return family in release.weights.get(fmt, frozenset()) and not (
+        is_moe and family in release.moe_refused.get(fmt, frozenset())
+    )
 
 
 def formats_that_run(*, family: str, is_moe: bool, release: Release | None = None) -> list[str]:
