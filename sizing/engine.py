@@ -70,12 +70,16 @@ BATCHED_TOKENS_LARGE = 8192
 NON_TORCH_BYTES = 160 * MIB
 NON_TORCH_TP_BYTES = 300 * MIB
 NON_TORCH_PER_GPU_BYTES = 50 * MIB
-# The activation peak: a fixed workspace (cuBLAS, attention), the forward pass
-# of the batched tokens, and the sampler: float32 logits, probabilities,
-# log-probabilities and random draws plus the sort's values (4 bytes each) and
-# int64 indices (8) = 28 bytes per vocabulary entry per sequence.
-WORKSPACE_BYTES = 256 * MIB
-SAMPLER_BYTES_PER_ENTRY = 28
+# The activation peak: a fixed workspace (cuBLAS, attention, the kept hidden
+# states), plus the larger of the forward pass of the batched tokens and the
+# sampler step: profile_run runs _dummy_run, frees its intermediates, then
+# _dummy_sampler_run over max_num_seqs rows of logits (float32 logits,
+# probabilities, log-probabilities, random draws, sort values and indices and
+# their copies). Both constants are fitted to vLLM's logged torch peaks (4.76 GiB
+# for Llama 3.1 8B, 5.64 for Qwen3-32B, 5.56 for Qwen3-0.6B, 7.38 for gpt-oss,
+# all at 1024 sequences): 0.43 GiB + 36 bytes per vocabulary entry per sequence.
+WORKSPACE_BYTES = 440 * MIB
+SAMPLER_BYTES_PER_ENTRY = 36
 ASSUMED_VOCAB = 128_256  # for shapes without a config.json
 # CUDA graphs: vLLM 0.9 captures them after allocating the KV cache, out of the
 # memory gpu_memory_utilization leaves (the answer checks that they fit there);
@@ -421,11 +425,13 @@ def _ffn_width(layout: Layout, arch: Arch) -> tuple[int, int]:
 
 
 def activation_bytes(*, arch: Arch, layout: Layout, batched_tokens: int, max_num_seqs: int) -> int:
-    """The peak of vLLM's profile run on one GPU: the forward pass of
-    `batched_tokens` tokens and a sampler step over `max_num_seqs` sequences.
-    vLLM measures the same peak on every rank of a tensor-parallel group (the
-    profile run's workspaces and the gathered logits do not shrink with N), so
-    it is not divided by the group size."""
+    """The peak of vLLM's profile run on one GPU (gpu_model_runner.py
+    GPUModelRunner.profile_run): the forward pass of `batched_tokens` tokens,
+    then, once its intermediates are freed, a sampler step over `max_num_seqs`
+    sequences; the peak is the larger of the two over a fixed workspace. vLLM
+    measures the same peak on every rank of a tensor-parallel group (the
+    workspaces and the gathered logits do not shrink with N), so it is not
+    divided by the group size."""
     hidden = arch.hidden_size
     q_width = arch.attention_heads * arch.head_dim
     kv_width = 2 * arch.kv_heads * arch.head_dim
@@ -436,7 +442,7 @@ def activation_bytes(*, arch: Arch, layout: Layout, batched_tokens: int, max_num
     forward = batched_tokens * 2 * (4 * hidden + q_width + kv_width + ffn)
     vocab = layout.vocab_size or ASSUMED_VOCAB
     sampler = max_num_seqs * vocab * SAMPLER_BYTES_PER_ENTRY
-    return WORKSPACE_BYTES + forward + sampler
+    return WORKSPACE_BYTES + max(forward, sampler)
 
 
 def cuda_graph_bytes(arch: Arch) -> int:
