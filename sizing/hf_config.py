@@ -579,7 +579,9 @@ def checkpoint_format(quantization: Any) -> dict[str, Any] | None:
 # by what sizing needs, not by what a client sends. A key read above belongs here.
 CONFIG_KEYS_READ = frozenset(
     {
-        "_name_or_path", "active_params_b", "attention_bias", "d_model", "decoder_sparse_step",
+        "_name_or_path", "_vision_config", "_wrapper_type", "active_params_b", "attention_bias",
+        "attention_chunk_size", "interleave_moe_layer_step", "intermediate_size_mlp", "no_rope_layer_interval",
+        "no_rope_layers", "num_nextn_predict_layers", "d_model", "decoder_sparse_step",
         "experts_per_token", "ffn_dim", "first_k_dense_replace", "head_dim", "hidden_size",
         "intermediate_size", "kv_lora_rank", "layer_types", "max_position_embeddings",
         "max_sequence_length", "max_window_layers", "mlp_bias", "model_type", "moe_intermediate_size",
@@ -595,6 +597,10 @@ CONFIG_KEYS_READ = frozenset(
 _ROPE_KEYS_READ = ("rope_type", "type", "factor", "original_max_position_embeddings")
 _QUANTIZATION_KEYS_READ = ("quant_method", "group_size", "quant_algo")
 _QUANT_WEIGHTS_KEYS_READ = ("num_bits", "type", "group_size")
+_VISION_KEYS_READ = (
+    "hidden_size", "intermediate_size", "num_hidden_layers", "patch_size", "image_size", "num_channels",
+    "projector_input_dim", "projector_output_dim", "vision_output_dim",
+)  # fmt: skip
 
 
 def _picked(value: Any, keys: tuple[str, ...]) -> Any:
@@ -611,6 +617,8 @@ def config_read_part(config: Any) -> dict[str, Any]:
     kept = {k: v for k, v in cfg.items() if k in CONFIG_KEYS_READ}
     if "rope_scaling" in kept:
         kept["rope_scaling"] = _picked(kept["rope_scaling"], _ROPE_KEYS_READ)
+    if "_vision_config" in kept:
+        kept["_vision_config"] = _picked(kept["_vision_config"], _VISION_KEYS_READ)
     quantization = kept.get("quantization_config")
     if isinstance(quantization, dict):
         part = _picked(quantization, _QUANTIZATION_KEYS_READ)
