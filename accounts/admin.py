@@ -14,7 +14,7 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from accounts import services
 from accounts.models import Account, ApiToken, SshKey
-from core.admin import AuditedModelAdmin, ReadOnlyInline, reason_action
+from core.admin import AuditedModelAdmin, ReadOnlyInline, reason_action, related_panels
 from core.audit import audit_record, model_snapshot, snapshot_diff
 from core.errors import DomainError
 
@@ -109,10 +109,24 @@ class AccountAdmin(AuditedModelAdmin, UserAdmin):
     def get_inlines(self, request, obj):
         return self.inlines if obj is not None else []
 
+    def _panels(self, request):
+        # The customer's orders, invoices, rentals and credit: panels the apps
+        # that own them register (rentals/admin.py, billing/admin.py), each a
+        # bounded table with a link to the full list, shown to staff who may
+        # view those records.
+        return related_panels(model="accounts.Account", user=request.user)
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = list(super().get_fieldsets(request, obj))
+        panels = self._panels(request) if obj is not None else []
+        if panels:
+            fieldsets.insert(1, ("Orders, billing and rentals", {"fields": panels}))
+        return fieldsets
+
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
             return ()
-        readonly = ["username", "created_at", "last_login"]
+        readonly = ["username", "created_at", "last_login", *self._panels(request)]
         if not request.user.is_superuser:
             # Granting rights is for superusers; other staff may only switch accounts on and off.
             readonly += ["is_staff", "is_superuser", "groups", "user_permissions"]

@@ -5,13 +5,18 @@ and forms below, which call billing services and record who, when and why."""
 from __future__ import annotations
 
 from decimal import Decimal
+from fractions import Fraction
 
 from django import forms
 from django.contrib import admin
+from django.db.models import DecimalField, OuterRef, Prefetch, Subquery, Sum
+from django.templatetags.static import static
+from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
 from billing import services
-from billing.currencies import CURRENCIES, amount_label
+from billing.admin_forms import RecordPaymentForm, RefundAmountField, refund_amount_clean
+from billing.currencies import amount_label
 from billing.models import (
     ChainState,
     CreditBalance,
@@ -19,6 +24,7 @@ from billing.models import (
     CreditKind,
     Invoice,
     InvoiceLine,
+    InvoiceStatus,
     Payment,
     PaymentRequest,
     RateSample,
@@ -29,13 +35,18 @@ from billing.selectors import chain_health
 from billing.serializers import checkout_url
 from core import display
 from core.admin import (
+    PANEL_ROWS,
     ReadOnlyAdmin,
     ReadOnlyInline,
     ReasonForm,
     RecordAdmin,
     ServiceAddAdmin,
+    admin_link,
+    changelist_url,
     json_display,
     reason_action,
+    related_panel_register,
+    related_table,
     usd_display,
 )
 
@@ -134,19 +145,6 @@ class StrayTransferInline(ReadOnlyInline):
     verbose_name_plural = "stray transfers (never credited: review them)"
 
 
-class RecordPaymentForm(ReasonForm):
-    txid = forms.CharField(max_length=128)
-    amount = forms.IntegerField(min_value=1, help_text="Base units (satoshi, wei, piconero, lamport, ...).")
-    confirmations = forms.IntegerField(min_value=0)
-    output_index = forms.IntegerField(
-        initial=0,
-        help_text="Output index (BTC, LTC), log index (USDT, USDC) or subaddress index (XMR); ignored for ETH.",
-    )
-    currency = forms.ChoiceField(
-        choices=[("", "the invoice's active currency")] + [(c, c) for c in CURRENCIES], required=False
-    )
-
-
 def _record_payment(invoice, *, actor, reason, txid, amount, confirmations, output_index, currency):
     services.payment_record_manual(
         invoice_number=invoice.number,
@@ -158,6 +156,95 @@ def _record_payment(invoice, *, actor, reason, txid, amount, confirmations, outp
         reason=reason,
         actor=actor,
     )
+
+
+# --- What an invoice pays for, as a link ----------------------------------------------
+# billing knows a subject only as "<kind>:<id>[:...]" (order:12, rental:5:auto).
+# The apps that issue invoices name the admin page of each kind they issue
+# (rentals/admin.py registers "order" and "rental"), so billing links to it
+# without importing them.
+
+_subject_pages: dict[str, str] = {}
+
+
+def subject_admin_register(*, kind: str, url_name: str) -> None:
+    """Invoices whose subject is `<kind>:<id>...` link to `url_name` (an admin change URL name) with that id."""
+    _subject_pages[kind] = url_name
+
+
+def subject_link(subject: str):
+    kind, _, rest = subject.partition(":")
+    object_id = rest.split(":", 1)[0]
+    url_name = _subject_pages.get(kind)
+    if url_name is None or not object_id.isdigit():
+        return subject
+    try:
+        url = reverse(url_name, args=[int(object_id)])
+    except NoReverseMatch:
+        return subject
+    return format_html('<a href="{}">{}</a>', url, subject)
+
+
+# --- What is left to pay, in words --------------------------------------------------
+
+# Credit entries that came from this invoice's payments (as the checkout page counts them).
+CREDIT_FROM_PAYMENTS = ("overpayment", "late_payment", "payment_credit", "unfulfilled")
+
+
+def _credited_subquery():
+    return Subquery(
+        CreditEntry.objects.filter(invoice=OuterRef("pk"), kind__in=CREDIT_FROM_PAYMENTS)
+        .order_by()
+        .values("invoice")
+        .annotate(total=Sum("amount_usd"))
+        .values("total"),
+        output_field=DecimalField(max_digits=14, decimal_places=2),
+    )
+
+
+def to_pay_text(invoice: Invoice, *, credited_usd: Decimal | None) -> str:
+    """What the invoice still asks for, or why it asks for nothing: "0.31 LTC",
+    "0.16 LTC of 0.31 LTC" after a partial payment, "paid from credit",
+    "credited 130.00 USD" for an invalid or expired invoice whose payments
+    became credit. Reads the invoice's prefetched requests and payments."""
+    requests = {r.pk: r for r in invoice.requests.all()}
+    counted = [p for p in invoice.payments.all() if p.counted]
+    credited = f"credited {display.usd(credited_usd)} USD" if credited_usd else ""
+    status = invoice.status
+    if status == InvoiceStatus.SETTLED:
+        paid = {"credit": "paid from credit", "staff": "marked settled"}.get(invoice.settled_via, "paid")
+        return f"{paid}; over-payment {credited}" if credited else paid
+    if status == InvoiceStatus.PROCESSING:
+        return "nothing: paid, confirming"
+    received = ", ".join(
+        amount_label(code, sum(int(p.amount) for p in counted if p.currency == code), with_base_units=False)
+        for code in dict.fromkeys(p.currency for p in counted)
+    )
+    if status == InvoiceStatus.INVALID:
+        return f"nothing (invalid); {credited}" if credited else "nothing (invalid)"
+    if status == InvoiceStatus.EXPIRED:
+        if credited:
+            return f"nothing (expired); {credited}"
+        return f"nothing (expired); {received} received, credit pending" if received else "nothing (expired unpaid)"
+    request = invoice.active_request
+    if request is None:
+        return f"{display.usd(invoice.total_usd)} USD, currency not chosen"
+    # As billing's state machine counts: each payment pays amount / amount due of its own quote.
+    seen = sum(
+        (
+            Fraction(int(p.amount), int(requests[p.request_id].amount_due))
+            for p in counted
+            if p.disposition == "open" and p.request_id in requests
+        ),
+        Fraction(0),
+    )
+    amount_due = int(request.amount_due)
+    remaining = max(Fraction(0), 1 - seen)
+    due = -(-(remaining.numerator * amount_due) // remaining.denominator)
+    due_text = amount_label(request.currency, due, with_base_units=False)
+    if seen:
+        return f"{due_text} of {amount_label(request.currency, amount_due, with_base_units=False)} (part paid)"
+    return due_text
 
 
 @admin.register(Invoice)
@@ -174,7 +261,7 @@ class InvoiceAdmin(RecordAdmin):
         "amount_due",
         "created_at",
         "settled_at",
-        "needs_attention",
+        "attention",
     )
     fieldsets = (
         (
@@ -185,19 +272,19 @@ class InvoiceAdmin(RecordAdmin):
                     "account",
                     "checkout_page",
                     "description",
-                    "subject",
+                    "pays_for",
                     "status",
                     "exception",
                     "needs_attention",
                 )
             },
         ),
-        ("Money", {"fields": (usd_display("total_usd", "total USD"), "amount_due", "settled_via")}),
+        ("Money", {"fields": (usd_display("total_usd", "total USD"), "amount_due", "settled_via", "credited")}),
         ("Times (UTC)", {"fields": ("created_at", "expires_at", "monitoring_until", "settled_at")}),
         ("What it pays for", {"fields": (json_display("metadata", "snapshot"),)}),
     )
     # checkout_token is the page's key: shown as the link above, never as a bare value.
-    shown_otherwise = ("id", "total_usd", "metadata", "checkout_token")
+    shown_otherwise = ("id", "total_usd", "metadata", "checkout_token", "subject")
     list_filter = ("status", "exception", "requests__currency", "needs_attention", "settled_via")
     search_fields = ("number", "account__username", "subject", "requests__address", "payments__txid")
     date_hierarchy = "created_at"
@@ -236,13 +323,42 @@ class InvoiceAdmin(RecordAdmin):
     ]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).prefetch_related("requests").distinct()
+        return (
+            super()
+            .get_queryset(request)
+            .prefetch_related(
+                "requests", Prefetch("payments", queryset=Payment.objects.order_by("first_seen_at", "id"))
+            )
+            .annotate(credited_usd=_credited_subquery())
+            .distinct()
+        )
 
     @admin.display(description="to pay")
     def amount_due(self, invoice):
-        """What the active payment request asks for, in whole coins."""
-        req = invoice.active_request
-        return amount_label(req.currency, req.amount_due, with_base_units=False) if req else display.EMPTY
+        """What is left to pay in the active quote's coins, or why nothing is."""
+        return to_pay_text(invoice, credited_usd=invoice.credited_usd)
+
+    @admin.display(description="credited from its payments")
+    def credited(self, invoice):
+        if not invoice.credited_usd:
+            return display.EMPTY
+        url = changelist_url("admin:billing_creditentry_changelist", invoice__id__exact=invoice.pk)
+        return format_html('{} USD (<a href="{}">ledger rows</a>)', display.usd(invoice.credited_usd), url)
+
+    @admin.display(description="needs attention", ordering="needs_attention", empty_value="")
+    def attention(self, invoice):
+        """A mark on the rows that need a look; nothing on the others."""
+        if not invoice.needs_attention:
+            return None
+        return format_html(
+            '<span class="attention"><img src="{}" alt="" width="14" height="14"> review</span>',
+            static("admin/img/icon-alert.svg"),
+        )
+
+    @admin.display(description="pays for", ordering="subject")
+    def pays_for(self, invoice):
+        """The subject as a link to its page (an order, a rental's renewal)."""
+        return subject_link(invoice.subject)
 
     @admin.display(description="checkout page")
     def checkout_page(self, invoice):
@@ -276,7 +392,7 @@ class PaymentAdmin(ReadOnlyAdmin):
     )
     shown_otherwise = ("id", "amount", "amount_usd")
     list_filter = ("chain", "currency", "status", "disposition", "source")
-    search_fields = ("txid", "invoice__number", "request__address")
+    search_fields = ("txid", "invoice__number", "invoice__account__username", "request__address")
     list_select_related = ("invoice",)
 
 
@@ -290,6 +406,7 @@ class CreditEntryForm(forms.ModelForm):
         help_text="Adjustment: positive adds credit, negative removes it. Refund: the USD value refunded (positive).",
     )
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=True)
+    refund_amount = RefundAmountField()
 
     class Meta:
         model = CreditEntry
@@ -303,6 +420,11 @@ class CreditEntryForm(forms.ModelForm):
             "refund_amount",
             "refund_txid",
         )
+
+    def clean(self):
+        data = super().clean()
+        refund_amount_clean(self, data)
+        return data
 
 
 @admin.display(description="refund amount")
@@ -360,7 +482,7 @@ class CreditEntryAdmin(ServiceAddAdmin):
                 amount_usd=Decimal(data["amount_usd"]),
                 currency=data["refund_currency"] or "",
                 destination=data["refund_destination"],
-                amount=int(data["refund_amount"] or 0),
+                amount=data["refund_amount"] or 0,
                 txid=data["refund_txid"],
                 reason=data["reason"],
                 actor=request.user,
@@ -465,3 +587,68 @@ class StrayTransferAdmin(RecordAdmin):
             ),
         )
     ]
+
+
+# --- On a customer's page (accounts' admin): their invoices and credit -----------------
+
+
+def _account_invoices(account) -> object:
+    invoices = (
+        Invoice.objects.filter(account=account)
+        .prefetch_related("requests", "payments")
+        .annotate(credited_usd=_credited_subquery())
+        .order_by("-created_at", "-id")
+    )
+    return related_table(
+        rows=list(invoices[:PANEL_ROWS]),
+        columns=[
+            ("number", lambda i: admin_link("admin:billing_invoice_change", i.pk, i.number)),
+            ("pays for", lambda i: subject_link(i.subject)),
+            ("status", lambda i: i.get_status_display() if not i.exception else f"{i.status}, {i.exception}"),
+            ("total USD", lambda i: display.usd(i.total_usd)),
+            ("to pay", lambda i: to_pay_text(i, credited_usd=i.credited_usd)),
+            ("created", lambda i: f"{i.created_at:%Y-%m-%d %H:%M}"),
+        ],
+        total=Invoice.objects.filter(account=account).count(),
+        list_url=changelist_url("admin:billing_invoice_changelist", account__id__exact=account.pk),
+        noun="invoices",
+    )
+
+
+def _account_credit(account) -> object:
+    balance = CreditBalance.objects.filter(account=account).values_list("balance_usd", flat=True).first()
+    entries = CreditEntry.objects.filter(account=account).select_related("invoice").order_by("-created_at", "-id")
+    table = related_table(
+        rows=list(entries[:5]),
+        columns=[
+            ("when", lambda e: admin_link("admin:billing_creditentry_change", e.pk, f"{e.created_at:%Y-%m-%d %H:%M}")),
+            ("kind", lambda e: e.get_kind_display()),
+            ("amount USD", lambda e: display.usd(e.amount_usd)),
+            ("balance after", lambda e: display.usd(e.balance_after_usd)),
+            ("invoice", lambda e: e.invoice.number if e.invoice else display.EMPTY),
+        ],
+        total=CreditEntry.objects.filter(account=account).count(),
+        list_url=changelist_url("admin:billing_creditentry_changelist", account__id__exact=account.pk),
+        noun="ledger rows",
+    )
+    return format_html(
+        '<p class="credit-balance">Balance: <strong>{} USD</strong></p>{}', display.usd(balance or 0), table
+    )
+
+
+related_panel_register(
+    model="accounts.Account",
+    name="invoices",
+    title="invoices",
+    render=_account_invoices,
+    permission="billing.view_invoice",
+    order=20,
+)
+related_panel_register(
+    model="accounts.Account",
+    name="credit",
+    title="credit",
+    render=_account_credit,
+    permission="billing.view_creditentry",
+    order=40,
+)

@@ -1,11 +1,16 @@
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import flatten_fieldsets
 from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 from core import display
 from core.audit import audit_record, model_snapshot, snapshot_diff
@@ -279,14 +284,18 @@ def reason_action(
     `form_class` holds) on an intermediate page, then runs
     `call(obj, actor=request.user, **cleaned_data)` for each selected object.
     Domain refusals are shown as messages; nothing half-applies per object.
-    Only staff with `permissions` on the model (change, by default) see it."""
+    Only staff with `permissions` on the model (change, by default) see it.
+    A form class with `takes_objects = True` is built with the selection
+    (`objects=queryset`), to show facts about it (`form.facts`: label, text
+    pairs shown above the fields) and to check input against it."""
 
     def action(modeladmin, request, queryset):
         if single and queryset.count() != 1:
             modeladmin.message_user(request, "Select exactly one row for this action.", messages.WARNING)
             return None
+        extra = {"objects": queryset} if getattr(form_class, "takes_objects", False) else {}
         if request.POST.get("apply"):
-            form = form_class(request.POST)
+            form = form_class(request.POST, **extra)
             if form.is_valid():
                 done = 0
                 for obj in queryset:
@@ -299,7 +308,7 @@ def reason_action(
                     modeladmin.message_user(request, f"{description}: done for {done}.", messages.SUCCESS)
                 return None
         else:
-            form = form_class()
+            form = form_class(**extra)
         context = {
             **modeladmin.admin_site.each_context(request),
             "title": description,
@@ -315,3 +324,84 @@ def reason_action(
     action.short_description = description
     action.allowed_permissions = permissions
     return action
+
+
+# --- Panels other apps add to a record's page -------------------------------------
+# A customer's page shows their orders, invoices, rentals and credit, which live
+# in apps that accounts may not import (rentals) or that may not import
+# accounts (billing). Each of those apps registers a panel for the model by its
+# label; the page shows the panels its viewer may see. A panel renders a bounded
+# number of rows and links to the full, filtered list.
+
+PANEL_ROWS = 10  # rows a panel shows; the rest are one link away
+
+
+@dataclass(frozen=True)
+class RelatedPanel:
+    show: Callable[[Any], Any]  # a display function for `fieldsets` (obj -> HTML)
+    permission: str  # "app_label.view_model": who may see it
+    order: int
+
+
+_related_panels: dict[str, list[RelatedPanel]] = {}
+
+
+def related_panel_register(
+    *, model: str, name: str, title: str, render: Callable[[Any], Any], permission: str, order: int = 100
+) -> None:
+    """Show `render(obj)` on the page of each `model` ("app_label.ModelName")
+    record, labelled `title`, to staff with `permission`."""
+
+    @admin.display(description=title)
+    def show(obj):
+        return render(obj)
+
+    show.__name__ = f"panel_{name}"
+    panels = [p for p in _related_panels.get(model.lower(), []) if p.show.__name__ != show.__name__]
+    panels.append(RelatedPanel(show=show, permission=permission, order=order))
+    _related_panels[model.lower()] = sorted(panels, key=lambda p: p.order)
+
+
+def related_panels(*, model: str, user) -> list[Callable[[Any], Any]]:
+    """The display functions of the panels registered for `model` that `user` may see."""
+    return [p.show for p in _related_panels.get(model.lower(), []) if user.has_perm(p.permission)]
+
+
+def related_table(
+    *,
+    rows: Sequence[Any],
+    columns: Sequence[tuple[str, Callable[[Any], Any]]],
+    total: int,
+    list_url: str,
+    noun: str,
+) -> SafeString:
+    """Up to PANEL_ROWS `rows` as a small table (`columns`: heading, value of a
+    row; values are escaped unless they are safe HTML), and a link to all
+    `total` of them (`list_url`: the filtered list)."""
+    if not total:
+        return format_html('<span class="related-none">No {} yet.</span>', noun)
+    head = format_html_join("", '<th scope="col">{}</th>', ((title,) for title, _ in columns))
+    body = format_html_join(
+        "",
+        "<tr>{}</tr>",
+        ((format_html_join("", "<td>{}</td>", ((value(row),) for _, value in columns)),) for row in rows),
+    )
+    more = f"All {total} {noun}" if total > len(rows) else f"The {noun} as a list"
+    return format_html(
+        '<table class="related-table"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>'
+        '<p class="related-more"><a href="{}">{}</a></p>',
+        head,
+        body,
+        list_url,
+        more,
+    )
+
+
+def admin_link(url_name: str, pk: Any, text: Any) -> SafeString:
+    """A link to a record's admin page (`url_name`: "admin:app_model_change")."""
+    return format_html('<a href="{}">{}</a>', reverse(url_name, args=[pk]), text)
+
+
+def changelist_url(url_name: str, **filters: Any) -> str:
+    """A list page filtered by `filters` (field lookups, as its filter links write them)."""
+    return f"{reverse(url_name)}?{urlencode(filters)}"

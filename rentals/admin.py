@@ -8,14 +8,21 @@ from django.contrib import admin
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
+from billing.admin import subject_admin_register
+from core import display
 from core.admin import (
+    PANEL_ROWS,
     ReadOnlyInline,
     ReasonForm,
     RecordAdmin,
     ReportAdmin,
+    admin_link,
+    changelist_url,
     json_display,
     percent_display,
     reason_action,
+    related_panel_register,
+    related_table,
     usd_display,
 )
 from rentals import services
@@ -286,3 +293,74 @@ class RentalDashboardAdmin(ReportAdmin):
             **dashboard_context(now=timezone.now()),
         }
         return TemplateResponse(request, "admin/rentals/dashboard.html", context)
+
+
+# --- Links from billing and panels on a customer's page ---------------------------------
+
+# Invoices name what they pay for as "order:<id>" or "rental:<id>:<kind>" (renewals, usage).
+subject_admin_register(kind="order", url_name="admin:rentals_order_change")
+subject_admin_register(kind="rental", url_name="admin:rentals_rental_change")
+
+
+def _account_orders(account):
+    orders = Order.objects.filter(account=account).select_related("invoice").order_by("-created_at", "-id")
+    return related_table(
+        rows=list(orders[:PANEL_ROWS]),
+        columns=[
+            ("order", lambda o: admin_link("admin:rentals_order_change", o.pk, o.pk)),
+            ("status", lambda o: o.get_status_display()),
+            ("instance", instance),
+            ("region", lambda o: o.region_code),
+            ("paid for", paid_terms),
+            ("total USD", lambda o: display.usd(o.total_usd)),
+            (
+                "invoice",
+                lambda o: (
+                    admin_link("admin:billing_invoice_change", o.invoice_id, o.invoice.number)
+                    if o.invoice_id
+                    else display.EMPTY
+                ),
+            ),
+            ("created", lambda o: f"{o.created_at:%Y-%m-%d %H:%M}"),
+        ],
+        total=Order.objects.filter(account=account).count(),
+        list_url=changelist_url("admin:rentals_order_changelist", account__id__exact=account.pk),
+        noun="orders",
+    )
+
+
+def _account_rentals(account):
+    rentals = Rental.objects.filter(account=account).select_related("host").order_by("-created_at", "-id")
+    return related_table(
+        rows=list(rentals[:PANEL_ROWS]),
+        columns=[
+            ("rental", lambda r: admin_link("admin:rentals_rental_change", r.pk, r.pk)),
+            ("status", lambda r: r.get_status_display()),
+            ("instance", instance),
+            ("region", lambda r: r.region_code),
+            ("host", lambda r: r.host or display.EMPTY),
+            ("paid until", lambda r: f"{r.paid_until:%Y-%m-%d %H:%M}" if r.paid_until else display.EMPTY),
+            ("auto-renew", lambda r: "yes" if r.auto_renew else "no"),
+        ],
+        total=Rental.objects.filter(account=account).count(),
+        list_url=changelist_url("admin:rentals_rental_changelist", account__id__exact=account.pk),
+        noun="rentals",
+    )
+
+
+related_panel_register(
+    model="accounts.Account",
+    name="orders",
+    title="orders",
+    render=_account_orders,
+    permission="rentals.view_order",
+    order=10,
+)
+related_panel_register(
+    model="accounts.Account",
+    name="rentals",
+    title="rentals",
+    render=_account_rentals,
+    permission="rentals.view_rental",
+    order=30,
+)

@@ -51,7 +51,7 @@ def test_record_a_payment_from_the_admin(admin_client, invoice):
         invoice.pk,
         reason="seen on the node",
         txid="ab" * 32,
-        amount="100000000",
+        amount="100000000 litoshi",
         confirmations="6",
         output_index="1",
         currency="",
@@ -93,7 +93,7 @@ def test_credit_adjustment_and_refund_from_the_admin(admin_client, customer):
             "reason": "customer asked, ticket 4",
             "refund_currency": "BTC",
             "refund_destination": "bc1qexample",
-            "refund_amount": "105263",
+            "refund_amount": "105263 satoshi",
             "refund_txid": "cd" * 32,
         },
     )
@@ -163,7 +163,7 @@ def test_a_refund_must_say_its_currency(admin_client, customer):
             "reason": "ticket 5",
             "refund_currency": "",
             "refund_destination": "bc1qexample",
-            "refund_amount": "1000",
+            "refund_amount": "1000 satoshi",
             "refund_txid": "ef" * 32,
         },
     )
@@ -230,3 +230,180 @@ def test_rate_samples_list_prices(admin_client):
     cells = re.findall(r'<td class="field-usd_price">([^<]*)</td>', listing)
     assert sorted(cells) == ["0.9987", "151.24"]
     assert "151.237500000000" not in listing and "0.998712000000" not in listing
+
+
+# --- The invoice list: what is left to pay, and which rows need attention ------------------
+
+
+def _new_invoice(customer, total="90.00", currency="LTC", subject="test:2"):
+    return services.invoice_create(
+        account=customer,
+        subject=subject,
+        description="t",
+        lines=[LineSpec("x", Decimal(1), Decimal(total), Decimal(total))],
+        currency=currency,
+    )
+
+
+def _to_pay(client, invoice) -> str:
+    html = client.get("/admin/billing/invoice/").content.decode()
+    row = re.search(rf"<tr>.*?>{invoice.number}<.*?</tr>", html, re.S)
+    assert row, invoice.number
+    cell = re.search(r'<td class="field-amount_due">(.*?)</td>', row.group(0), re.S)
+    return cell.group(1).strip()
+
+
+def test_to_pay_says_what_is_left_or_why_nothing_is(admin_client, invoice, customer):
+    # 90.00 USD at 90 USD per LTC: 1 LTC, nothing paid yet.
+    assert _to_pay(admin_client, invoice) == "1.00000000 LTC"
+    # A partial payment (0.4 LTC): 0.6 LTC left, of the 1 LTC asked.
+    _paid(invoice, amount=40_000_000)
+    assert _to_pay(admin_client, invoice) == "0.60000000 LTC of 1.00000000 LTC (part paid)"
+    # Paid in full (confirmed): nothing left.
+    services.payment_record_manual(
+        invoice_number=invoice.number,
+        txid="cd" * 32,
+        amount=60_000_000,
+        confirmations=6,
+        reason="rest seen",
+        actor=None,
+    )
+    assert _to_pay(admin_client, invoice) == "paid"
+
+    # Paid from credit.
+    services.credit_adjust(account_id=customer.pk, amount_usd=Decimal("100.00"), reason="seed", actor=None)
+    from_credit = _new_invoice(customer, subject="test:3")
+    services.invoice_pay_with_credit(invoice_id=from_credit.pk, account=customer)
+    assert _to_pay(admin_client, from_credit) == "paid from credit"
+
+    # Marked invalid after a confirmed partial payment: the payment became credit.
+    invalid = _new_invoice(customer, subject="test:4")
+    services.payment_record_manual(
+        invoice_number=invalid.number, txid="ef" * 32, amount=50_000_000, confirmations=6, reason="seen", actor=None
+    )
+    services.invoice_mark_invalid(invoice_id=invalid.pk, actor=None, reason="duplicate order")
+    assert _to_pay(admin_client, invalid) == "nothing (invalid); credited 45.00 USD"
+    page = admin_client.get(f"/admin/billing/invoice/{invalid.pk}/change/").content.decode()
+    assert f"/admin/billing/creditentry/?invoice__id__exact={invalid.pk}" in page
+    assert admin_client.get(f"/admin/billing/creditentry/?invoice__id__exact={invalid.pk}").status_code == 200
+
+
+def test_needs_attention_marks_only_the_rows_that_need_it(admin_client, invoice, customer):
+    flagged = _new_invoice(customer, subject="test:5")
+    Invoice.objects.filter(pk=flagged.pk).update(needs_attention=True)
+    html = admin_client.get("/admin/billing/invoice/").content.decode()
+    cells = dict(
+        re.findall(
+            r'<th class="field-number"><a [^>]*>([^<]+)</a></th>.*?<td class="field-attention">(.*?)</td>', html, re.S
+        )
+    )
+    assert cells[invoice.number] in ("", "&nbsp;")
+    assert "review" in cells[flagged.number] and "icon-alert.svg" in cells[flagged.number]
+    assert "icon-no.svg" not in html
+
+
+# --- Recording a payment: whole coins or base units, against what is due -------------------
+
+
+def test_record_payment_form_shows_amount_due_and_confirmations(admin_client, invoice, settings):
+    settings.CONFIRMATIONS = {**settings.CONFIRMATIONS, "LTC": 6}
+    resp = admin_client.post("/admin/billing/invoice/", {"action": "record_payment", "_selected_action": [invoice.pk]})
+    html = resp.content.decode()
+    assert "Amount due in LTC (active quote)" in html
+    assert "1.00000000 LTC (100,000,000 litoshi) at 90.00 USD per LTC; settles at 6 confirmations" in html
+    assert "0.5 LTC or 50000000 litoshi" in html  # how to write the amount
+
+
+def test_record_payment_in_whole_coins_is_converted_exactly(admin_client, invoice):
+    resp = act(
+        admin_client,
+        "record_payment",
+        invoice.pk,
+        reason="seen on the node",
+        txid="12" * 32,
+        amount="0.12345678 LTC",
+        confirmations="1",
+        output_index="0",
+        currency="",
+    )
+    assert resp.status_code == 302
+    assert int(Payment.objects.get().amount) == 12_345_678
+    # The form now shows what was received and what is still due.
+    html = admin_client.post(
+        "/admin/billing/invoice/", {"action": "record_payment", "_selected_action": [invoice.pk]}
+    ).content.decode()
+    assert "0.12345678 LTC (12,345,678 litoshi); still due 0.87654322 LTC (87,654,322 litoshi)" in html
+
+
+@pytest.mark.parametrize(
+    ("typed", "error"),
+    [
+        ("100000000", "Say the unit"),
+        ("0.123456789 LTC", "LTC has 8 decimal places; 0.123456789 has 9."),
+        ("1.5 litoshi", "litoshi are whole numbers"),
+        ("0.01 BTC", "Unknown unit"),
+        ("0 LTC", "The amount must be positive."),
+        ("one LTC", "Write a number and its unit"),
+    ],
+)
+def test_record_payment_refuses_amounts_it_cannot_read_exactly(admin_client, invoice, typed, error):
+    resp = act(
+        admin_client,
+        "record_payment",
+        invoice.pk,
+        reason="seen on the node",
+        txid="34" * 32,
+        amount=typed,
+        confirmations="1",
+        output_index="0",
+        currency="",
+    )
+    assert resp.status_code == 200 and error in resp.content.decode()
+    assert not Payment.objects.exists()
+
+
+def test_amount_parse_is_exact_for_wei():
+    from billing.admin_forms import amount_parse
+
+    parsed = amount_parse("16.004571428571428572 ETH", currencies=["ETH"])
+    assert (parsed.currency, parsed.base_units) == ("ETH", 16_004_571_428_571_428_572)
+    assert amount_parse("2,500 wei", currencies=["ETH"]).base_units == 2500
+    shared = amount_parse("5000000 token units", currencies=["USDT", "USDC"])
+    assert (shared.currencies, shared.currency, shared.base_units) == (("USDT", "USDC"), None, 5_000_000)
+    # 2^256 - 1 wei, in ether: exact, no float on the way.
+    top = 2**256 - 1
+    coins = f"{top // 10**18}.{top % 10**18:018d} ETH"
+    assert amount_parse(coins, currencies=["ETH"]).base_units == top
+
+
+def test_refund_amount_in_coins_with_the_currencys_decimals(admin_client, customer):
+    services.credit_adjust(account_id=customer.pk, amount_usd=Decimal("200.00"), reason="seed", actor=None)
+    form = {
+        "account": customer.pk,
+        "kind": "refund",
+        "amount_usd": "100.00",
+        "reason": "ticket 7",
+        "refund_currency": "LTC",
+        "refund_destination": "ltc1qexample",
+        "refund_txid": "aa" * 32,
+    }
+    page = admin_client.get("/admin/billing/creditentry/add/").content.decode()
+    assert "whole coins with the code" in page
+    resp = admin_client.post("/admin/billing/creditentry/add/", {**form, "refund_amount": "1.11111111"})
+    assert resp.status_code == 200 and "Say the unit" in resp.content.decode()
+    resp = admin_client.post("/admin/billing/creditentry/add/", {**form, "refund_amount": "1.11111111 LTC"})
+    assert resp.status_code == 302, resp.content[:2000]
+    refund = CreditEntry.objects.get(kind="refund")
+    assert int(refund.refund_amount) == 111_111_111
+    page = admin_client.get(f"/admin/billing/creditentry/{refund.pk}/change/").content.decode()
+    assert "1.11111111 LTC (111,111,111 litoshi)" in page
+
+
+def test_payments_are_found_by_the_customers_username(admin_client, invoice, customer, other_customer):
+    _paid(invoice)
+    other = _new_invoice(other_customer, subject="test:6")
+    services.payment_record_manual(
+        invoice_number=other.number, txid="77" * 32, amount=1000, confirmations=0, reason="seen", actor=None
+    )
+    html = admin_client.get(f"/admin/billing/payment/?q={customer.username}").content.decode()
+    assert invoice.number in html and other.number not in html

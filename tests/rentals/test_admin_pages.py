@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 import time_machine
@@ -163,3 +164,88 @@ def test_dashboard_invoices_by_state_and_time_to_hand_over(dashboard):
     assert 'aria-label="Rentals by time from settled invoice to active"' in dashboard
     assert "<title>5-15 min: rentals 1</title>" in dashboard
     assert "median 5 min 00 s" in dashboard
+
+
+# --- A customer's page: their orders, invoices, rentals and credit -------------------
+
+
+def _panel(html: str, name: str) -> str:
+    """The readonly field of one panel on the account page."""
+    match = re.search(rf'<div class="form-row field-panel_{name}">(.*?)</div>\s*</div>\s*</div>', html, re.S)
+    assert match, f"no {name} panel"
+    return match.group(1)
+
+
+def test_account_page_shows_orders_invoices_rentals_and_credit(admin_client, active_rental, customer):
+    from billing.services import credit_adjust
+
+    credit_adjust(account_id=customer.pk, amount_usd=Decimal("12.50"), reason="goodwill", actor=None)
+    order = active_rental.order
+    invoice = order.invoice
+    html = admin_client.get(f"/admin/accounts/account/{customer.pk}/change/").content.decode()
+
+    orders = _panel(html, "orders")
+    assert f'href="/admin/rentals/order/{order.pk}/change/"' in orders
+    assert f'href="/admin/billing/invoice/{invoice.pk}/change/"' in orders
+    assert f"/admin/rentals/order/?account__id__exact={customer.pk}" in orders
+
+    invoices = _panel(html, "invoices")
+    assert invoice.number in invoices and "paid" in invoices
+    assert f'<a href="/admin/rentals/order/{order.pk}/change/">order:{order.pk}</a>' in invoices
+
+    rentals = _panel(html, "rentals")
+    assert f'href="/admin/rentals/rental/{active_rental.pk}/change/"' in rentals
+
+    credit = _panel(html, "credit")
+    assert "Balance: <strong>12.50 USD</strong>" in credit
+    ledger_url = f"/admin/billing/creditentry/?account__id__exact={customer.pk}"
+    assert ledger_url in credit
+    # The filtered lists the panels link to answer, and hold this customer's rows.
+    for url, needle in (
+        (ledger_url, "goodwill"),
+        (f"/admin/rentals/order/?account__id__exact={customer.pk}", f"/admin/rentals/order/{order.pk}/change/"),
+        (f"/admin/billing/invoice/?account__id__exact={customer.pk}", invoice.number),
+        (f"/admin/rentals/rental/?account__id__exact={customer.pk}", f"/admin/rentals/rental/{active_rental.pk}/"),
+    ):
+        resp = admin_client.get(url)
+        assert resp.status_code == 200 and needle in resp.content.decode(), url
+
+
+def test_account_panels_are_bounded_and_link_to_the_rest(admin_client, chains, customer):
+    from billing.services import LineSpec, invoice_create
+    from core.admin import PANEL_ROWS
+
+    for n in range(PANEL_ROWS + 3):
+        invoice_create(
+            account=customer,
+            subject=f"test:{n}",
+            description="t",
+            lines=[LineSpec("x", Decimal(1), Decimal("5.00"), Decimal("5.00"))],
+            currency="LTC",
+        )
+    html = admin_client.get(f"/admin/accounts/account/{customer.pk}/change/").content.decode()
+    invoices = _panel(html, "invoices")
+    assert invoices.count("/admin/billing/invoice/") - 1 == PANEL_ROWS  # the rows, and the link to all
+    assert f"All {PANEL_ROWS + 3} invoices" in invoices
+    assert "No orders yet." in _panel(html, "orders")
+
+
+def test_account_panels_follow_the_viewers_permissions(active_rental, customer, django_user_model):
+    clerk = django_user_model.objects.create_user("clerk", "a-long-clerk-password", is_staff=True)
+    clerk.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_account", "change_account", "view_invoice"])
+    )
+    client = Client()
+    client.force_login(clerk)
+    html = client.get(f"/admin/accounts/account/{customer.pk}/change/").content.decode()
+    assert "field-panel_invoices" in html
+    assert "field-panel_orders" not in html and "field-panel_credit" not in html
+
+
+def test_renewal_invoice_links_to_its_rental(admin_client, active_rental):
+    from billing.models import Invoice
+
+    invoice = Invoice.objects.get(pk=active_rental.order.invoice_id)
+    Invoice.objects.filter(pk=invoice.pk).update(subject=f"rental:{active_rental.pk}:manual")
+    html = admin_client.get(f"/admin/billing/invoice/{invoice.pk}/change/").content.decode()
+    assert f'<a href="/admin/rentals/rental/{active_rental.pk}/change/">rental:{active_rental.pk}:manual</a>' in html
