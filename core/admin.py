@@ -55,8 +55,11 @@ def json_display(field: str, description: str):
 
 
 class ReadOnlyInline(admin.TabularInline):
-    """An inline staff can read but not change: records that are never edited."""
+    """An inline staff can read but not change: records that are never edited.
+    Its rows show their fields and a link to the record, without repeating the
+    record's name in a first column (templates/admin/edit_inline/tabular_record.html)."""
 
+    template = "admin/edit_inline/tabular_record.html"
     extra = 0
     can_delete = False
     show_change_link = False

@@ -407,3 +407,20 @@ def test_payments_are_found_by_the_customers_username(admin_client, invoice, cus
     )
     html = admin_client.get(f"/admin/billing/payment/?q={customer.username}").content.decode()
     assert invoice.number in html and other.number not in html
+
+
+def test_invoice_lines_show_their_description_once(admin_client, chains, customer):
+    invoice = services.invoice_create(
+        account=customer,
+        subject="test:7",
+        description="t",
+        lines=[LineSpec("Private VLAN, per month", Decimal(1), Decimal("30.00"), Decimal("30.00"), code="addon:x")],
+        currency="LTC",
+    )
+    _paid(invoice, amount=1000)
+    html = admin_client.get(f"/admin/billing/invoice/{invoice.pk}/change/").content.decode()
+    assert html.count("Private VLAN, per month") == 1
+    # A payment row keeps its link to the payment's page, without its name repeated.
+    payment = Payment.objects.get()
+    assert f'href="/admin/billing/payment/{payment.pk}/change/"' in html
+    assert str(payment) not in html
