@@ -12,6 +12,7 @@ from django.contrib import admin
 from django.db.models import DecimalField, OuterRef, Prefetch, Subquery, Sum
 from django.templatetags.static import static
 from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
 from billing import services
@@ -23,6 +24,7 @@ from billing.models import (
     CreditEntry,
     CreditKind,
     Invoice,
+    InvoiceException,
     InvoiceLine,
     InvoiceStatus,
     Payment,
@@ -225,7 +227,7 @@ def to_pay_text(invoice: Invoice, *, credited_usd: Decimal | None) -> str:
     if status == InvoiceStatus.EXPIRED:
         if credited:
             return f"nothing (expired); {credited}"
-        return f"nothing (expired); {received} received, credit pending" if received else "nothing (expired unpaid)"
+        return f"nothing (expired); {received} received, to become credit" if received else "nothing (expired unpaid)"
     request = invoice.active_request
     if request is None:
         return f"{display.usd(invoice.total_usd)} USD, currency not chosen"
@@ -242,9 +244,11 @@ def to_pay_text(invoice: Invoice, *, credited_usd: Decimal | None) -> str:
     remaining = max(Fraction(0), 1 - seen)
     due = -(-(remaining.numerator * amount_due) // remaining.denominator)
     due_text = amount_label(request.currency, due, with_base_units=False)
+    # Past its rate lock an invoice still "new" is expired for the payer (the periodic job closes it).
+    ended = ", quote ended" if timezone.now() >= invoice.expires_at else ""
     if seen:
-        return f"{due_text} of {amount_label(request.currency, amount_due, with_base_units=False)} (part paid)"
-    return due_text
+        return f"{due_text} of {amount_label(request.currency, amount_due, with_base_units=False)} (part paid{ended})"
+    return "nothing (quote ended unpaid)" if ended else due_text
 
 
 @admin.register(Invoice)
@@ -275,7 +279,7 @@ class InvoiceAdmin(RecordAdmin):
                     "pays_for",
                     "status",
                     "exception",
-                    "needs_attention",
+                    "attention_page",
                 )
             },
         ),
@@ -284,7 +288,7 @@ class InvoiceAdmin(RecordAdmin):
         ("What it pays for", {"fields": (json_display("metadata", "snapshot"),)}),
     )
     # checkout_token is the page's key: shown as the link above, never as a bare value.
-    shown_otherwise = ("id", "total_usd", "metadata", "checkout_token", "subject")
+    shown_otherwise = ("id", "total_usd", "metadata", "checkout_token", "subject", "needs_attention")
     list_filter = ("status", "exception", "requests__currency", "needs_attention", "settled_via")
     search_fields = ("number", "account__username", "subject", "requests__address", "payments__txid")
     date_hierarchy = "created_at"
@@ -353,6 +357,15 @@ class InvoiceAdmin(RecordAdmin):
         return format_html(
             '<span class="attention"><img src="{}" alt="" width="14" height="14"> review</span>',
             static("admin/img/icon-alert.svg"),
+        )
+
+    @admin.display(description="needs attention")
+    def attention_page(self, invoice):
+        if not invoice.needs_attention:
+            return "no"
+        return format_html(
+            "{} money already applied or credited was later un-counted (a deep reorg): check its payments",
+            self.attention(invoice),
         )
 
     @admin.display(description="pays for", ordering="subject")
@@ -592,6 +605,13 @@ class StrayTransferAdmin(RecordAdmin):
 # --- On a customer's page (accounts' admin): their invoices and credit -----------------
 
 
+def _status_words(invoice: Invoice) -> str:
+    """`Settled`, `New (awaiting payment), Paid partially`: the status and any exception."""
+    if invoice.exception in ("", InvoiceException.NONE):
+        return invoice.get_status_display()
+    return f"{invoice.get_status_display()}, {invoice.get_exception_display()}"
+
+
 def _account_invoices(account) -> object:
     invoices = (
         Invoice.objects.filter(account=account)
@@ -604,7 +624,7 @@ def _account_invoices(account) -> object:
         columns=[
             ("number", lambda i: admin_link("admin:billing_invoice_change", i.pk, i.number)),
             ("pays for", lambda i: subject_link(i.subject)),
-            ("status", lambda i: i.get_status_display() if not i.exception else f"{i.status}, {i.exception}"),
+            ("status", _status_words),
             ("total USD", lambda i: display.usd(i.total_usd)),
             ("to pay", lambda i: to_pay_text(i, credited_usd=i.credited_usd)),
             ("created", lambda i: f"{i.created_at:%Y-%m-%d %H:%M}"),

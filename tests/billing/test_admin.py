@@ -247,10 +247,8 @@ def _new_invoice(customer, total="90.00", currency="LTC", subject="test:2"):
 
 def _to_pay(client, invoice) -> str:
     html = client.get("/admin/billing/invoice/").content.decode()
-    row = re.search(rf"<tr>.*?>{invoice.number}<.*?</tr>", html, re.S)
-    assert row, invoice.number
-    cell = re.search(r'<td class="field-amount_due">(.*?)</td>', row.group(0), re.S)
-    return cell.group(1).strip()
+    row = next(r for r in re.findall(r"<tr[ >].*?</tr>", html, re.S) if f">{invoice.number}<" in r)
+    return re.search(r'<td class="field-amount_due">(.*?)</td>', row, re.S).group(1).strip()
 
 
 def test_to_pay_says_what_is_left_or_why_nothing_is(admin_client, invoice, customer):
@@ -300,6 +298,11 @@ def test_needs_attention_marks_only_the_rows_that_need_it(admin_client, invoice,
     assert cells[invoice.number] in ("", "&nbsp;")
     assert "review" in cells[flagged.number] and "icon-alert.svg" in cells[flagged.number]
     assert "icon-no.svg" not in html
+    # The invoice's page says it in words.
+    page = admin_client.get(f"/admin/billing/invoice/{invoice.pk}/change/").content.decode()
+    assert "icon-no.svg" not in page and "icon-alert.svg" not in page
+    page = admin_client.get(f"/admin/billing/invoice/{flagged.pk}/change/").content.decode()
+    assert "icon-alert.svg" in page and "later un-counted (a deep reorg)" in page
 
 
 # --- Recording a payment: whole coins or base units, against what is due -------------------
@@ -424,3 +427,19 @@ def test_invoice_lines_show_their_description_once(admin_client, chains, custome
     payment = Payment.objects.get()
     assert f'href="/admin/billing/payment/{payment.pk}/change/"' in html
     assert str(payment) not in html
+
+
+def test_to_pay_of_a_new_invoice_past_its_quote(admin_client, invoice, customer):
+    """Before the periodic job expires it, an invoice past its rate lock asks for nothing more."""
+    import time_machine
+
+    unpaid = _new_invoice(customer, subject="test:8")
+    _paid(invoice, amount=25_000_000)
+    with time_machine.travel(invoice.expires_at + timezone.timedelta(minutes=1), tick=False):
+        assert _to_pay(admin_client, unpaid) == "nothing (quote ended unpaid)"
+        assert _to_pay(admin_client, invoice) == "0.75000000 LTC of 1.00000000 LTC (part paid, quote ended)"
+        # Money arriving now closes it as expired: what arrived becomes credit once it is final.
+        services.payment_record_manual(
+            invoice_number=unpaid.number, txid="99" * 32, amount=10_000_000, confirmations=6, reason="late", actor=None
+        )
+        assert _to_pay(admin_client, unpaid) == "nothing (expired); 0.10000000 LTC received, to become credit"
