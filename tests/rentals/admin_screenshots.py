@@ -1,7 +1,9 @@
 """The pictures of the staff admin in docs/admin/, at 1,400 pixels: the
 dashboard over 90 days of orders paid in several currencies, an order with its
-workload and sizing, an invoice with its payment, the card list with prices in
-place, and the two-factor set-up page.
+workload and sizing, an invoice with its payment, the invoice list, a
+customer's page with their orders, invoices, rentals and credit, recording a
+payment by hand, the card list with prices in place, and the two-factor set-up
+page.
 
 Not part of the suite (the name is not test_*): `make screenshots` runs it.
 The data is made up by the run: orders placed through the API on days spread
@@ -12,13 +14,16 @@ from __future__ import annotations
 
 import random
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 import time_machine
 from django.utils import timezone
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select
 
+from accounts.models import SshKey
 from accounts.services import ssh_key_add
 from billing import services as billing
 from rentals import services
@@ -88,10 +93,50 @@ def history(chains, catalog, customer, customer_api, staff):
             actor=staff,
             now=handed,
         )
+    # A goodwill credit, part of which paid a later invoice: the customer's page shows a ledger.
+    billing.credit_adjust(account_id=customer.pk, amount_usd=Decimal("250.00"), reason="outage credit", actor=staff)
     return orders
 
 
-def test_screenshots(browser, staff, history):
+def _record_payment_form(browser, number: str) -> None:
+    """The record-a-payment form of invoice `number`, reached as staff reach it."""
+    browser.open(f"/admin/billing/invoice/?q={number}")
+    browser.find("#result_list tbody tr input.action-select").click()
+    Select(browser.find("select[name=action]")).select_by_value("record_payment")
+    browser.find("button[name=index]").click()
+    browser.wait_visible("textarea[name=reason]")
+    browser.find("input[name=txid]").send_keys("5f" * 32)
+    browser.find("input[name=amount]").send_keys("0.0123 BTC")
+
+
+@pytest.fixture
+def part_paid(history, customer, customer_api):
+    """An order placed now, paid in BTC, a third of it arrived (unconfirmed)."""
+    key = SshKey.objects.filter(account=customer).first().pk
+    body = {
+        "region": "IAD-1",
+        "gpu": "l40s",
+        "gpu_count": 2,
+        "term": "weekly",
+        "terms": 2,
+        "template": "vllm-0.9-ubuntu-24.04",
+        "addons": [],
+        "ssh_keys": [key],
+        "pay_currency": "BTC",
+    }
+    order = customer_api.post("/api/v1/orders", body, format="json").json()
+    billing.payment_record_manual(
+        invoice_number=order["invoice"]["number"],
+        txid="3a" * 32,
+        amount=int(order["invoice"]["amount"]) // 3,
+        confirmations=1,
+        reason="picture data",
+        actor=None,
+    )
+    return order
+
+
+def test_screenshots(browser, staff, customer, history, part_paid):
     browser.size(WIDTH, HEIGHT)
     browser.open("/admin/login/")
     browser.screenshot(DOCS / "login.png", full_page=False)
@@ -102,6 +147,8 @@ def test_screenshots(browser, staff, history):
         "dashboard": "/admin/rentals/rentaldashboard/",
         "order": f"/admin/rentals/order/{history[0]['id']}/change/",
         "invoice": f"/admin/billing/invoice/{history[0]['invoice']['id']}/change/",
+        "invoices": "/admin/billing/invoice/",
+        "account": f"/admin/accounts/account/{customer.pk}/change/",
         "cards": "/admin/catalog/gpumodel/",
         "two-factor": "/admin/two-factor/",
     }
@@ -111,3 +158,6 @@ def test_screenshots(browser, staff, history):
         assert browser.console_errors() == [], name
         shot = browser.screenshot(DOCS / f"{name}.png")
         assert shot.stat().st_size > 10_000
+    _record_payment_form(browser, part_paid["invoice"]["number"])
+    assert browser.console_errors() == []
+    browser.screenshot(DOCS / "record-payment.png")

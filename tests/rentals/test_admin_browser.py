@@ -174,8 +174,10 @@ def test_staff_work_through_the_admin_in_a_browser(browser, checked, staff, orde
     search(browser, number)
     run_action(browser, "record_payment", number)
     checked("record payment form")
+    coins = f"{unpaid['invoice']['amount_display']} LTC"
+    assert "settles at" in browser.find(".action-facts").text  # the amount due and the confirmations needed
     browser.find("input[name=txid]").send_keys("cd" * 32)
-    browser.find("input[name=amount]").send_keys(unpaid["invoice"]["amount"])
+    browser.find("input[name=amount]").send_keys(coins)  # whole coins, as the checkout page shows them
     browser.find("input[name=confirmations]").send_keys("6")
     browser.find("textarea[name=reason]").send_keys("seen on the node, ticket 312")
     browser.find("input[type=submit][value=Confirm]").click()
@@ -183,7 +185,6 @@ def test_staff_work_through_the_admin_in_a_browser(browser, checked, staff, orde
     checked("invoices, after recording a payment")
     browser.find("#result_list tbody tr th a").click()
     browser.wait_text("#content h1", "View invoice")
-    coins = f"{unpaid['invoice']['amount_display']} LTC"
     assert coins in browser.find_all(".inline-group")[-1].text  # the payments inline: in whole coins
     checked("invoice page")
     invoice = Invoice.objects.get(number=number)
@@ -196,7 +197,9 @@ def test_staff_work_through_the_admin_in_a_browser(browser, checked, staff, orde
     )
 
 
-def test_every_list_and_a_record_of_each_fit_1400_pixels(browser, checked, staff, ordered, provisioning, unpaid):
+def test_every_list_and_a_record_of_each_fit_1400_pixels(
+    browser, checked, staff, customer, ordered, provisioning, unpaid
+):
     """Wide lists and inline tables: each changelist of the index, and the
     first record of each, at 1,400 pixels, without sideways scrolling."""
     browser.size(WIDTH, 900)
@@ -206,6 +209,8 @@ def test_every_list_and_a_record_of_each_fit_1400_pixels(browser, checked, staff
     browser.wait(lambda: browser.current_path == "/admin/", message="logged in")
     lists = [a.get_attribute("href") for a in browser.find_all("#content-main tr[class^=model-] th a")]
     assert len(lists) > 20
+    # The customer's page, with their orders, invoices, rentals and credit.
+    lists.append(browser.url(f"/admin/accounts/account/{customer.pk}/change/"))
     for url in lists:
         browser.open(url)
         browser.wait(lambda: browser.find_all("#content"), message=url)
