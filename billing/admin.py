@@ -222,12 +222,13 @@ def to_pay_text(invoice: Invoice, *, credited_usd: Decimal | None) -> str:
         amount_label(code, sum(int(p.amount) for p in counted if p.currency == code), with_base_units=False)
         for code in dict.fromkeys(p.currency for p in counted)
     )
-    if status == InvoiceStatus.INVALID:
-        return f"nothing (invalid); {credited}" if credited else "nothing (invalid)"
-    if status == InvoiceStatus.EXPIRED:
+    if status in (InvoiceStatus.INVALID, InvoiceStatus.EXPIRED):
+        closed = f"nothing ({status})"
         if credited:
-            return f"nothing (expired); {credited}"
-        return f"nothing (expired); {received} received, to become credit" if received else "nothing (expired unpaid)"
+            return f"{closed}; {credited}"
+        if received:
+            return f"{closed}; {received} received, to become credit"
+        return closed if status == InvoiceStatus.INVALID else "nothing (expired unpaid)"
     request = invoice.active_request
     if request is None:
         return f"{display.usd(invoice.total_usd)} USD, currency not chosen"

@@ -443,3 +443,11 @@ def test_to_pay_of_a_new_invoice_past_its_quote(admin_client, invoice, customer)
             invoice_number=unpaid.number, txid="99" * 32, amount=10_000_000, confirmations=6, reason="late", actor=None
         )
         assert _to_pay(admin_client, unpaid) == "nothing (expired); 0.10000000 LTC received, to become credit"
+
+
+def test_to_pay_of_an_invalid_invoice_whose_payment_still_confirms(admin_client, invoice):
+    services.payment_record_manual(
+        invoice_number=invoice.number, txid="55" * 32, amount=30_000_000, confirmations=0, reason="seen", actor=None
+    )
+    services.invoice_mark_invalid(invoice_id=invoice.pk, actor=None, reason="wrong customer")
+    assert _to_pay(admin_client, invoice) == "nothing (invalid); 0.30000000 LTC received, to become credit"
