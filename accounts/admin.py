@@ -45,7 +45,7 @@ class AccountChangeForm(UserChangeForm):
 
 class ApiTokenInline(ReadOnlyInline):
     model = ApiToken
-    fields = readonly_fields = ("name", "prefix", "created_at", "last_used_at", "revoked_at")
+    fields = readonly_fields = ("name", "prefix", "scope", "created_at", "last_used_at", "revoked_at")
     verbose_name_plural = "API tokens (only the prefix is stored in the clear)"
 
 

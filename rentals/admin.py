@@ -82,7 +82,7 @@ class OrderAdmin(RecordAdmin):
         "created_at",
     )
     fieldsets = (
-        (None, {"fields": ("account", "status", "invoice", "pay_currency", "host")}),
+        (None, {"fields": ("account", "client_network", "status", "invoice", "pay_currency", "host")}),
         (
             "What was sold",
             {
@@ -138,7 +138,7 @@ class OrderAdmin(RecordAdmin):
         "per_hour_usd",
     )
     list_filter = ("status", "region_code", "gpu_slug", "term", "pay_currency")
-    search_fields = ("id", "account__username", "invoice__number", "host__name")
+    search_fields = ("id", "account__username", "invoice__number", "host__name", "=client_network")
     list_select_related = ("account", "invoice", "host")
     date_hierarchy = "created_at"
     inlines = [OrderLineInline]

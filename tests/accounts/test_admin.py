@@ -99,6 +99,7 @@ def test_tokens_and_keys_are_shown_read_only(admin_client, signup):
     assert set(inlines) == {"ApiToken", "SshKey"}
     assert all(not f.has_add_permission and not f.has_change_permission for f in inlines.values())
     assert alice.api_tokens.get().prefix.encode() in resp.content
+    assert "scope" in inlines["ApiToken"].opts.fields
 
 
 def test_staff_password_reset_revokes_tokens(admin_client, signup, client_with):

@@ -117,3 +117,13 @@ def test_order_and_rental_lists_render(admin_client, active_rental):
         "/admin/billing/creditentry/",
     ):
         assert admin_client.get(url).status_code == 200, url
+
+
+def test_an_order_shows_and_is_found_by_its_client_network(admin_client, ordered):
+    order = Order.objects.get(pk=ordered["id"])
+    assert order.client_network  # the test client's address, as the trusted hop saw it
+    page = admin_client.get(f"/admin/rentals/order/{order.pk}/change/")
+    assert order.client_network.encode() in page.content
+    found = admin_client.get("/admin/rentals/order/", {"q": order.client_network})
+    assert list(found.context["cl"].result_list) == [order]
+    assert list(admin_client.get("/admin/rentals/order/", {"q": "203.0.113.0/24"}).context["cl"].result_list) == []
