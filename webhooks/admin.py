@@ -40,7 +40,7 @@ class WebhookEventAdmin(ReadOnlyAdmin):
 
 class WebhookAttemptInline(ReadOnlyInline):
     model = WebhookAttempt
-    fields = readonly_fields = ("at", "status_code", "error", "duration_ms")
+    fields = readonly_fields = ("at", "status_code", "error_category", "error", "duration_ms")
 
 
 @admin.register(WebhookDelivery)

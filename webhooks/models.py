@@ -8,6 +8,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from webhooks.failures import Failure
+
 WEBHOOK_EVENTS = (
     "order.created",
     "invoice.processing",
@@ -89,6 +91,9 @@ class WebhookAttempt(models.Model):
     delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_log")
     at = models.DateTimeField()
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    # What the customer reads: a category and its fixed sentence (webhooks.failures);
+    # the network library's raw error goes to the log only.
+    error_category = models.CharField(max_length=32, choices=Failure.choices, blank=True)
     error = models.CharField(max_length=300, blank=True)
     duration_ms = models.PositiveIntegerField()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from webhooks.failures import Failure
 from webhooks.models import WEBHOOK_EVENTS, DeliveryStatus
 from webhooks.selectors import DELIVERY_LIST_MAX
 from webhooks.services import PING_EVENT
@@ -95,7 +96,11 @@ class WebhookEventOutput(serializers.Serializer):
 class WebhookAttemptOutput(serializers.Serializer):
     at = serializers.DateTimeField()
     status_code = serializers.IntegerField(allow_null=True, help_text="The receiver's HTTP status, if it answered.")
-    error = serializers.CharField(help_text="Why the attempt failed, when it did not get a 2xx (else empty).")
+    error_category = serializers.ChoiceField(
+        choices=[("", "(delivered)"), *Failure.choices],
+        help_text="What went wrong, as a category (empty when the receiver answered 2xx).",
+    )
+    error = serializers.CharField(help_text="Why the attempt failed, in a sentence of its category (else empty).")
     duration_ms = serializers.IntegerField()
 
 

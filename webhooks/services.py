@@ -37,6 +37,7 @@ from core.db import locked_or_404
 from core.errors import Conflict, DomainError, NotFound
 from core.tasks import task_queue_on_commit
 from webhooks import transport
+from webhooks.failures import Failure
 from webhooks.models import (
     WEBHOOK_EVENTS,
     DeliveryStatus,
@@ -407,12 +408,15 @@ def _attempt(delivery: WebhookDelivery) -> WebhookAttempt:
         result = transport.post(url=endpoint.url, headers=headers, body=body, timeout=settings.WEBHOOK_TIMEOUT_SECONDS)
     except Exception as exc:  # a bug must not leave the delivery at the head of the queue forever
         log.exception("webhook delivery %s: unexpected error", delivery.pk)
-        result = PostResult(None, f"Internal error ({type(exc).__name__}).")
+        result = PostResult(None, "Internal error; it has been logged.", Failure.INTERNAL_ERROR, type(exc).__name__)
     duration_ms = int((time.monotonic() - started) * 1000)
+    if result.detail:  # the raw error, for operators: the customer reads the category
+        log.info("webhook delivery %s: %s (%s)", delivery.pk, result.category, result.detail)
     attempt = WebhookAttempt.objects.create(
         delivery=delivery,
         at=at,
         status_code=result.status_code,
+        error_category=result.category,
         error=result.error[:ERROR_MAX],
         duration_ms=duration_ms,
     )

@@ -4,12 +4,15 @@ Targets are checked twice: when a URL is registered, and at every attempt,
 where the name is resolved, every address is checked and the connection goes
 to a checked address (never to a second lookup: webhooks.transport), while
 the Host header and TLS (SNI and certificate checks) stay on the name.
+A public address is only contacted on WEBHOOK_ALLOWED_PORTS (80 and 443), so
+webhooks cannot be used to probe other services' ports.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+import unicodedata
 from dataclasses import dataclass
 
 import httpx
@@ -52,21 +55,17 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     return None
 
 
-def address_refusal(ip: IpAddress) -> str | None:
-    """Why a request may not go to `ip` (a word: loopback, private,
-    link_local, multicast, reserved, unspecified, not_global), or None.
-    Unspecified and multicast addresses are never targets; the rest are
-    allowed when WEBHOOK_ALLOW_PRIVATE_TARGETS is on (local runs, tests)."""
+def _not_public(ip: IpAddress) -> str | None:
+    """Why `ip` is not a public address (a word: loopback, private,
+    link_local, multicast, reserved, unspecified, not_global), or None."""
     if isinstance(ip, ipaddress.IPv6Address):
         embedded = _embedded_ipv4(ip)
-        if embedded is not None and (reason := address_refusal(embedded)):
+        if embedded is not None and (reason := _not_public(embedded)):
             return reason
     if ip.is_unspecified:
         return "unspecified"
     if ip.is_multicast:
         return "multicast"
-    if settings.WEBHOOK_ALLOW_PRIVATE_TARGETS:
-        return None
     if ip.is_loopback:
         return "loopback"
     if ip.is_link_local:
@@ -78,6 +77,38 @@ def address_refusal(ip: IpAddress) -> str | None:
     if not ip.is_global:  # e.g. the carrier-grade NAT range 100.64.0.0/10
         return "not_global"
     return None
+
+
+def address_refusal(ip: IpAddress) -> str | None:
+    """Why a request may not go to `ip` (a word: loopback, private,
+    link_local, multicast, reserved, unspecified, not_global), or None.
+    Unspecified and multicast addresses are never targets; the rest are
+    allowed when WEBHOOK_ALLOW_PRIVATE_TARGETS is on (local runs, tests)."""
+    reason = _not_public(ip)
+    if reason is None or (settings.WEBHOOK_ALLOW_PRIVATE_TARGETS and reason not in ("unspecified", "multicast")):
+        return None
+    return reason
+
+
+def _port_refusal(port: int) -> DomainError:
+    allowed = sorted(settings.WEBHOOK_ALLOWED_PORTS)
+    return DomainError(
+        "target_not_allowed",
+        f"Webhooks are sent to port {' or '.join(map(str, allowed))} only (this URL says {port}).",
+        details={"port": port, "reason": "port", "allowed_ports": allowed},
+    )
+
+
+def _invisible(character: str) -> bool:
+    """A character a URL must not carry: controls, format characters (the
+    bidirectional overrides and isolates, zero-width joiners, the byte-order
+    mark, the soft hyphen), separators and spaces of every kind, surrogates,
+    private-use and unassigned code points. They hide or reorder what a URL
+    shows to staff and customers; a real URL percent-encodes them."""
+    return ord(character) < 0x21 or unicodedata.category(character) in _INVISIBLE_CATEGORIES
+
+
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp"})
 
 
 def _invalid_url(message: str, reason: str) -> DomainError:
@@ -109,8 +140,8 @@ def target_resolve(*, url: str) -> WebhookTarget:
     `target_not_allowed` (details: address and reason)."""
     if not isinstance(url, str) or not url or len(url) > URL_MAX:
         raise _invalid_url(f"A webhook URL has 1 to {URL_MAX} characters.", "length")
-    if url != url.strip() or any(ord(c) < 0x21 or ord(c) == 0x7F for c in url):
-        raise _invalid_url("A webhook URL has no spaces or control characters.", "characters")
+    if any(_invisible(c) for c in url):
+        raise _invalid_url("A webhook URL has no spaces, control or invisible characters.", "characters")
     try:
         parsed = httpx.URL(url)
         host = parsed.raw_host.decode("ascii")
@@ -127,6 +158,8 @@ def target_resolve(*, url: str) -> WebhookTarget:
     port = parsed.port if parsed.port is not None else (443 if parsed.scheme == "https" else 80)
     if not 0 < port < 65536:
         raise _invalid_url("A port is a number from 1 to 65535.", "port")
+    if port not in settings.WEBHOOK_ALLOWED_PORTS and not settings.WEBHOOK_ALLOW_PRIVATE_TARGETS:
+        raise _port_refusal(port)  # before any lookup: a refused port costs no DNS query
     addresses = _resolve(host, port)
     for ip in addresses:
         reason = address_refusal(ip)
@@ -136,6 +169,10 @@ def target_resolve(*, url: str) -> WebhookTarget:
                 f"Webhooks are not sent to {reason.replace('_', '-')} addresses ({ip}).",
                 details={"address": str(ip), "reason": reason},
             )
+    # Local runs send to loopback and private receivers on any port; a public
+    # address only ever gets the allowed ports (no port scans through webhooks).
+    if port not in settings.WEBHOOK_ALLOWED_PORTS and any(_not_public(ip) is None for ip in addresses):
+        raise _port_refusal(port)
     return WebhookTarget(
         scheme=parsed.scheme,
         host=host,

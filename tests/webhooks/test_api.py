@@ -265,8 +265,12 @@ def test_the_delivery_log_shows_every_attempt(
     assert (shown["status"], shown["attempts"], shown["next_attempt_at"]) == ("succeeded", 2, None)
     assert shown["delivered_at"] is not None
     first, second = shown["attempt_log"]
-    assert (first["status_code"], first["error"]) == (502, "")
-    assert (second["status_code"], second["error"]) == (200, "")
+    assert (first["status_code"], first["error_category"], first["error"]) == (
+        502,
+        "http_status",
+        "The receiver answered 502.",
+    )
+    assert (second["status_code"], second["error_category"], second["error"]) == (200, "", "")
     assert first["at"] <= second["at"]
     assert isinstance(first["duration_ms"], int)
     assert receiver.posts[0].verified and receiver.posts[1].verified
@@ -329,7 +333,7 @@ def test_a_switched_off_endpoint_refuses_ping_and_redeliver(customer, customer_a
     ("url", "reason"),
     [
         ("https://127.0.0.1/hook", "loopback"),
-        ("https://127.9.9.9:8443/hook", "loopback"),
+        ("https://127.9.9.9/hook", "loopback"),
         ("https://localhost/hook", "loopback"),  # a name that resolves to loopback
         ("https://[::1]/hook", "loopback"),
         ("https://[::ffff:127.0.0.1]/hook", "loopback"),
