@@ -32,3 +32,8 @@ class CoreConfig(AppConfig):
             debug=settings.DEBUG,
             settings_module=getattr(settings, "SETTINGS_MODULE", None),
         )
+        # A weak or placeholder SECRET_KEY, ALLOWED_HOSTS='*' (core/checks.py, which
+        # also registers them as `check --deploy` errors).
+        from core.checks import production_refuse_unsafe
+
+        production_refuse_unsafe(debug=settings.DEBUG)

@@ -7,7 +7,12 @@ APP=/opt/gpurenthub
 id gpurenthub >/dev/null 2>&1 || useradd --system --home /var/lib/gpurenthub --shell /usr/sbin/nologin gpurenthub
 install -d -o gpurenthub -g gpurenthub /var/lib/gpurenthub
 install -d -m 0750 -g gpurenthub /etc/gpurenthub
-[ -f /etc/gpurenthub/env ] || install -m 0640 -g gpurenthub "$(dirname "$0")/env.example" /etc/gpurenthub/env
+if [ ! -f /etc/gpurenthub/env ]; then
+  install -m 0640 -g gpurenthub "$(dirname "$0")/env.example" /etc/gpurenthub/env
+  # The example's SECRET_KEY is a placeholder that every process refuses: a fresh random one instead.
+  key=$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')
+  sed -i "s|^SECRET_KEY=.*|SECRET_KEY=$key|" /etc/gpurenthub/env
+fi
 rsync -a --delete --exclude .venv --exclude data --exclude .git "$(dirname "$0")/../" "$APP/"
 python3 -m venv "$APP/.venv"
 "$APP/.venv/bin/pip" install --quiet -r "$APP/requirements.lock"
