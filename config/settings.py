@@ -576,3 +576,28 @@ CELERY_BEAT_SCHEDULE["webhooks.deliveries_sweep"] = {
     "schedule": 10.0,
     "options": {"expires": 10.0},
 }
+
+# --- Hardening ----------------------------------------------------------------
+# With DEBUG off every process (web, worker, beat, manage.py) refuses to start with
+# a weak or placeholder SECRET_KEY or ALLOWED_HOSTS='*' (core/checks.py, run when the
+# apps load; `check --deploy` reports the same as errors).
+# Error reports (the DEBUG 500 page, error mails) mask credentials inside URLs:
+# passwords, keys in a path or a query (core/reporting.py).
+DEFAULT_EXCEPTION_REPORTER_FILTER = "core.reporting.CredentialsMaskingFilter"
+# A NUL character (%00) in a path or a query answers 400 before any view or admin
+# filter hands it to the database (core/middleware.py).
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("core.middleware.ApiJsonErrorsMiddleware") + 1, "core.middleware.NulCharacterRefusedMiddleware"
+)
+# The ports webhooks may be sent to on public addresses (docs/webhooks.md). Others are
+# refused when a URL is registered and at every attempt; with
+# WEBHOOK_ALLOW_PRIVATE_TARGETS (local runs) loopback and private targets take any port.
+_webhook_ports = env.str("WEBHOOK_ALLOWED_PORTS", default="80,443")
+try:
+    WEBHOOK_ALLOWED_PORTS = frozenset(int(port) for port in _webhook_ports.split(",") if port.strip())
+except ValueError:
+    WEBHOOK_ALLOWED_PORTS = frozenset()
+if not WEBHOOK_ALLOWED_PORTS or not all(0 < port < 65536 for port in WEBHOOK_ALLOWED_PORTS):
+    raise ImproperlyConfigured(
+        f"WEBHOOK_ALLOWED_PORTS is a list of port numbers (1-65535), e.g. 443,8443; got {_webhook_ports!r}."
+    )

@@ -4,11 +4,14 @@ Django's own pages (the 404 of an unknown URL, the 405 of a plain view, and
 with DEBUG its technical 404 and 500 pages) are HTML; a client of the API
 gets JSON instead: {"error": {"code", "message", "details"}}. A URL that only
 differs by a trailing slash says which one exists.
+
+A NUL character in a path or query is refused with 400 before any view sees
+it (NulCharacterRefusedMiddleware).
 """
 
 from __future__ import annotations
 
-from django.http import JsonResponse
+from django.http import HttpResponseBadRequest, JsonResponse
 
 from core.api import error_body, not_found_details
 
@@ -42,3 +45,31 @@ class ApiJsonErrorsMiddleware:
                     replaced[header] = response[header]
             return replaced
         return response
+
+
+NUL = "\x00"
+
+
+def _has_nul(request) -> bool:
+    if NUL in request.path:
+        return True
+    return any(NUL in name or any(NUL in value for value in values) for name, values in request.GET.lists())
+
+
+class NulCharacterRefusedMiddleware:
+    """A NUL character (%00) in the path or in the query string is refused
+    with 400 before any view sees it: PostgreSQL stores no NUL in text, so a
+    lookup or filter that passed one on (a checkout token, an admin list's
+    ?status=) failed with a 500. Under /api/ the answer has the API's error
+    shape (code `bad_request`); elsewhere it is a plain-text 400."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if _has_nul(request):
+            message = "The address contains a NUL character (%00)."
+            if request.path.startswith("/api/"):
+                return JsonResponse(error_body("bad_request", message, {"reason": "nul_character"}), status=400)
+            return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+        return self.get_response(request)
