@@ -43,6 +43,16 @@ max_requests_jitter = 10000
 # share the loaded code. Nothing opens a connection at import, so none is shared.
 # Code changes need a restart (systemctl restart), not a reload.
 preload_app = True
+# Request limits above nginx's (deploy/nginx/gpurenthub.conf: 8 KiB a request line
+# and a header line, 32 KiB of headers), so a request nginx lets through is never
+# refused by gunicorn with its own HTML page (400, 414, 431) instead of the API's
+# error shape: the longest request line it takes (8190 bytes and the line end), a
+# header line nginx passed plus the address its X-Forwarded-For adds, and more
+# header lines than nginx takes (about 1,000; 32 KiB of 4-byte lines at the most).
+# tests/deploy/test_nginx.py finds nginx's edges and checks gunicorn passes them.
+limit_request_line = 8190
+limit_request_field_size = 16384
+limit_request_fields = 32768
 accesslog = "-"
 errorlog = "-"
 forwarded_allow_ips = "127.0.0.1"

@@ -32,6 +32,8 @@ def test_settings_are_read_as_written():
     assert cfg.keepalive == 0  # no client holds a worker's places between its requests
     assert cfg.preload_app is True
     assert cfg.max_requests == 100000
+    # Above nginx's limits (deploy/nginx/gpurenthub.conf; tests/deploy/test_nginx.py finds its edges).
+    assert (cfg.limit_request_line, cfg.limit_request_field_size, cfg.limit_request_fields) == (8190, 16384, 32768)
 
 
 def test_the_master_freezes_what_it_loaded_before_each_fork():
