@@ -312,3 +312,47 @@ def test_the_same_characters_percent_encoded_are_visible_and_accepted(customer_a
 def test_the_migration_retells_old_attempts_as_categories(status_code, error, category, sentence):
     migration = importlib.import_module("webhooks.migrations.0003_attempt_error_category")
     assert migration.categorize(status_code, error) == (category, sentence)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_rewrites_stored_attempts(django_user_model):
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = [("webhooks", "0002_staff_names")], [("webhooks", "0003_attempt_error_category")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        old = executor.loader.project_state(before[0]).apps
+        account = old.get_model("accounts", "Account").objects.create(username="probe", password="x")
+        endpoint = old.get_model("webhooks", "WebhookEndpoint").objects.create(
+            account_id=account.pk, url="https://93.184.215.14:6379/", events=["invoice.settled"], secret="s"
+        )
+        event = old.get_model("webhooks", "WebhookEvent").objects.create(
+            account_id=account.pk, type="invoice.settled", data={}, created_at="2026-12-01T00:00:00Z"
+        )
+        delivery = old.get_model("webhooks", "WebhookDelivery").objects.create(
+            event_id=event.pk, endpoint_id=endpoint.pk, created_at="2026-12-01T00:00:00Z"
+        )
+        attempts = old.get_model("webhooks", "WebhookAttempt").objects
+        for status_code, error in (
+            (None, "Could not connect: 93.184.215.14: [Errno 111] Connection refused"),
+            (None, "RemoteProtocolError: Server disconnected without sending a response."),
+            (502, ""),
+            (200, ""),
+        ):
+            attempts.create(
+                delivery_id=delivery.pk, at="2026-12-01T00:00:00Z", status_code=status_code, error=error, duration_ms=1
+            )
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+    finally:
+        MigrationExecutor(connection).migrate(executor.loader.graph.leaf_nodes())
+    rows = list(WebhookAttempt.objects.order_by("pk").values_list("status_code", "error_category", "error"))
+    assert rows == [
+        (None, "connection_refused", "The connection was refused."),
+        (None, "protocol_error", transport.PROTOCOL_ERROR_SENTENCE),
+        (502, "http_status", "The receiver answered 502."),
+        (200, "", ""),
+    ]
