@@ -582,8 +582,9 @@ CELERY_BEAT_SCHEDULE["webhooks.deliveries_sweep"] = {
 # a weak or placeholder SECRET_KEY or ALLOWED_HOSTS='*' (core/checks.py, run when the
 # apps load; `check --deploy` reports the same as errors).
 # Error reports (the DEBUG 500 page, error mails) mask credentials inside URLs:
-# passwords, keys in a path or a query (core/reporting.py).
+# passwords, keys in a path or a query, in settings, variables and messages (core/reporting.py).
 DEFAULT_EXCEPTION_REPORTER_FILTER = "core.reporting.CredentialsMaskingFilter"
+DEFAULT_EXCEPTION_REPORTER = "core.reporting.CredentialsMaskingReporter"
 # A NUL character (%00) in a path or a query answers 400 before any view or admin
 # filter hands it to the database (core/middleware.py).
 MIDDLEWARE.insert(

@@ -13,10 +13,15 @@ cookies, frame variables, nested in dicts, lists and tuples):
 
 - the userinfo: the password, or a user name that stands alone (a token);
 - the value of a query parameter whose name says it is a secret;
-- a path segment that looks like a key (long, letters and digits mixed).
+- a path segment that looks like a key (long, letters and digits mixed);
+
+and any other object (an exception, a client) whose repr names such a URL is
+shown by its masked repr.
 
 Everything else of the URL (scheme, host, port, the rest of the path) stays,
-so the page still says where a connection went.
+so the page still says where a connection went. The report itself
+(CredentialsMaskingReporter) masks the same in the exception's message and
+its causes', which a client library may have written a URL into.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.views.debug import SafeExceptionReporterFilter
+from django.views.debug import ExceptionReporter, SafeExceptionReporterFilter
 
 # A URL inside any text: scheme://, then up to the first space, quote or angle bracket.
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s\"'<>]+")
@@ -35,6 +40,18 @@ _SECRET_PARAM = re.compile(r"sig|pwd|credential|private|session|access|bearer", 
 # both letters and digits (Infura's 32 hex digits, Alchemy's and QuickNode's tokens).
 _KEY_SEGMENT = re.compile(r"^(?=[A-Za-z0-9_\-]*[0-9])(?=[A-Za-z0-9_\-]*[A-Za-z])[A-Za-z0-9_\-]{20,}$")
 _MAX_DEPTH = 8
+
+
+class _MaskedRepr:
+    """Stands in for an object whose repr named a credential: shows the masked repr."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    def __repr__(self) -> str:
+        return self._text
+
+    __str__ = __repr__
 
 
 class CredentialsMaskingFilter(SafeExceptionReporterFilter):
@@ -87,7 +104,16 @@ class CredentialsMaskingFilter(SafeExceptionReporterFilter):
             return [self.mask(v, depth + 1) for v in value]
         if isinstance(value, tuple):
             return tuple(self.mask(v, depth + 1) for v in value)
-        return value
+        if value is None or isinstance(value, bool | int | float | bytes):
+            return value
+        # Any other object (an exception, a client) is shown by its repr: masked
+        # when it names a URL with a credential, as itself otherwise.
+        try:
+            shown = repr(value)
+        except Exception:  # the report shows its own "Error in formatting" for it
+            return value
+        masked = _URL.sub(self._mask_url, shown) if "://" in shown else shown
+        return value if masked == shown else _MaskedRepr(masked)
 
     def cleanse_setting(self, key, value):
         # Settings, request.META and cookies; Django recurses through dicts, lists and tuples itself.
@@ -96,3 +122,20 @@ class CredentialsMaskingFilter(SafeExceptionReporterFilter):
     def cleanse_special_types(self, request, value):
         # Every frame variable passes here (django.views.debug, get_traceback_frame_variables).
         return self.mask(super().cleanse_special_types(request, value))
+
+
+class CredentialsMaskingReporter(ExceptionReporter):
+    """DEFAULT_EXCEPTION_REPORTER: Django's report, with URL credentials masked in
+    the exception's message and notes and in the causes shown above each frame
+    (an HTTP client's error names the URL it asked, a key in its path included)."""
+
+    def get_traceback_data(self):
+        data = super().get_traceback_data()
+        masking = CredentialsMaskingFilter()
+        for key in ("exception_value", "exception_notes"):
+            if key in data:
+                data[key] = masking.mask(data[key])
+        for frame in data.get("frames", []):
+            if frame.get("exc_cause") is not None:
+                frame["exc_cause"] = masking.mask(str(frame["exc_cause"]))
+        return data

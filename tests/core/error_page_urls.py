@@ -11,7 +11,10 @@ def fails(request):
     # page also shows the source lines around each frame: no secret is written here).
     node_url = settings.LTC_RPC_URL + "/wallet/w1"  # noqa: F841 - shown among the frame's variables
     provider = {"endpoints": [settings.ETH_RPC_URL]}  # noqa: F841
-    raise RuntimeError("the node did not answer")
+    try:
+        raise ConnectionError(f"Client error '401 Unauthorized' for url '{settings.SOL_RPC_URL}'")
+    except ConnectionError as exc:
+        raise RuntimeError(f"the node at {settings.CELERY_BROKER_URL} did not answer") from exc
 
 
 urlpatterns = [path("fails", fails)]

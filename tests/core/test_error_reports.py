@@ -8,9 +8,8 @@ import sys
 
 import pytest
 from django.test import Client, override_settings
-from django.views.debug import ExceptionReporter
 
-from core.reporting import CredentialsMaskingFilter
+from core.reporting import CredentialsMaskingFilter, CredentialsMaskingReporter
 
 STARS = CredentialsMaskingFilter.cleansed_substitute
 
@@ -62,6 +61,9 @@ def test_the_debug_500_page_masks_credentials_in_urls():
     for shown in SHOWN:
         assert shown in page, shown
     assert f"postgres://grh:{STARS}@db.internal:5432/grh" in page
+    # The exception's message and its cause, which an HTTP client writes the URL into.
+    assert f"the node at redis://:{STARS}@redis.internal:6379/0 did not answer" in page
+    assert f"for url &#x27;https://mainnet.helius-rpc.com/?api-key={STARS}&amp;commitment=finalized&#x27;" in page
     assert "0x" not in STARS and page.count(STARS) >= len(SECRETS)
 
 
@@ -72,10 +74,10 @@ def test_error_mail_reports_mask_the_same():
     with override_settings(CACHES=CACHES, **URL_SETTINGS):
         try:
             node_url = settings.LTC_RPC_URL  # noqa: F841
-            raise RuntimeError("no answer from the node")
+            raise RuntimeError(f"no answer from {settings.ETH_RPC_URL}")
         except RuntimeError:
-            text = ExceptionReporter(None, *sys.exc_info()).get_traceback_text()
-    for secret in ("rpc-pass-3141", "broker-pass-2718", "cache-pass-1414"):
+            text = CredentialsMaskingReporter(None, *sys.exc_info()).get_traceback_text()
+    for secret in ("rpc-pass-3141", "broker-pass-2718", "cache-pass-1414", "Zx9kQ2mLp4Rt7Vw1Yb3Nc5Hd8Fg0Js6A"):
         assert secret not in text
     assert f"redis://:{STARS}@redis.internal:6379/0" in text
 
@@ -100,12 +102,15 @@ def test_error_mail_reports_mask_the_same():
             (f"a://u:{STARS}@h", [f"b://:{STARS}@h"], {"k": f"c://x:{STARS}@h"}),
         ),
         (42, 42),
+        (ValueError("to https://u:p@h"), f"ValueError('to https://u:{STARS}@h')"),
     ],
 )
 def test_masking_rules(value, masked):
     reporter_filter = CredentialsMaskingFilter()
-    assert reporter_filter.mask(value) == masked
-    assert reporter_filter.mask(reporter_filter.mask(value)) == masked  # masking twice changes nothing
+    shown = reporter_filter.mask(value)
+    assert (repr(shown) if isinstance(value, Exception) else shown) == masked
+    again = reporter_filter.mask(shown)  # masking twice changes nothing
+    assert (repr(again) if isinstance(value, Exception) else again) == masked
 
 
 def test_the_filter_is_the_default():
@@ -113,4 +118,5 @@ def test_the_filter_is_the_default():
     from django.views.debug import get_default_exception_reporter_filter
 
     assert settings.DEFAULT_EXCEPTION_REPORTER_FILTER == "core.reporting.CredentialsMaskingFilter"
+    assert settings.DEFAULT_EXCEPTION_REPORTER == "core.reporting.CredentialsMaskingReporter"
     assert isinstance(get_default_exception_reporter_filter(), CredentialsMaskingFilter)
