@@ -20,7 +20,7 @@ TEST_WORKERS ?= 2
 PO_FILES := $(wildcard */locale/*/LC_MESSAGES/*.po)
 MO_FILES := $(PO_FILES:.po=.mo)
 
-.PHONY: run test install lock check lint clean services chain-nodes browser messages screenshots bench
+.PHONY: run test install lock check lint clean services chain-nodes browser nginx messages screenshots bench
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,7 +52,11 @@ chain-nodes:
 browser:
 	@bash tests/ensure-browser.sh
 
-test: install services chain-nodes browser
+# Debian's nginx for tests/deploy/test_nginx.py, which runs deploy/'s site file in front of gunicorn.
+nginx:
+	@bash tests/deploy/ensure-nginx.sh
+
+test: install services chain-nodes browser nginx
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 	  $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
