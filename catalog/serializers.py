@@ -10,6 +10,17 @@ from core.fields import MoneyField, PercentField
 from core.money import usd_str
 
 
+def first_message(messages: Any) -> str:
+    """The first message of a field's errors, the path to it named when they
+    are nested (a nested input's `{"model": ["..."]}` reads `model: ...`)."""
+    if isinstance(messages, dict) and messages:
+        key, inner = next(iter(messages.items()))
+        return f"{key}: {first_message(inner)}"
+    if isinstance(messages, list) and messages:
+        return first_message(messages[0])
+    return str(messages)
+
+
 class RefusingInput(serializers.Serializer):
     """An input some of whose fields are checked against a list of valid values
     (the catalog's cards, the pay currencies, ...) and refused with a stable
@@ -35,8 +46,8 @@ class RefusingInput(serializers.Serializer):
         for error in refusals.values():
             details.update(error.details)
         field, messages = next(iter(errors.items()))
-        first = messages[0] if isinstance(messages, list) and messages else messages
-        message = str(first) if field == "non_field_errors" else f"{field}: {first}"
+        first = first_message(messages)
+        message = first if field == "non_field_errors" else f"{field}: {first}"
         raise DomainError("invalid", message, status=400, details={**details, "fields": errors})
 
 

@@ -61,6 +61,17 @@ def test_a_workload_past_the_bound_is_refused(chains, catalog, customer_api, ssh
     assert not Order.objects.exists()
 
 
+def test_a_wrong_workload_field_is_named_in_plain_words(chains, catalog, customer_api, ssh_key):
+    workload = {"model": "llama\u0000", "precision": "bf16", "context": 1024, "concurrency": 1}
+    resp = customer_api.post("/api/v1/orders", body(ssh_key, workload=workload), format="json")
+    assert resp.status_code == 400
+    error = resp.json()["error"]
+    assert error["code"] == "invalid"
+    assert error["message"] == "workload: model: Null characters are not allowed."
+    assert error["details"]["fields"] == {"workload": {"model": ["Null characters are not allowed."]}}
+    assert not Order.objects.exists()
+
+
 def test_an_order_keeps_only_what_sizing_reads_of_its_workload(chains, catalog, customer_api, ssh_key, api):
     """What sizing does not read (config keys, workload keys nobody knows) is not
     stored; what is stored sizes exactly as what was sent."""
