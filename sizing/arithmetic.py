@@ -126,6 +126,8 @@ class Workload:
     profile: str = "guide"  # "guide": the guide's arithmetic; "vllm": what the engine loads and admits
     max_gpu_memory_utilization: Decimal = Decimal("0.95")  # vllm profile: the highest it may be set to
     engine_version: str = "0.9.2"  # vllm profile: the vLLM release sized for (the template's by default)
+    input_tokens: int | None = None  # vllm profile: mean prompt length (None: performance.default_lengths)
+    output_tokens: int | None = None  # vllm profile: mean output length
 
     @property
     def overhead_bytes(self) -> int:

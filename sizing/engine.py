@@ -89,10 +89,6 @@ CUDA_GRAPH_PER_LAYER_BYTES = 10 * MIB
 # The launch line's gpu_memory_utilization: vLLM's own default when that is
 # enough, else the lowest that fits.
 LAUNCH_UTILIZATION_FLOOR = Decimal("0.90")
-# Tensor parallelism over PCIe without peer-to-peer: each step's all-reduces go
-# through host memory, so the group does not decode N times faster. The bound is
-# discounted by these factors (by group size).
-NO_P2P_TP_EFFICIENCY = {2: Decimal("0.75"), 4: Decimal("0.60"), 8: Decimal("0.50")}
 
 REASON_FORMAT_UNSUPPORTED = "format_unsupported"
 REASON_FP8_UNSUPPORTED = "fp8_unsupported"
@@ -614,53 +610,155 @@ def max_context(*, workload: Workload, card: Card, gpu_count: int, weights: int)
 
 
 # --- Speed -----------------------------------------------------------------------------------
+# The step-time model is sizing/performance.py; here the workload, the card and
+# the memory budget become its inputs.
+
+# The API's percentiles assume request lengths spread uniformly over +-50 % of
+# the means given (vLLM bench's random dataset with --random-range-ratio 0.5).
+API_RANGE_RATIO = 0.5
 
 
 @dataclass(frozen=True)
 class Throughput:
     concurrency: int
-    aggregate_tokens_per_s: int  # decode bound of the whole group at that concurrency
-    per_sequence_tokens_per_s: int
-    single_stream_tokens_per_s: int
+    aggregate_tokens_per_s: int  # output tokens/s of the group at that concurrency, steady state
+    per_sequence_tokens_per_s: int  # what one client sees while its request decodes (1 / TPOT)
+    single_stream_tokens_per_s: int  # the same at concurrency 1
     active_weight_bytes_per_gpu: int
     kv_bytes_read_per_sequence_per_gpu: int
-    tp_efficiency: Decimal
+    tp_efficiency: Decimal  # share of a decode step not spent in all-reduces
     pcie_without_p2p: bool
+    input_tokens: int = 0
+    output_tokens: int = 0
+    performance: Any = None  # sizing.performance.Performance at the concurrency
+    single: Any = None  # the same at concurrency 1
+    compute_format: str = ""
 
 
-def tp_efficiency(*, facts: CardFacts, gpu_count: int) -> Decimal:
-    if gpu_count == 1 or facts.peer_to_peer:
-        return Decimal(1)
-    return NO_P2P_TP_EFFICIENCY.get(gpu_count, min(NO_P2P_TP_EFFICIENCY.values()))
+def workload_lengths(workload: Workload) -> tuple[int, int]:
+    """(input, output) tokens of a mean request: the workload's, else 1,000 and
+    1,000, scaled down to fit the context when it is shorter."""
+    from .performance import default_lengths
 
-
-def decode_bound(*, concurrency: int, bandwidth_bytes: int, active: int, kv_per_seq: int, efficiency: Decimal) -> int:
-    """tokens/s = concurrency x bandwidth / (active weight bytes + concurrency x KV bytes per sequence)."""
-    top = Decimal(concurrency * bandwidth_bytes) * efficiency
-    return int(top / (active + concurrency * kv_per_seq))
-
-
-def throughput_compute(*, workload: Workload, card: Card, gpu_count: int, concurrency: int | None = None) -> Throughput:
-    arch = workload.arch
-    facts = card_facts(card)
-    c = workload.concurrency if concurrency is None else concurrency
-    active = active_weight_bytes(layout=arch_layout(arch), fmt=workload_format(workload), gpu_count=gpu_count)
-    kv = kv_bytes_read_per_step(
-        arch=arch, kv_precision=workload.kv_precision, context=workload.context, gpu_count=gpu_count
+    return default_lengths(
+        context=workload.context, input_tokens=workload.input_tokens, output_tokens=workload.output_tokens
     )
-    eff = tp_efficiency(facts=facts, gpu_count=gpu_count)
-    bandwidth = card.bandwidth_gbps * 10**9
-    aggregate = decode_bound(concurrency=c, bandwidth_bytes=bandwidth, active=active, kv_per_seq=kv, efficiency=eff)
-    single = decode_bound(concurrency=1, bandwidth_bytes=bandwidth, active=active, kv_per_seq=kv, efficiency=eff)
+
+
+def tp_efficiency(*, step: Any, hw: Any, layers: int) -> Decimal:
+    """The share of a decode step that is not all-reduce time (1 on one GPU)."""
+    if hw.gpu_count == 1 or step.seconds <= 0:
+        return Decimal(1)
+    allreduce = step.fixed_s - hw.step_s - layers * hw.layer_s
+    return Decimal(1 - allreduce / step.seconds).quantize(Decimal("0.01"))
+
+
+def model_cost(*, workload: Workload, gpu_count: int) -> Any:
+    """What one GPU of the group reads and computes per token (performance.ModelCost)."""
+    from .performance import ModelCost
+
+    arch = workload.arch
+    layout = arch_layout(arch)
+    fmt = workload_format(workload)
+    active = active_weight_bytes(layout=layout, fmt=fmt, gpu_count=gpu_count)
+    expert = 0
+    if layout.experts and layout.experts_per_token:
+        every = layout_weight_bytes(layout=layout, fmt=fmt, gpu_count=gpu_count, experts_read=layout.experts)
+        none = layout_weight_bytes(layout=layout, fmt=fmt, gpu_count=gpu_count, experts_read=0)
+        expert = (every.linear + every.scales - none.linear - none.scales) // layout.experts
+    bf16 = FORMATS["bf16"]
+    params = active_weight_bytes(layout=layout, fmt=bf16, gpu_count=gpu_count) // 2
+    expert_params = 0
+    if expert:
+        every = layout_weight_bytes(layout=layout, fmt=bf16, gpu_count=gpu_count, experts_read=layout.experts)
+        none = layout_weight_bytes(layout=layout, fmt=bf16, gpu_count=gpu_count, experts_read=0)
+        expert_params = (every.linear - none.linear) // 2 // layout.experts * layout.experts_per_token
+    return ModelCost(
+        layers=arch.layers,
+        hidden=arch.hidden_size,
+        shared_bytes=max(0, active - expert * layout.experts_per_token),
+        expert_bytes=expert,
+        experts=layout.experts if expert else 0,
+        experts_per_token=layout.experts_per_token if expert else 0,
+        params_per_token=params,
+        expert_params_per_token=expert_params,
+        kv_bytes_per_token_layer=kv_cache_bytes_per_token_layer(
+            arch=arch, kv_precision=workload.kv_precision, kv_heads=kv_heads_per_gpu(arch=arch, gpu_count=gpu_count)
+        ),
+        full_layers=arch.full_attention_layers,
+        sliding_layers=arch.sliding_window_layers,
+        window=arch.sliding_window,
+        attention_width=arch.attention_heads * arch.head_dim // gpu_count,
+        kv_heads=kv_heads_per_gpu(arch=arch, gpu_count=gpu_count),
+        head_dim=arch.head_dim,
+    )
+
+
+def card_hardware(*, workload: Workload, card: Card, gpu_count: int) -> Any:
+    from .performance import hardware
+
+    return hardware(
+        slug=card.slug,
+        family=card_family(card),
+        weight_format=workload_format_name(workload),
+        gpu_count=gpu_count,
+        catalog_bandwidth_gbps=card.bandwidth_gbps,
+    )
+
+
+def throughput_compute(
+    *, workload: Workload, card: Card, gpu_count: int, concurrency: int | None = None, budget: Budget | None = None
+) -> Throughput:
+    """Steady-state speed of the launch line at `concurrency` clients (the
+    workload's by default): vLLM holds at most that many sequences
+    (--max-num-seqs) and what its KV cache holds at the mean context in flight."""
+    from .performance import Serving, serve
+
+    c = workload.concurrency if concurrency is None else concurrency
+    facts = card_facts(card)
+    if budget is None:
+        budget = budget_compute(workload=workload, card=card, gpu_count=gpu_count, concurrency=c)
+    utilization = launch_utilization(budget.utilization_min(), workload.max_gpu_memory_utilization)
+    kv_tokens = kv_tokens_capacity(
+        arch=workload.arch,
+        kv_precision=workload.kv_precision,
+        gpu_count=gpu_count,
+        kv_bytes=budget.kv_available(utilization),
+    )
+    prompt, output = workload_lengths(workload)
+    model = model_cost(workload=workload, gpu_count=gpu_count)
+    hw = card_hardware(workload=workload, card=card, gpu_count=gpu_count)
+
+    def at(clients: int):
+        serving = Serving(
+            concurrency=clients,
+            input_tokens=prompt,
+            output_tokens=output,
+            max_num_seqs=c,
+            batched_tokens=budget.batched_tokens,
+            # A configuration that does not fit is still timed, as if one request fit.
+            kv_tokens=max(kv_tokens, prompt + output),
+            range_ratio=API_RANGE_RATIO,
+        )
+        return serve(model=model, hw=hw, serving=serving)
+
+    perf = at(c)
+    single = perf if c == 1 else at(1)
+    kv_read = int(model.kv_bytes_per_token_layer * (model.full_layers * (prompt + output / 2)))
     return Throughput(
         concurrency=c,
-        aggregate_tokens_per_s=aggregate,
-        per_sequence_tokens_per_s=aggregate // c if c else 0,
-        single_stream_tokens_per_s=single,
-        active_weight_bytes_per_gpu=active,
-        kv_bytes_read_per_sequence_per_gpu=kv,
-        tp_efficiency=eff,
+        aggregate_tokens_per_s=int(perf.output_tokens_per_s),
+        per_sequence_tokens_per_s=int(1 / perf.tpot_p50_s) if perf.tpot_p50_s > 0 else 0,
+        single_stream_tokens_per_s=int(1 / single.tpot_p50_s) if single.tpot_p50_s > 0 else 0,
+        active_weight_bytes_per_gpu=int(model.shared_bytes + model.expert_bytes * model.experts_per_token),
+        kv_bytes_read_per_sequence_per_gpu=kv_read,
+        tp_efficiency=tp_efficiency(step=perf.decode_step, hw=hw, layers=model.layers),
         pcie_without_p2p=gpu_count > 1 and not facts.peer_to_peer,
+        input_tokens=prompt,
+        output_tokens=output,
+        performance=perf,
+        single=single,
+        compute_format=hw.compute_format,
     )
 
 

@@ -108,6 +108,18 @@ class WorkloadInput(serializers.Serializer):
     concurrency = serializers.IntegerField(
         min_value=1, max_value=MAX_CONCURRENCY, default=1, help_text="Sequences in flight at once."
     )
+    input_tokens = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_CONTEXT,
+        required=False,
+        help_text="vllm profile: mean prompt length of a request, tokens (default 1,000, less in a short context).",
+    )
+    output_tokens = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_CONTEXT,
+        required=False,
+        help_text="vllm profile: mean output length of a request, tokens (default 1,000, less in a short context).",
+    )
     overhead_gb = serializers.DecimalField(
         required=False,
         max_digits=6,
@@ -173,6 +185,19 @@ class WorkloadInput(serializers.Serializer):
                 status=400,
                 details={"context": attrs["context"], "max_context": arch.max_context, "model": arch.slug},
             )
+        lengths = attrs.get("input_tokens", 0) + attrs.get("output_tokens", 0)
+        if lengths > attrs["context"]:
+            raise DomainError(
+                "lengths_exceed_context",
+                f"input_tokens + output_tokens ({lengths:,}) exceed the context ({attrs['context']:,}): "
+                "`context` is the longest a request may be, the lengths are its mean.",
+                status=400,
+                details={
+                    "context": attrs["context"],
+                    "input_tokens": attrs.get("input_tokens"),
+                    "output_tokens": attrs.get("output_tokens"),
+                },
+            )
         attrs["precision"] = precision
         attrs["workload"] = Workload(
             arch=arch,
@@ -184,6 +209,8 @@ class WorkloadInput(serializers.Serializer):
             profile=attrs["profile"],
             max_gpu_memory_utilization=max_utilization(),
             engine_version=attrs["engine_version"],
+            input_tokens=attrs.get("input_tokens"),
+            output_tokens=attrs.get("output_tokens"),
         )
         return attrs
 
@@ -375,15 +402,43 @@ class EngineOutput(serializers.Serializer):
 
 class ThroughputOutput(serializers.Serializer):
     concurrency = serializers.IntegerField()
-    aggregate_tokens_per_s = serializers.IntegerField(
-        help_text="Decode bound of the group: concurrency x bandwidth / (active weight bytes + concurrency x "
-        "KV bytes per sequence)."
+    input_tokens = serializers.IntegerField(help_text="Mean prompt length the figures are for.")
+    output_tokens = serializers.IntegerField(help_text="Mean output length the figures are for.")
+    output_tokens_per_s = serializers.FloatField(
+        help_text="Output tokens per second of all sequences together, steady state, `concurrency` clients."
     )
-    per_sequence_tokens_per_s = serializers.IntegerField()
-    single_stream_tokens_per_s = serializers.IntegerField(help_text="The same bound at concurrency 1.")
+    requests_per_s = serializers.FloatField()
+    aggregate_tokens_per_s = serializers.IntegerField(help_text="output_tokens_per_s, whole.")
+    per_sequence_tokens_per_s = serializers.IntegerField(help_text="What one client sees while decoding: 1 / TPOT.")
+    single_stream_tokens_per_s = serializers.IntegerField(help_text="The same at concurrency 1.")
+    in_flight = serializers.IntegerField(help_text="Requests the engine holds at once (the rest wait).")
+    limited_by = serializers.CharField(help_text="concurrency, max_num_seqs or kv_cache: what caps in_flight.")
+    bound = serializers.CharField(help_text="memory or compute: what a decode step's linear layers wait on.")
+    compute_format = serializers.CharField(help_text="The tensor-core format the card multiplies in.")
     active_weights_gb = serializers.FloatField(help_text="Bytes one GPU reads per token (routed experts only).")
     pcie_without_p2p = serializers.BooleanField()
-    tp_efficiency = serializers.FloatField(help_text="Discount for tensor parallelism without peer-to-peer.")
+    tp_efficiency = serializers.FloatField(help_text="Share of a decode step not spent in all-reduces.")
+
+
+class TtftOutput(serializers.Serializer):
+    p50 = serializers.FloatField()
+    p95 = serializers.FloatField()
+
+
+class TpotOutput(serializers.Serializer):
+    p50 = serializers.FloatField()
+
+
+class E2eOutput(serializers.Serializer):
+    p50 = serializers.FloatField()
+    p95 = serializers.FloatField()
+    p99 = serializers.FloatField()
+
+
+class LatencyOutput(serializers.Serializer):
+    ttft_ms = TtftOutput(help_text="Time to first token, ms.")
+    tpot_ms = TpotOutput(help_text="Time per output token, ms.")
+    e2e_ms = E2eOutput(help_text="The whole request, ms.")
 
 
 class LaunchOutput(serializers.Serializer):
@@ -413,12 +468,13 @@ class CheckOutput(serializers.Serializer):
     monthly_usd = serializers.CharField(allow_null=True)
     cost_per_million_tokens_usd = serializers.CharField(
         allow_null=True,
-        help_text="The term's price over the tokens it yields: at the aggregate bound of the requested "
-        "concurrency (vllm), at the single-stream ceiling (guide).",
+        help_text="The term's price over the tokens it yields: at the steady-state output rate of the "
+        "requested concurrency (vllm), at the single-stream ceiling (guide).",
     )
     weights = WeightsOutput(allow_null=True, help_text="vllm profile: checkpoint-true weight bytes.")
     engine = EngineOutput(allow_null=True, help_text="vllm profile: the memory budget per GPU.")
     throughput = ThroughputOutput(allow_null=True, help_text="vllm profile.")
+    latency = LatencyOutput(allow_null=True, help_text="vllm profile: at the same concurrency, steady state.")
     launch = LaunchOutput(allow_null=True, help_text="vllm profile, when it fits.")
     notes = serializers.ListField(child=serializers.CharField())
 
@@ -521,14 +577,19 @@ def _split(wb) -> dict[str, float]:
     }
 
 
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
+
+
 def engine_payload(check) -> dict[str, Any]:
     """The vllm profile's parts of a check (nulls for the guide profile)."""
     detail = check.engine
     if detail is None:
-        return {"weights": None, "engine": None, "throughput": None, "launch": None, "notes": []}
+        return {"weights": None, "engine": None, "throughput": None, "latency": None, "launch": None, "notes": []}
     from .engine import BLOCK_SIZE, arch_layout, kv_tokens_capacity, workload_format_name
 
     budget, speed, launch = detail.budget, detail.throughput, detail.launch
+    perf = speed.performance
     workload = check.workload
     return {
         "weights": {
@@ -561,12 +622,25 @@ def engine_payload(check) -> dict[str, Any]:
         },
         "throughput": {
             "concurrency": speed.concurrency,
+            "input_tokens": speed.input_tokens,
+            "output_tokens": speed.output_tokens,
+            "output_tokens_per_s": round(perf.output_tokens_per_s, 1),
+            "requests_per_s": round(perf.requests_per_s, 3),
             "aggregate_tokens_per_s": speed.aggregate_tokens_per_s,
             "per_sequence_tokens_per_s": speed.per_sequence_tokens_per_s,
             "single_stream_tokens_per_s": speed.single_stream_tokens_per_s,
+            "in_flight": perf.in_flight,
+            "limited_by": perf.limited_by,
+            "bound": perf.bound,
+            "compute_format": speed.compute_format,
             "active_weights_gb": gb_number(speed.active_weight_bytes_per_gpu),
             "pcie_without_p2p": speed.pcie_without_p2p,
             "tp_efficiency": float(speed.tp_efficiency),
+        },
+        "latency": {
+            "ttft_ms": {"p50": _ms(perf.ttft_p50_s), "p95": _ms(perf.ttft_p95_s)},
+            "tpot_ms": {"p50": _ms(perf.tpot_p50_s)},
+            "e2e_ms": {"p50": _ms(perf.e2e_p50_s), "p95": _ms(perf.e2e_p95_s), "p99": _ms(perf.e2e_p99_s)},
         },
         "launch": None
         if launch is None

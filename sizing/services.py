@@ -1,6 +1,6 @@
 """Sizing against the catalog: does a configuration hold a workload, what does it
-cost per million tokens at its decode ceiling, and which configurations are the
-cheapest that hold it.
+cost per million tokens at the rate it serves it, and which configurations are
+the cheapest that hold it; and the speed model against published benchmarks.
 
 Other apps call `sizing_check` / `sizing_require_fit` (orders refuse workloads
 that do not fit) and `sizing_recommend`. Reading only: nothing here writes.
@@ -8,8 +8,10 @@ that do not fit) and `sizing_recommend`. Reading only: nothing here writes.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 
 from catalog.models import TERM_HOURS, TERM_MONTHLY, GpuModel
 from catalog.selectors import CatalogSnapshot, StockRow, catalog_current, catalog_memo, stock
@@ -77,8 +79,8 @@ def card_from_gpu(gpu: GpuModel) -> Card:
 
 
 def cost_per_million_tokens(*, price_usd: Decimal, hours: int, tokens_per_s: int) -> Decimal | None:
-    """What a million tokens cost when the configuration decodes at `tokens_per_s`
-    for every hour of the term it is paid for (a floor: real decode is slower)."""
+    """What a million output tokens cost when the configuration yields
+    `tokens_per_s` for every hour of the term it is paid for (busy all term)."""
     if tokens_per_s <= 0:
         return None
     return cents(price_usd * MILLION / (tokens_per_s * hours * SECONDS_PER_HOUR))
@@ -149,8 +151,9 @@ def _result(
 
 
 def tokens_per_s(check: Check) -> int:
-    """The rate a term's tokens are counted at: the aggregate decode bound at the
-    requested concurrency (vllm profile), the single-stream ceiling (guide)."""
+    """The rate a term's tokens are counted at: the steady-state output rate of
+    the requested concurrency (vllm profile, sizing.performance), the
+    single-stream ceiling (guide)."""
     if check.engine is not None:
         return check.engine.throughput.aggregate_tokens_per_s
     return check.decode_ceiling_tokens_per_s
@@ -389,10 +392,13 @@ def cost_by_concurrency(*, result: SizingResult) -> Advice:
         cost = cost_per_million_tokens(
             price_usd=result.quote.total_usd, hours=result.quote.hours, tokens_per_s=speed.aggregate_tokens_per_s
         )
+        perf = speed.performance
         rows.append(
             {
                 "concurrency": level,
                 "aggregate_tokens_per_s": speed.aggregate_tokens_per_s,
+                "ttft_p50_ms": round(perf.ttft_p50_s * 1000, 1),
+                "tpot_p50_ms": round(perf.tpot_p50_s * 1000, 1),
                 "cost_per_million_tokens_usd": None if cost is None else f"{cost:.2f}",
             }
         )
@@ -401,6 +407,208 @@ def cost_by_concurrency(*, result: SizingResult) -> Advice:
         "cost_by_concurrency",
         f"On {count} x {result.gpu.name} a million tokens cost ${first['cost_per_million_tokens_usd']} at one "
         f"sequence and ${last['cost_per_million_tokens_usd']} at {last['concurrency']} in flight "
-        f"(the most {workload.context:,}-token sequences that fit): batching shares each read of the weights.",
+        f"(the most {workload.context:,}-token sequences that fit): batching shares each read of the weights, "
+        "while each request waits longer for its tokens.",
         {"gpu": result.gpu.slug, "gpu_count": count, "context": workload.context, "rows": rows},
     )
+
+
+# --- Accuracy against published benchmarks ------------------------------------------------------
+
+BENCHMARKS_FILE = Path(__file__).resolve().parent / "data" / "published_benchmarks.json"
+# How far the prediction may sit from the published figure: vLLM runs below
+# TensorRT-LLM; against vLLM's own figures, within a third (throughput) or 30 % (latency).
+BANDS = {"trtllm": (Decimal("0.60"), Decimal("1.10")), "vllm": (Decimal("0.75"), Decimal("1.33"))}
+LATENCY_BAND = (Decimal("0.70"), Decimal("1.30"))
+# vLLM's default gpu_memory_utilization, what the predicted engine runs with.
+BENCH_UTILIZATION = Decimal("0.90")
+ACCURACY_START = "<!-- sizing-accuracy:start -->"
+ACCURACY_END = "<!-- sizing-accuracy:end -->"
+
+
+@dataclass(frozen=True)
+class AccuracyRow:
+    row: dict
+    model_name: str
+    predicted: float | None  # output tokens/s, or seconds for a latency row
+    published: float
+    ratio: Decimal | None
+    band: tuple[Decimal, Decimal]
+    separately: str  # why the row is listed apart from the bands ("" when it is held to its band here)
+    in_flight: int = 0
+    bound: str = ""
+    peak_share: float = 0.0  # the FLOPs the prediction implies, as a share of the cards' dense peak
+
+    @property
+    def metric(self) -> str:
+        return "latency" if "latency_s" in self.row else "throughput"
+
+    @property
+    def within(self) -> bool | None:
+        """Whether the prediction is inside the band (None: no prediction)."""
+        if self.ratio is None:
+            return None
+        return self.band[0] <= self.ratio <= self.band[1]
+
+    @property
+    def inside(self) -> bool | None:
+        """Whether a row held to its band is inside it (None: listed apart)."""
+        if self.separately:
+            return None
+        return self.within
+
+
+def _catalog_cards() -> dict[str, Card]:
+    from catalog.seed import DATA_FILE
+
+    rows = json.loads(DATA_FILE.read_text())["gpus"]
+    return {
+        g["slug"]: Card(
+            slug=g["slug"],
+            name=g["name"],
+            memory_gb=g["memory_gb"],
+            bandwidth_gbps=g["bandwidth_gbps"],
+            fp8=g["fp8"],
+            architecture=g["architecture"],
+            vendor=g["vendor"],
+        )
+        for g in rows
+    }
+
+
+def sizing_accuracy(*, path: Path = BENCHMARKS_FILE) -> list[AccuracyRow]:
+    """Every published row against the speed model's prediction for the same
+    model, cards, precision, lengths and load."""
+    from .engine import (
+        budget_compute,
+        card_hardware,
+        kv_tokens_capacity,
+        model_cost,
+    )
+    from .hf_config import architecture_from_hf_config
+    from .performance import Serving, serve
+    from .seed import published_config
+
+    data = json.loads(path.read_text())
+    cards = _catalog_cards()
+    out: list[AccuracyRow] = []
+    for row in data["rows"]:
+        model = data["models"][row["model"]]
+        published = row.get("latency_s", row.get("output_tokens_per_s"))
+        band = LATENCY_BAND if "latency_s" in row else BANDS[row["source"]]
+        if model.get("separately"):
+            out.append(AccuracyRow(row, model["name"], None, published, None, band, model["separately"]))
+            continue
+        apart = row.get("separately", "")
+        config = model["config"]
+        config = published_config(config) if isinstance(config, str) else config
+        arch = architecture_from_hf_config(config, slug=row["model"], name=model["name"])
+        prompt, output = row["input_tokens"], row["output_tokens"]
+        load = row["concurrency"] or row["requests"]
+        seqs = row.get("max_num_seqs") or data["defaults"]["trtllm"]["max_num_seqs"]
+        workload = Workload(
+            arch=arch,
+            precision=row["precision"],
+            kv_precision=row["kv_precision"],
+            context=prompt + output,
+            concurrency=min(load, seqs),
+            profile=PROFILE_VLLM,
+            max_gpu_memory_utilization=BENCH_UTILIZATION,
+            input_tokens=prompt,
+            output_tokens=output,
+        )
+        card, count = cards[row["gpu"]], row["gpu_count"]
+        budget = budget_compute(workload=workload, card=card, gpu_count=count, concurrency=min(load, seqs))
+        kv_tokens = kv_tokens_capacity(
+            arch=arch,
+            kv_precision=row["kv_precision"],
+            gpu_count=count,
+            kv_bytes=budget.kv_available(BENCH_UTILIZATION),
+        )
+        cost = model_cost(workload=workload, gpu_count=count)
+        hw = card_hardware(workload=workload, card=card, gpu_count=count)
+        perf = serve(
+            model=cost,
+            hw=hw,
+            serving=Serving(
+                concurrency=load,
+                input_tokens=prompt,
+                output_tokens=output,
+                max_num_seqs=seqs,
+                batched_tokens=budget.batched_tokens,
+                kv_tokens=kv_tokens,
+            ),
+        )
+        predicted = perf.e2e_p50_s if "latency_s" in row else perf.output_tokens_per_s
+        # The linear-layer FLOPs the predicted rate implies, against the group's dense peak.
+        tokens_per_s = perf.requests_per_s * (prompt + output)
+        peak_share = tokens_per_s * 2 * cost.params_per_token / hw.peak_flops
+        ratio = (Decimal(str(predicted)) / Decimal(str(published))).quantize(Decimal("0.01"))
+        out.append(
+            AccuracyRow(
+                row,
+                model["name"],
+                predicted,
+                published,
+                ratio,
+                band,
+                apart,
+                in_flight=perf.in_flight,
+                bound=perf.bound,
+                peak_share=peak_share,
+            )
+        )
+    return out
+
+
+def _figure(value: float | None, metric: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f} s" if metric == "latency" else f"{value:,.0f}"
+
+
+def accuracy_table(rows: list[AccuracyRow]) -> str:
+    """The markdown table docs/sizing.md carries between its accuracy markers."""
+    checked = [r for r in rows if not r.separately]
+    inside = sum(1 for r in checked if r.inside)
+    apart = [r for r in rows if r.separately and r.ratio is not None]
+    lines = [
+        f"{inside} of {len(checked)} rows held to their band are inside it; {len(apart)} more are listed apart "
+        f"with their prediction ({sum(1 for r in apart if r.within)} of them inside the band) and "
+        f"{len(rows) - len(checked) - len(apart)} are checked separately, for the reasons under the table.",
+        "",
+        "| Source | Model | GPUs | Weights | ISL/OSL | Requests | Published | Predicted | Ratio | Band | Inside |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        row = r.row
+        load = f"{row['concurrency']} clients" if row["concurrency"] else f"{row['requests']:,} at once"
+        band = f"{r.band[0]}-{r.band[1]}x"
+        if r.separately:
+            verdict = (
+                "checked separately" if r.within is None else f"listed apart ({'inside' if r.within else 'outside'})"
+            )
+        else:
+            verdict = "yes" if r.inside else "**no**"
+        source = "TensorRT-LLM" if row["source"] == "trtllm" else "vLLM"
+        lines.append(
+            f"| [{source}]({row['url']}) | {r.model_name} | {row['gpu_count']} x {row['gpu']} | {row['precision']} | "
+            f"{row['input_tokens']}/{row['output_tokens']} | {load} | {_figure(r.published, r.metric)} | "
+            f"{_figure(r.predicted, r.metric)} | {'-' if r.ratio is None else r.ratio} | {band} | {verdict} |"
+        )
+    reasons: dict[str, list[str]] = {}
+    for r in rows:
+        if r.separately:
+            label = f"{r.model_name} on {r.row['gpu_count']} x {r.row['gpu']}"
+            if label not in reasons.setdefault(r.separately, []):
+                reasons[r.separately].append(label)
+    if reasons:
+        lines.append("")
+        lines += [f"- {', '.join(labels)}: {why}" for why, labels in reasons.items()]
+    return "\n".join(lines) + "\n"
+
+
+def accuracy_document(text: str, table: str) -> str:
+    """`text` with the table between the accuracy markers replaced by `table`."""
+    start, end = text.index(ACCURACY_START) + len(ACCURACY_START), text.index(ACCURACY_END)
+    return text[:start] + "\n" + table + text[end:]

@@ -1,0 +1,420 @@
+"""How fast vLLM serves a workload: a step-time model and the steady state of a
+closed loop of clients. Pure functions, no database; docs/sizing.md (Speed)
+says where each figure comes from and how the model is calibrated.
+
+One engine step (one forward pass over the sequences scheduled together) takes
+
+    max(bytes read / achievable bandwidth, FLOPs / achievable compute)
+      + a fixed cost: the step's own (scheduler, sampler) and kernel launches
+        per layer, and at tensor parallelism two all-reduces per layer over
+        the card's interconnect (latency + bytes / link bandwidth)
+
+Bytes read per GPU: the weights every token uses, the experts the step's
+tokens are routed to (a MoE touches more experts as the batch grows, toward
+all of them), and each decoding sequence's KV cache at the mean context in
+flight. FLOPs per GPU: two per active parameter per token, plus attention.
+
+vLLM's scheduler (V1, chunked prefill) fills each step with every decoding
+sequence first and spends what is left of `max_num_batched_tokens` on
+prompts. In steady state `d` sequences decode while prompts wait or run in
+chunks; requests in flight are capped by `max_num_seqs` and by the KV cache
+(at the mean context in flight); clients beyond that wait outside.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).resolve().parent / "data" / "performance.json"
+
+BLOCK_SIZE = 16
+ACTIVATION_BYTES = 2  # BF16 hidden states, what each all-reduce carries per element
+# A card with no speed facts in the data file: this many FLOPs per byte of its
+# bandwidth (the ratio of the PCIe cards listed, about 150-400) and the strictest
+# family's fractions.
+UNKNOWN_FLOPS_PER_BYTE = 150
+# Each format's compute on a card without tensor cores for it: vLLM's weight-only
+# kernels (Marlin) dequantize to BF16 and multiply in BF16.
+COMPUTE_FORMAT = {
+    "bf16": ("bf16",),
+    "fp16": ("bf16",),
+    "awq": ("bf16",),
+    "gptq": ("bf16",),
+    "fp8": ("fp8", "bf16"),
+    "int8": ("int8", "bf16"),
+    "mxfp4": ("fp8", "bf16"),  # MXFP4 x MXFP8 on Blackwell; weight-only elsewhere
+    "nvfp4": ("fp4", "bf16"),
+}
+# Percentiles come from a grid of quantiles of each random part (prompt length,
+# wait behind other prompts, output length): deterministic, no sampling.
+GRID = 21
+OUTPUT_GRID = 11
+
+
+# A request when the workload names no lengths: 1,000 prompt tokens and 1,000
+# output tokens (TensorRT-LLM's and vLLM's 1000/1000 benchmark case), scaled down
+# to fit a shorter context.
+DEFAULT_INPUT_TOKENS = 1000
+DEFAULT_OUTPUT_TOKENS = 1000
+
+
+def default_lengths(*, context: int, input_tokens: int | None, output_tokens: int | None) -> tuple[int, int]:
+    """(input, output) tokens of the mean request."""
+    if input_tokens is not None and output_tokens is not None:
+        return input_tokens, output_tokens
+    if input_tokens is not None:
+        return input_tokens, max(1, min(DEFAULT_OUTPUT_TOKENS, context - input_tokens))
+    if output_tokens is not None:
+        return max(1, min(DEFAULT_INPUT_TOKENS, context - output_tokens)), output_tokens
+    if context >= DEFAULT_INPUT_TOKENS + DEFAULT_OUTPUT_TOKENS:
+        return DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
+    prompt = max(1, context // 2)
+    return prompt, max(1, context - prompt)
+
+
+@lru_cache(maxsize=1)
+def data() -> dict[str, Any]:
+    return json.loads(DATA.read_text())
+
+
+# --- What the model needs ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One GPU of a tensor-parallel group of `gpu_count`, as the step model sees it."""
+
+    gpu_count: int
+    compute_format: str
+    peak_bandwidth: float  # bytes/s, the vendor's
+    peak_flops: float  # dense FLOP/s in the compute format, the vendor's
+    bandwidth_fraction: float
+    compute_fraction: float
+    interconnect: str
+    link_bytes_s: float  # per GPU, one direction, what an all-reduce can use
+    link_latency_s: float
+    step_s: float
+    layer_s: float
+    vector_flops: float = 0.0  # achievable FP32 FLOP/s of the CUDA cores / vector units (decode attention)
+    moe_fraction: float = 0.0  # of the dense peak, what the routed experts' grouped GEMMs reach
+    head_s: float = 0.0  # decode attention's fixed cost per sequence, layer and query head
+
+    @property
+    def bandwidth(self) -> float:
+        return self.peak_bandwidth * self.bandwidth_fraction
+
+    @property
+    def flops(self) -> float:
+        return self.peak_flops * self.compute_fraction
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """What one GPU reads and computes per token (all figures per GPU)."""
+
+    layers: int
+    hidden: int
+    shared_bytes: int  # weights read by every step whatever its tokens (all but the routed experts)
+    expert_bytes: int  # one routed expert across all MoE layers (0: dense)
+    experts: int
+    experts_per_token: int
+    params_per_token: int  # multiply-adds per token in the linear layers (active ones)
+    kv_bytes_per_token_layer: int
+    full_layers: int
+    sliding_layers: int
+    window: int | None
+    attention_width: int  # query heads per GPU x head dim
+    kv_heads: int = 0  # KV heads per GPU
+    head_dim: int = 0
+    expert_params_per_token: int = 0  # of params_per_token, those in the routed experts
+
+
+@dataclass(frozen=True)
+class Serving:
+    """The engine's limits and the traffic: a closed loop of `concurrency` clients
+    each sending a request as soon as its last one finished."""
+
+    concurrency: int
+    input_tokens: int
+    output_tokens: int
+    max_num_seqs: int
+    batched_tokens: int
+    kv_tokens: int  # tokens the KV cache holds (every layer at full rate)
+    range_ratio: float = 0.0  # lengths uniform in [mean x (1 - r), mean x (1 + r)]
+
+
+def hardware(*, slug: str, family: str, weight_format: str, gpu_count: int, catalog_bandwidth_gbps: int) -> Hardware:
+    facts = data()
+    card = facts["cards"].get(slug)
+    fam = facts["families"].get(family) or facts["families"]["cdna3"]
+    if card is None:
+        peak_bw = catalog_bandwidth_gbps * 1e9
+        peaks = {"bf16": peak_bw * UNKNOWN_FLOPS_PER_BYTE / 1e12}
+        vector = peaks["bf16"] / 8
+        link = facts["interconnects"]["pcie"]
+        link_gbps, kind = 32, "pcie"
+    else:
+        peak_bw = card["bandwidth_gbps"] * 1e9
+        peaks = card["dense_tflops"]
+        vector = card["vector_tflops"]
+        kind = card["interconnect"]
+        link, link_gbps = facts["interconnects"][kind], card["link_gbps"]
+    compute = next(f for f in COMPUTE_FORMAT.get(weight_format, ("bf16",)) if f in peaks)
+    link_bytes = link_gbps * 1e9
+    if link["topology"] == "mesh":  # one link to each peer: a ring uses one, a direct all-reduce all
+        link_bytes *= max(1, gpu_count - 1)
+    fractions = fam["compute"]
+    return Hardware(
+        gpu_count=gpu_count,
+        compute_format=compute,
+        peak_bandwidth=peak_bw,
+        peak_flops=peaks[compute] * 1e12,
+        bandwidth_fraction=fam["bandwidth"],
+        compute_fraction=fractions.get(compute, fractions["bf16"]),
+        interconnect=kind,
+        link_bytes_s=link_bytes,
+        link_latency_s=link["latency_us"] * 1e-6,
+        step_s=fam["step_us"] * 1e-6,
+        layer_s=fam["layer_us"] * 1e-6,
+        vector_flops=vector * 1e12 * fam["attention"],
+        moe_fraction=fam["moe_compute"].get(compute, fam["moe_compute"]["bf16"]),
+        head_s=fam["head_ns"] * 1e-9,
+    )
+
+
+# --- One step -----------------------------------------------------------------------------
+
+
+def experts_touched(*, tokens: float, experts: int, per_token: int) -> float:
+    """Distinct experts a layer reads for `tokens` tokens routed uniformly at
+    random, `per_token` each: E x (1 - (1 - k/E)^tokens)."""
+    if not experts or tokens <= 0:
+        return 0.0
+    return experts * (1 - (1 - per_token / experts) ** tokens)
+
+
+def kv_read_bytes(model: ModelCost, context: float) -> float:
+    """KV bytes one GPU reads per decode step for a sequence at `context` tokens."""
+    tokens = model.full_layers * context
+    if model.sliding_layers:
+        tokens += model.sliding_layers * min(context, model.window or context)
+    return tokens * model.kv_bytes_per_token_layer
+
+
+@dataclass(frozen=True)
+class Step:
+    seconds: float
+    linear_s: float  # the linear layers: max(weight bytes / bandwidth, FLOPs / compute)
+    attention_s: float  # attention: max(KV bytes / bandwidth, FLOPs / its rate)
+    fixed_s: float
+    bytes: float
+    flops: float
+    compute_bound: bool  # the linear layers wait on compute, not on memory
+
+
+def step(*, model: ModelCost, hw: Hardware, decode: float, prefill: float, context: float, prompt: float) -> Step:
+    """One step of `decode` sequences at `context` tokens each and `prefill`
+    prompt tokens (prompts of `prompt` tokens, so at mean position prompt / 2).
+
+    The linear layers and attention run one after the other, each bound by
+    memory or compute. Decode attention is a batch of matrix-vector products
+    (a few query heads per KV head): it runs on the CUDA cores / vector units,
+    not the tensor cores; prefill attention (FlashAttention) on the tensor cores."""
+    tokens = decode + prefill
+    touched = experts_touched(tokens=tokens, experts=model.experts, per_token=model.experts_per_token)
+    weight_bytes = model.shared_bytes + model.expert_bytes * touched
+    linear_flops = 2 * model.params_per_token * tokens
+    expert_flops = 2 * model.expert_params_per_token * tokens
+    compute_s = (linear_flops - expert_flops) / hw.flops
+    if expert_flops:
+        compute_s += expert_flops / (hw.peak_flops * (hw.moe_fraction or hw.compute_fraction))
+    linear_s = max(weight_bytes / hw.bandwidth, compute_s)
+    kv_bytes = decode * kv_read_bytes(model, context)
+    decode_flops = 4 * model.layers * model.attention_width * decode * context
+    prefill_flops = 4 * model.layers * model.attention_width * prefill * prompt / 2
+    vector = hw.vector_flops or hw.flops
+    attention_s = max(kv_bytes / hw.bandwidth, decode_flops / vector) + prefill_flops / hw.flops
+    if model.head_dim:
+        attention_s += decode * model.layers * (model.attention_width / model.head_dim) * hw.head_s
+    fixed = hw.step_s + model.layers * hw.layer_s
+    if hw.gpu_count > 1:
+        n = hw.gpu_count
+        payload = tokens * model.hidden * ACTIVATION_BYTES * 2 * (n - 1) / n
+        fixed += 2 * model.layers * (hw.link_latency_s + payload / hw.link_bytes_s)
+    return Step(
+        seconds=linear_s + attention_s + fixed,
+        linear_s=linear_s,
+        attention_s=attention_s,
+        fixed_s=fixed,
+        bytes=weight_bytes + kv_bytes,
+        flops=linear_flops + decode_flops + prefill_flops,
+        compute_bound=compute_s > weight_bytes / hw.bandwidth,
+    )
+
+
+# --- The steady state -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Performance:
+    concurrency: int
+    in_flight: int  # requests the engine holds at once (the rest wait outside)
+    decoding: float  # sequences decoding in a mean step
+    output_tokens_per_s: float
+    requests_per_s: float
+    ttft_mean_s: float
+    ttft_p50_s: float
+    ttft_p95_s: float
+    tpot_p50_s: float
+    e2e_p50_s: float
+    e2e_p95_s: float
+    e2e_p99_s: float
+    decode_step: Step
+    mixed_step: Step
+    prefill_share: float  # of the time, in steps that carry prompt tokens
+    limited_by: str  # "concurrency", "max_num_seqs" or "kv_cache"
+    bound: str  # "memory" or "compute": what the decode step's linear layers wait on
+
+
+def footprint_tokens(serving: Serving) -> int:
+    """KV tokens the cache must keep per request in flight, in blocks. Requests
+    of spread lengths come and go at random moments: on average each holds its
+    prompt and half its output. Requests that all have the same length and
+    start together (range ratio 0: a benchmark's fixed lengths) stay in step
+    and finish together, so the cache must hold each at its full length."""
+    if serving.range_ratio > 0:
+        tokens = serving.input_tokens + serving.output_tokens / 2
+    else:
+        tokens = serving.input_tokens + serving.output_tokens
+    return math.ceil(tokens / BLOCK_SIZE) * BLOCK_SIZE
+
+
+def in_flight_cap(serving: Serving) -> tuple[int, str]:
+    by_kv = serving.kv_tokens // footprint_tokens(serving)
+    cap, why = serving.concurrency, "concurrency"
+    if serving.max_num_seqs < cap:
+        cap, why = serving.max_num_seqs, "max_num_seqs"
+    if by_kv < cap:
+        cap, why = by_kv, "kv_cache"
+    return max(cap, 0), why
+
+
+@dataclass(frozen=True)
+class _Flow:
+    rate: float  # requests per second
+    mean: Step  # the mean step: d decoding sequences and the prompt tokens that keep them coming
+    pure: Step  # a step of the d decoding sequences alone
+    prefill_share: float  # prompt tokens per step over the room the step leaves for them
+    service_s: float  # one prompt's own prefill (its chunks, beside the decoding sequences)
+    wait_s: float  # mean wait behind other prompts
+    room: float
+
+
+def _flow(model: ModelCost, hw: Hardware, serving: Serving, d: float) -> _Flow:
+    """The steady state with `d` sequences decoding: each step carries them and,
+    on average, the prompt tokens of the requests that replace the finished ones."""
+    prompt, decode_steps = serving.input_tokens, serving.output_tokens - 1
+    context = prompt + serving.output_tokens / 2
+    room = max(1.0, serving.batched_tokens - d)
+    first = step(model=model, hw=hw, decode=d, prefill=min(room, prompt), context=context, prompt=prompt)
+    service = max(1.0, prompt / room) * first.seconds
+    if decode_steps <= 0:  # one output token: prompts only, back to back
+        rate = min(room, prompt) / (prompt * first.seconds)
+        return _Flow(rate, first, first, 1.0, service, 0.0, room)
+    needed = d * prompt / decode_steps
+    mean = step(model=model, hw=hw, decode=d, prefill=needed, context=context, prompt=prompt)
+    pure = step(model=model, hw=hw, decode=d, prefill=0, context=context, prompt=prompt)
+    rate = d / (decode_steps * mean.seconds)
+    share = needed / room
+    wait = math.inf if share >= 1 else share / (1 - share) * service / 2  # M/D/1: waiting behind prompts
+    return _Flow(rate, mean, pure, share, service, wait, room)
+
+
+def _quantiles(low: float, high: float, n: int) -> list[float]:
+    return [low + (high - low) * (i + 0.5) / n for i in range(n)]
+
+
+def _percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))
+    return ordered[k]
+
+
+def serve(*, model: ModelCost, hw: Hardware, serving: Serving) -> Performance:
+    """The steady state of `serving.concurrency` clients in a closed loop."""
+    cap, limited = in_flight_cap(serving)
+    decode_steps = serving.output_tokens - 1
+    prompt = serving.input_tokens
+    if cap <= 0:
+        raise ValueError("not one request fits in the KV cache")
+    backlog = 0.0  # requests in the engine waiting for their prefill when prompts are the bottleneck
+    if decode_steps <= 0:
+        d = 0.0
+        flow = _flow(model, hw, serving, 0.0)
+        backlog = max(0.0, cap - flow.rate * flow.service_s)
+    else:
+        # d decoding + R x (time to first token) = requests in the engine (Little's law).
+        most = min(float(cap), serving.batched_tokens * decode_steps / (prompt + decode_steps))
+        low, high = 0.0, most
+        for _ in range(60):
+            mid = (low + high) / 2
+            f = _flow(model, hw, serving, mid)
+            if mid + f.rate * (f.service_s + f.wait_s) < cap:
+                low = mid
+            else:
+                high = mid
+        d = max(low, 1e-9)
+        flow = _flow(model, hw, serving, d)
+        if not math.isfinite(flow.wait_s):
+            backlog = max(0.0, cap - d - flow.rate * flow.service_s)
+            flow = _Flow(flow.rate, flow.mean, flow.pure, 1.0, flow.service_s, 0.0, flow.room)
+    rate = flow.rate
+    extra_wait = backlog / rate
+    outside = max(0, serving.concurrency - cap) / rate  # clients the engine cannot hold yet
+    tpot = flow.mean.seconds if decode_steps > 0 else 0.0
+    ttft_mean = flow.service_s + flow.wait_s + extra_wait + outside
+
+    # Percentiles: a prompt's own prefill scales with its length (one step at
+    # least); the wait behind other prompts is zero with probability 1 - share,
+    # else exponential (M/D/1's tail); the backlog and the closed loop's excess
+    # clients are waited in order, the same for every request.
+    r = serving.range_ratio
+    share = min(flow.prefill_share, 1.0) if flow.wait_s > 0 else 0.0
+    waits = []
+    for u in _quantiles(0, 1, GRID):
+        if share <= 0 or u < 1 - share:
+            waits.append(0.0)
+        else:
+            waits.append(-(flow.wait_s / share) * math.log((1 - u) / share))
+    one_step = flow.service_s / max(1.0, prompt / flow.room)
+    ttfts = [
+        max(1.0, x * prompt / flow.room) * one_step + w + extra_wait + outside
+        for x in _quantiles(1 - r, 1 + r, GRID)
+        for w in waits
+    ]
+    outs = [max(0.0, y * serving.output_tokens - 1) * tpot for y in _quantiles(1 - r, 1 + r, OUTPUT_GRID)]
+    e2es = [t + o for t in ttfts for o in outs]
+    return Performance(
+        concurrency=serving.concurrency,
+        in_flight=cap,
+        decoding=d,
+        output_tokens_per_s=rate * serving.output_tokens,
+        requests_per_s=rate,
+        ttft_mean_s=ttft_mean,
+        ttft_p50_s=_percentile(ttfts, 50),
+        ttft_p95_s=_percentile(ttfts, 95),
+        tpot_p50_s=tpot,
+        e2e_p50_s=_percentile(e2es, 50),
+        e2e_p95_s=_percentile(e2es, 95),
+        e2e_p99_s=_percentile(e2es, 99),
+        decode_step=flow.pure,
+        mixed_step=flow.mean,
+        prefill_share=flow.prefill_share,
+        limited_by=limited,
+        bound="compute" if flow.pure.compute_bound else "memory",
+    )

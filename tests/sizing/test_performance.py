@@ -1,0 +1,86 @@
+"""The step-time model (sizing/performance.py) and what the API answers with it."""
+
+from dataclasses import replace
+
+import pytest
+
+from sizing.arithmetic import Workload
+from sizing.engine import card_hardware, model_cost, throughput_compute
+from sizing.hf_config import architecture_from_hf_config
+from sizing.performance import Serving, default_lengths, experts_touched, serve, step
+
+from .conftest import card, hf_config
+
+
+def workload(slug="llama-3.1-8b", precision="bf16", **kw):
+    arch = architecture_from_hf_config(hf_config(slug), slug=slug)
+    kw.setdefault("context", 8192)
+    return Workload(arch=arch, precision=precision, profile="vllm", **kw)
+
+
+def test_default_lengths_fit_the_context():
+    assert default_lengths(context=8192, input_tokens=None, output_tokens=None) == (1000, 1000)
+    assert default_lengths(context=1024, input_tokens=None, output_tokens=None) == (512, 512)
+    assert default_lengths(context=4096, input_tokens=3500, output_tokens=None) == (3500, 596)
+
+
+def test_a_moe_step_touches_more_experts_as_the_batch_grows():
+    assert experts_touched(tokens=1, experts=128, per_token=8) == pytest.approx(8)
+    assert experts_touched(tokens=16, experts=128, per_token=8) < 128
+    assert experts_touched(tokens=4096, experts=128, per_token=8) == pytest.approx(128)
+
+
+def test_single_stream_decode_is_memory_bound_at_the_achievable_bandwidth():
+    w = workload(concurrency=1, input_tokens=128, output_tokens=1000)
+    cost, hw = model_cost(workload=w, gpu_count=1), card_hardware(workload=w, card=card("h100-sxm"), gpu_count=1)
+    s = step(model=cost, hw=hw, decode=1, prefill=0, context=628, prompt=128)
+    assert not s.compute_bound
+    assert s.linear_s == pytest.approx(cost.shared_bytes / (3350e9 * hw.bandwidth_fraction))
+    # 16 GB of BF16 weights over 3.35 TB/s: never faster than the bandwidth allows.
+    assert s.seconds > 16.06e9 / 3350e9
+
+
+def test_prefill_is_compute_bound_and_never_above_the_dense_peak():
+    w = workload(precision="fp8", concurrency=64)
+    cost, hw = model_cost(workload=w, gpu_count=1), card_hardware(workload=w, card=card("h100-sxm"), gpu_count=1)
+    assert hw.compute_format == "fp8" and 0.4 <= hw.compute_fraction <= 0.8
+    s = step(model=cost, hw=hw, decode=0, prefill=8192, context=0, prompt=8192)
+    assert s.compute_bound
+    assert s.flops / s.seconds < hw.peak_flops
+
+
+def test_ampere_runs_fp8_weights_in_bf16():
+    w = workload(precision="fp8")
+    assert card_hardware(workload=w, card=card("a100-sxm"), gpu_count=1).compute_format == "bf16"
+
+
+def test_closed_loop_obeys_littles_law():
+    w = workload(precision="fp8")
+    cost, hw = model_cost(workload=w, gpu_count=1), card_hardware(workload=w, card=card("h100-sxm"), gpu_count=1)
+    serving = Serving(
+        concurrency=64, input_tokens=1000, output_tokens=500, max_num_seqs=64, batched_tokens=8192, kv_tokens=500_000
+    )
+    p = serve(model=cost, hw=hw, serving=serving)
+    # Fixed lengths: every request takes its time to first token plus 499 steps.
+    assert p.requests_per_s * (p.ttft_mean_s + 499 * p.tpot_p50_s) == pytest.approx(64, rel=0.01)
+    assert p.ttft_p50_s <= p.ttft_p95_s and p.e2e_p50_s <= p.e2e_p95_s <= p.e2e_p99_s
+    # Clients beyond what the KV cache holds wait outside: the same rate, a longer first token.
+    small = serve(model=cost, hw=hw, serving=replace(serving, kv_tokens=1504 * 32))  # 1,500 tokens in whole blocks
+    assert small.in_flight == 32 and small.limited_by == "kv_cache"
+    more = serve(model=cost, hw=hw, serving=replace(serving, concurrency=128, max_num_seqs=32))
+    assert more.limited_by == "max_num_seqs" and more.ttft_mean_s > p.ttft_mean_s
+
+
+def test_tensor_parallelism_pays_all_reduces_over_the_interconnect():
+    w = workload("llama-3.1-70b", "fp8", concurrency=32)
+    nvlink = throughput_compute(workload=w, card=card("h100-sxm"), gpu_count=2)
+    pcie = throughput_compute(workload=w, card=card("h100-pcie"), gpu_count=2)
+    assert 0 < pcie.tp_efficiency < nvlink.tp_efficiency < 1
+    four = throughput_compute(workload=w, card=card("h100-sxm"), gpu_count=4)
+    assert nvlink.aggregate_tokens_per_s < four.aggregate_tokens_per_s < 2 * nvlink.aggregate_tokens_per_s
+
+
+def test_spread_lengths_give_percentiles_apart():
+    w = workload(concurrency=16, input_tokens=2000, output_tokens=500)
+    p = throughput_compute(workload=w, card=card("l40s"), gpu_count=1).performance
+    assert p.ttft_p95_s > p.ttft_p50_s and p.e2e_p99_s > p.e2e_p50_s
