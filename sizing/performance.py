@@ -34,6 +34,9 @@ DATA = Path(__file__).resolve().parent / "data" / "performance.json"
 
 BLOCK_SIZE = 16
 ACTIVATION_BYTES = 2  # BF16 hidden states, what each all-reduce carries per element
+# vLLM's custom all-reduce takes messages up to 8 MiB (its max_size); larger ones go
+# through NCCL, which reaches more of the link on large messages.
+SMALL_MESSAGE_BYTES = 8 * 2**20
 # A card with no speed facts in the data file: this many FLOPs per byte of its
 # bandwidth (the ratio of the PCIe cards listed, about 150-400) and the strictest
 # family's fractions.
@@ -96,10 +99,12 @@ class Hardware:
     bandwidth_fraction: float
     compute_fraction: float
     interconnect: str
-    link_bytes_s: float  # per GPU, one direction, what an all-reduce can use
+    link_bytes_s: float  # per GPU, one direction, what an all-reduce of a large message reaches
     link_latency_s: float
     step_s: float
     layer_s: float
+    attention_flops: float = 0.0  # achievable BF16 tensor-core FLOP/s: prefill attention (FlashAttention)
+    small_link_bytes_s: float = 0.0  # the same for a message up to SMALL_MESSAGE_BYTES (custom all-reduce)
     vector_flops: float = 0.0  # achievable FP32 FLOP/s of the CUDA cores / vector units (decode attention)
     moe_fraction: float = 0.0  # of the dense peak, what the routed experts' grouped GEMMs reach
     head_s: float = 0.0  # decode attention's fixed cost per sequence, layer and query head
@@ -165,9 +170,11 @@ def hardware(*, slug: str, family: str, weight_format: str, gpu_count: int, cata
         kind = card["interconnect"]
         link, link_gbps = facts["interconnects"][kind], card["link_gbps"]
     compute = next(f for f in COMPUTE_FORMAT.get(weight_format, ("bf16",)) if f in peaks)
-    link_bytes = link_gbps * 1e9
-    if link["topology"] == "mesh":  # one link to each peer: a ring uses one, a direct all-reduce all
+    link_bytes = link_gbps * 1e9 * link["bandwidth_fraction"]
+    small_link_bytes = link_gbps * 1e9 * link["small_message_fraction"]
+    if link["topology"] == "mesh":  # one link to each peer: a direct all-reduce uses all of them
         link_bytes *= max(1, gpu_count - 1)
+        small_link_bytes *= max(1, gpu_count - 1)
     fractions = fam["compute"]
     return Hardware(
         gpu_count=gpu_count,
@@ -178,6 +185,8 @@ def hardware(*, slug: str, family: str, weight_format: str, gpu_count: int, cata
         compute_fraction=fractions.get(compute, fractions["bf16"]),
         interconnect=kind,
         link_bytes_s=link_bytes,
+        small_link_bytes_s=small_link_bytes,
+        attention_flops=peaks["bf16"] * 1e12 * fractions["bf16"],
         link_latency_s=link["latency_us"] * 1e-6,
         step_s=fam["step_us"] * 1e-6,
         layer_s=fam["layer_us"] * 1e-6,
@@ -224,7 +233,8 @@ def step(*, model: ModelCost, hw: Hardware, decode: float, prefill: float, conte
     The linear layers and attention run one after the other, each bound by
     memory or compute. Decode attention is a batch of matrix-vector products
     (a few query heads per KV head): it runs on the CUDA cores / vector units,
-    not the tensor cores; prefill attention (FlashAttention) on the tensor cores."""
+    not the tensor cores; prefill attention (FlashAttention) on the tensor
+    cores, in BF16 whatever the weights' format."""
     tokens = decode + prefill
     touched = experts_touched(tokens=tokens, experts=model.experts, per_token=model.experts_per_token)
     weight_bytes = model.shared_bytes + model.expert_bytes * touched
@@ -238,14 +248,15 @@ def step(*, model: ModelCost, hw: Hardware, decode: float, prefill: float, conte
     decode_flops = 4 * model.layers * model.attention_width * decode * context
     prefill_flops = 4 * model.layers * model.attention_width * prefill * prompt / 2
     vector = hw.vector_flops or hw.flops
-    attention_s = max(kv_bytes / hw.bandwidth, decode_flops / vector) + prefill_flops / hw.flops
+    attention_s = max(kv_bytes / hw.bandwidth, decode_flops / vector) + prefill_flops / (hw.attention_flops or hw.flops)
     if model.head_dim:
         attention_s += decode * model.layers * (model.attention_width / model.head_dim) * hw.head_s
     fixed = hw.step_s + model.layers * hw.layer_s
     if hw.gpu_count > 1:
         n = hw.gpu_count
-        payload = tokens * model.hidden * ACTIVATION_BYTES * 2 * (n - 1) / n
-        fixed += 2 * model.layers * (hw.link_latency_s + payload / hw.link_bytes_s)
+        message = tokens * model.hidden * ACTIVATION_BYTES
+        link = hw.small_link_bytes_s if message <= SMALL_MESSAGE_BYTES and hw.small_link_bytes_s else hw.link_bytes_s
+        fixed += 2 * model.layers * (hw.link_latency_s + message * 2 * (n - 1) / n / link)
     return Step(
         seconds=linear_s + attention_s + fixed,
         linear_s=linear_s,

@@ -572,10 +572,17 @@ def accuracy_table(rows: list[AccuracyRow]) -> str:
     checked = [r for r in rows if not r.separately]
     inside = sum(1 for r in checked if r.inside)
     apart = [r for r in rows if r.separately and r.ratio is not None]
+    summary = f"{inside} of {len(checked)} rows held to their band are inside it"
+    if apart:
+        summary += (
+            f"; {len(apart)} more are listed apart with their prediction "
+            f"({sum(1 for r in apart if r.within)} of them inside the band)"
+        )
+    unread = len(rows) - len(checked) - len(apart)
+    if unread:
+        summary += f"; {unread} are checked separately, for the reason under the table"
     lines = [
-        f"{inside} of {len(checked)} rows held to their band are inside it; {len(apart)} more are listed apart "
-        f"with their prediction ({sum(1 for r in apart if r.within)} of them inside the band) and "
-        f"{len(rows) - len(checked) - len(apart)} are checked separately, for the reasons under the table.",
+        summary + ".",
         "",
         "| Source | Model | GPUs | Weights | ISL/OSL | Requests | Published | Predicted | Ratio | Band | Inside |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
