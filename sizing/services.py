@@ -589,7 +589,10 @@ def accuracy_table(rows: list[AccuracyRow]) -> str:
     ]
     for r in rows:
         row = r.row
-        load = f"{row['concurrency']} clients" if row["concurrency"] else f"{row['requests']:,} at once"
+        if "latency_s" in row:
+            load = f"batch of {row['concurrency']}"
+        else:
+            load = f"{row['concurrency']} clients" if row["concurrency"] else f"{row['requests']:,} at once"
         band = f"{r.band[0]}-{r.band[1]}x"
         if r.separately:
             verdict = (
