@@ -737,7 +737,7 @@ def throughput_compute(
             max_num_seqs=c,
             batched_tokens=budget.batched_tokens,
             # A configuration that does not fit is still timed, as if one request fit.
-            kv_tokens=max(kv_tokens, prompt + output),
+            kv_tokens=max(kv_tokens, prompt + output + BLOCK_SIZE),
             range_ratio=API_RANGE_RATIO,
         )
         return serve(model=model, hw=hw, serving=serving)
@@ -1013,11 +1013,11 @@ def engine_check(
         reasons.append(utilization_needed_reason(card=card, budget=budget, maximum=maximum))
         if brief:
             return _brief(workload, card, gpu_count, reasons, per_gpu.total, total.total)
-    speed = throughput_compute(workload=workload, card=card, gpu_count=gpu_count)
+    speed = throughput_compute(workload=workload, card=card, gpu_count=gpu_count, budget=budget)
     if speed.pcie_without_p2p:
         notes.append(
-            f"{card.name} cards reach each other over PCIe without peer-to-peer: the decode bound of "
-            f"{gpu_count} of them is discounted to {speed.tp_efficiency:.0%} of linear scaling."
+            f"{card.name} cards reach each other over PCIe without peer-to-peer: each all-reduce goes through "
+            f"host memory, and at {gpu_count} of them all-reduces take {1 - speed.tp_efficiency:.0%} of a decode step."
         )
     need = budget.utilization_min()
     fits = not reasons

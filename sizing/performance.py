@@ -55,8 +55,9 @@ COMPUTE_FORMAT = {
 }
 # Percentiles come from a grid of quantiles of each random part (prompt length,
 # wait behind other prompts, output length): deterministic, no sampling.
+# E2E combines TTFT's quantiles with the output lengths'.
 GRID = 21
-OUTPUT_GRID = 11
+OUTPUT_GRID = 41
 
 
 # A request when the workload names no lengths: 1,000 prompt tokens and 1,000
@@ -402,14 +403,18 @@ def serve(*, model: ModelCost, hw: Hardware, serving: Serving) -> Performance:
             waits.append(0.0)
         else:
             waits.append(-(flow.wait_s / share) * math.log((1 - u) / share))
-    one_step = flow.service_s / max(1.0, prompt / flow.room)
-    ttfts = [
-        max(1.0, x * prompt / flow.room) * one_step + w + extra_wait + outside
-        for x in _quantiles(1 - r, 1 + r, GRID)
-        for w in waits
-    ]
+    context = prompt + serving.output_tokens / 2
+    own = []  # each prompt length's own prefill: its chunks, each a step beside the decoding sequences
+    for x in _quantiles(1 - r, 1 + r, GRID):
+        length = max(1.0, x * prompt)
+        chunk = min(flow.room, length)
+        first = step(model=model, hw=hw, decode=d, prefill=chunk, context=context, prompt=length)
+        own.append(max(1.0, length / flow.room) * first.seconds)
+    ttfts = sorted(t + w + extra_wait + outside for t in own for w in waits)
+    # E2E: the TTFT distribution (by its quantiles) plus each output length's steps.
+    ttft_q = [ttfts[min(len(ttfts) - 1, int(u * len(ttfts)))] for u in _quantiles(0, 1, GRID)]
     outs = [max(0.0, y * serving.output_tokens - 1) * tpot for y in _quantiles(1 - r, 1 + r, OUTPUT_GRID)]
-    e2es = [t + o for t in ttfts for o in outs]
+    e2es = [t + o for t in ttft_q for o in outs]
     return Performance(
         concurrency=serving.concurrency,
         in_flight=cap,
