@@ -36,10 +36,8 @@ def test_check_answers_throughput_and_latency_at_the_concurrency(api):
     assert speed["requests_per_s"] * latency["e2e_ms"]["p50"] / 1000 == pytest.approx(8, rel=0.15)
     assert latency["ttft_ms"]["p50"] <= latency["ttft_ms"]["p95"]
     assert latency["e2e_ms"]["p50"] <= latency["e2e_ms"]["p95"] <= latency["e2e_ms"]["p99"]
-    assert (
-        speed["per_sequence_tokens_per_s"] == int(1000 / latency["tpot_ms"]["p50"])
-        or abs(speed["per_sequence_tokens_per_s"] - 1000 / latency["tpot_ms"]["p50"]) < 1
-    )
+    # What one client sees while its request decodes: 1 / TPOT (TPOT shown to 0.1 ms).
+    assert abs(speed["per_sequence_tokens_per_s"] - 1000 / latency["tpot_ms"]["p50"]) < 1.5
     # The cost per million tokens is the month's price over the tokens that rate yields.
     expected = Decimal(body["price_usd"]) * 10**6 / (speed["aggregate_tokens_per_s"] * 720 * 3600)
     assert Decimal(body["cost_per_million_tokens_usd"]) == expected.quantize(Decimal("0.01"))
