@@ -689,7 +689,6 @@ def model_cost(*, workload: Workload, gpu_count: int) -> Any:
         sliding_layers=arch.sliding_window_layers,
         window=arch.sliding_window,
         attention_width=arch.attention_heads * arch.head_dim // gpu_count,
-        kv_heads=kv_heads_per_gpu(arch=arch, gpu_count=gpu_count),
         head_dim=arch.head_dim,
     )
 
@@ -738,7 +737,8 @@ def throughput_compute(
             batched_tokens=budget.batched_tokens,
             # A configuration that does not fit is still timed, as if one request fit.
             kv_tokens=max(kv_tokens, prompt + output + BLOCK_SIZE),
-            range_ratio=API_RANGE_RATIO,
+            # The spread stops where the longest request would pass the context.
+            range_ratio=max(0.0, min(API_RANGE_RATIO, workload.context / (prompt + output) - 1)),
         )
         return serve(model=model, hw=hw, serving=serving)
 

@@ -37,9 +37,10 @@ ACTIVATION_BYTES = 2  # BF16 hidden states, what each all-reduce carries per ele
 # vLLM's custom all-reduce takes messages up to 8 MiB (its max_size); larger ones go
 # through NCCL, which reaches more of the link on large messages.
 SMALL_MESSAGE_BYTES = 8 * 2**20
-# A card with no speed facts in the data file: this many FLOPs per byte of its
-# bandwidth (the ratio of the PCIe cards listed, about 150-400) and the strictest
-# family's fractions.
+# A card with no speed facts in the data file (staff added it): a BF16 peak of this
+# many FLOPs per byte of its catalog bandwidth (the cards listed have 150-400), an
+# FP32 vector rate of an eighth of that, PCIe Gen4, and its family's fractions (a
+# family not listed: CDNA 3's, the lowest).
 UNKNOWN_FLOPS_PER_BYTE = 150
 # Each format's compute on a card without tensor cores for it: vLLM's weight-only
 # kernels (Marlin) dequantize to BF16 and multiply in BF16.
@@ -135,7 +136,6 @@ class ModelCost:
     sliding_layers: int
     window: int | None
     attention_width: int  # query heads per GPU x head dim
-    kv_heads: int = 0  # KV heads per GPU
     head_dim: int = 0
     expert_params_per_token: int = 0  # of params_per_token, those in the routed experts
 
