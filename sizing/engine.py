@@ -711,7 +711,7 @@ def throughput_compute(
     """Steady-state speed of the launch line at `concurrency` clients (the
     workload's by default): vLLM holds at most that many sequences
     (--max-num-seqs) and what its KV cache holds at the mean context in flight."""
-    from .performance import Serving, serve
+    from .performance import Serving, kv_read_bytes, serve
 
     c = workload.concurrency if concurrency is None else concurrency
     facts = card_facts(card)
@@ -744,7 +744,7 @@ def throughput_compute(
 
     perf = at(c)
     single = perf if c == 1 else at(1)
-    kv_read = int(model.kv_bytes_per_token_layer * (model.full_layers * (prompt + output / 2)))
+    kv_read = int(kv_read_bytes(model, prompt + output / 2))
     return Throughput(
         concurrency=c,
         aggregate_tokens_per_s=int(perf.output_tokens_per_s),
