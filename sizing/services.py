@@ -506,10 +506,14 @@ def sizing_accuracy(*, path: Path = BENCHMARKS_FILE) -> list[AccuracyRow]:
         prompt, output = row["input_tokens"], row["output_tokens"]
         load = row["concurrency"] or row["requests"]
         seqs = row.get("max_num_seqs") or data["defaults"]["trtllm"]["max_num_seqs"]
+        # The vLLM release the row is predicted for: the template's unless the row or
+        # its model names one (a checkpoint the template's release cannot run).
+        version = row.get("engine_version") or model.get("engine_version") or Workload.engine_version
         workload = Workload(
             arch=arch,
             precision=row["precision"],
             kv_precision=row["kv_precision"],
+            engine_version=version,
             context=prompt + output,
             concurrency=min(load, seqs),
             profile=PROFILE_VLLM,

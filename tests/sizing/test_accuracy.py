@@ -20,11 +20,11 @@ def test_every_published_row_is_inside_its_band():
         if not r.inside
     ]
     assert not outside
-    # Rows listed apart say why and still carry their prediction, unless the model is not read yet.
+    # Rows listed apart say why and still carry their prediction.
     for r in rows:
         if r.separately:
             assert len(r.separately) > 40
-            assert (r.predicted is None) == (r.row["model"].startswith("llama-4"))
+            assert r.predicted is not None
     # Sources of both kinds, every row with its page.
     assert {r.row["source"] for r in held} == {"trtllm", "vllm"}
     assert all(r.row["url"].startswith("https://") for r in rows)
