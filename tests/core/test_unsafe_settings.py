@@ -39,16 +39,19 @@ def env_example_key() -> str:
     [
         (env_example_key(), "is a placeholder"),
         ("change-me-" + "x9" * 40, "is a placeholder (it contains 'changeme')"),  # long is not enough
-        ("CHANGE_ME_" + GOOD_KEY, "is a placeholder"),
-        ("replace-me-with-" + GOOD_KEY, "is a placeholder"),
-        ("django-insecure-" + GOOD_KEY, "starts with 'django-insecure-'"),
-        (GOOD_KEY[:49], "has 49 characters; at least 50 are needed"),
+        ("CHANGE_ME_{good}", "is a placeholder"),
+        ("replace-me-with-{good}", "is a placeholder"),
+        ("django-insecure-{good}", "starts with 'django-insecure-'"),
+        ("{good49}", "has 49 characters; at least 50 are needed"),
         ("ab" * 40, "has 2 distinct characters; at least 10 are needed"),
         ("0123456789" * 4 + "abcdefgh", "has 48 characters"),
         ("", "is empty"),
     ],
 )
 def test_weak_and_placeholder_keys_are_refused(key, why):
+    # Keys made in the run are filled in here, not in the parameters: every
+    # xdist worker must collect the same test ids.
+    key = key.replace("{good}", GOOD_KEY).replace("{good49}", GOOD_KEY[:49])
     problem = secret_key_problem(key)
     assert problem is not None and why in problem
     if key:
@@ -56,15 +59,16 @@ def test_weak_and_placeholder_keys_are_refused(key, why):
 
 
 @pytest.mark.parametrize(
-    "key",
+    "make_key",
     [
-        GOOD_KEY,
-        secrets.token_hex(32),  # openssl rand -hex 32
-        "test-only-secret-key-not-used-anywhere-else-0123456789",  # config/settings_test.py
+        lambda: GOOD_KEY,  # secrets.token_urlsafe(50), as deploy/install.sh makes one
+        lambda: secrets.token_hex(32),  # openssl rand -hex 32
+        lambda: "test-only-secret-key-not-used-anywhere-else-0123456789",  # config/settings_test.py
     ],
+    ids=["token_urlsafe", "token_hex", "settings_test"],
 )
-def test_random_keys_pass(key):
-    assert secret_key_problem(key) is None
+def test_random_keys_pass(make_key):
+    assert secret_key_problem(make_key()) is None
 
 
 def test_allowed_hosts_star_and_weak_fallbacks_are_errors():
