@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -10,7 +11,7 @@ from fractions import Fraction
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Prefetch, QuerySet, Sum
+from django.db.models import F, Lookup, Prefetch, QuerySet, Sum
 from django.utils import timezone
 
 from billing import machine
@@ -92,15 +93,47 @@ def credit_entries(*, account: Any) -> QuerySet[CreditEntry]:
     return CreditEntry.objects.filter(account=account).select_related("invoice").order_by("-created_at", "-id")
 
 
-def watched_match_keys(*, currencies: list[str], now: datetime | None = None) -> frozenset[str]:
-    """What a watcher must match (scripts, addresses, references): the
-    destinations of invoices still open or inside their monitoring window, and
-    of closed invoices for `WATCH_AFTER_CLOSE_DAYS` more (money sent late still
-    becomes credit). Plain strings: a watcher reads the whole set every run."""
+class AnyOf(Lookup):
+    """`field = ANY(%s)`: a field among any number of values, bound as ONE array
+    parameter. A list in `__in=` binds one parameter per value, and a statement
+    takes at most 65,535 on PostgreSQL (32,766 on SQLite): a watcher handing
+    100,000 keys to `__in` fails outright. On SQLite (the local run) the values
+    travel as one JSON parameter: `field IN (SELECT value FROM json_each(%s))`.
+
+    Use it as a filter expression: `.filter(AnyOf(F("txid"), txids))`."""
+
+    lookup_name = "any_of"
+    prepare_rhs = False  # the values go to the database as they are, in one parameter
+
+    def __init__(self, lhs: Any, rhs: Collection[str]) -> None:
+        super().__init__(lhs, tuple(rhs))
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        lhs, params = self.process_lhs(compiler, connection)
+        return f"{lhs} IN (SELECT value FROM json_each(%s))", [*params, json.dumps(list(self.rhs))]
+
+    def as_postgresql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        lhs, params = self.process_lhs(compiler, connection)
+        return f"{lhs} = ANY(%s)", [*params, list(self.rhs)]
+
+
+def watched_requests(*, currencies: Collection[str], now: datetime | None = None) -> QuerySet[PaymentRequest]:
+    """The payment requests a watcher must match: those of invoices still open or
+    inside their monitoring window, and of closed invoices for
+    `WATCH_AFTER_CLOSE_DAYS` more (money sent late still becomes credit).
+
+    A queryset, so that what depends on the watched set (the payments recorded
+    to it, ...) is read through a subquery on this same criterion, never by
+    sending the keys back as parameters."""
     now = now or timezone.now()
     horizon = now - timedelta(days=settings.WATCH_AFTER_CLOSE_DAYS)
-    rows = PaymentRequest.objects.filter(currency__in=currencies, invoice__monitoring_until__gte=horizon)
-    return frozenset(rows.values_list("match_key", flat=True))
+    return PaymentRequest.objects.filter(currency__in=list(currencies), invoice__monitoring_until__gte=horizon)
+
+
+def watched_match_keys(*, currencies: list[str], now: datetime | None = None) -> frozenset[str]:
+    """What a watcher must match (scripts, addresses, references): the match keys
+    of `watched_requests`. Plain strings: a watcher reads the whole set every run."""
+    return frozenset(watched_requests(currencies=currencies, now=now).values_list("match_key", flat=True))
 
 
 def monitored_match_keys(*, currencies: list[str], now: datetime | None = None) -> frozenset[str]:
@@ -113,16 +146,17 @@ def monitored_match_keys(*, currencies: list[str], now: datetime | None = None) 
 
 
 def known_match_keys(*, currency: str, keys: Collection[str]) -> frozenset[str]:
-    """Which of `keys` are destinations of `currency`'s invoices, open or not (late money is credit)."""
-    rows = PaymentRequest.objects.filter(currency=currency, match_key__in=list(keys))
+    """Which of `keys` (any number: one array parameter) are destinations of
+    `currency`'s invoices, open or not (late money is credit)."""
+    rows = PaymentRequest.objects.filter(AnyOf(F("match_key"), keys), currency=currency)
     return frozenset(rows.values_list("match_key", flat=True))
 
 
 def txids_recorded_final(*, chain: str, txids: Collection[str]) -> frozenset[str]:
-    """Which of `txids` are already recorded for good on `chain`: as confirmed
-    payments, or as transfers for staff."""
-    paid = Payment.objects.filter(chain=chain, txid__in=list(txids), status=PaymentStatus.CONFIRMED)
-    strays = StrayTransfer.objects.filter(chain=chain, txid__in=list(txids))
+    """Which of `txids` (any number: one array parameter) are already recorded for
+    good on `chain`: as confirmed payments, or as transfers for staff."""
+    paid = Payment.objects.filter(AnyOf(F("txid"), txids), chain=chain, status=PaymentStatus.CONFIRMED)
+    strays = StrayTransfer.objects.filter(AnyOf(F("txid"), txids), chain=chain)
     return frozenset(paid.values_list("txid", flat=True)) | frozenset(strays.values_list("txid", flat=True))
 
 

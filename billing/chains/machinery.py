@@ -54,7 +54,7 @@ from billing.chains.blocks import BlockRef, ChainStep, Fork
 from billing.chains.errors import ChainUnavailable, RpcError
 from billing.chains.interface import ScanReport, Watcher
 from billing.models import ChainBlock, ChainState, Payment, PaymentRequest, PaymentStatus, StrayTransfer
-from billing.selectors import watched_match_keys
+from billing.selectors import watched_match_keys, watched_requests
 from core.audit import audit_record
 
 log = logging.getLogger(__name__)
@@ -276,11 +276,13 @@ class ScanRun:
         )
         return rows.aggregate(at=Min("created_at"))["at"]
 
-    def counted(self, match_keys: Collection[str]) -> list[CountedPayment]:
-        """Payments the watcher recorded to `match_keys` that still count: what a
-        wallet-based watcher checks against what its wallet still holds."""
+    def counted(self, currencies: Collection[str] | None = None) -> list[CountedPayment]:
+        """Payments the watcher recorded to the watched destinations (`watched`'s
+        criterion, read as a subquery: no parameter per key) that still count:
+        what a wallet-based watcher checks against what its wallet still holds."""
+        requests = watched_requests(currencies=list(currencies or self.currencies()), now=self.now)
         rows = (
-            Payment.objects.filter(chain=self.chain, source="watcher", request__match_key__in=list(match_keys))
+            Payment.objects.filter(chain=self.chain, source="watcher", request__in=requests.values("pk"))
             .exclude(status=PaymentStatus.REMOVED)
             .values_list("txid", "position", "block_height", "status")
         )

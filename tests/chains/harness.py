@@ -184,3 +184,33 @@ def order_settled_becomes_a_rental(customer_api, order: dict, public_key: str) -
     [rental] = customer_api.get("/api/v1/rentals").json()
     assert (rental["status"], rental["ipv4"]) == ("active", "203.0.113.7")
     return rental
+
+
+def xmr_destinations_bulk_create(invoice, *, first: int, count: int) -> None:
+    """`count` more watched XMR destinations on `invoice`, subaddresses (0, first) on:
+    earlier quotes of it (inactive requests) written in bulk, for tests at scale.
+    The watcher matches on match_key alone; the address is only shown to a payer."""
+    from billing.models import PaymentRequest
+
+    quote = invoice.active_request
+    rows = [
+        PaymentRequest(
+            invoice=invoice,
+            currency="XMR",
+            network=quote.network,
+            address=f"{quote.address[:80]}-{index}",
+            match_key=f"0/{index}",
+            keyset=quote.keyset,
+            derivation_index=index,
+            amount_due=quote.amount_due,
+            rate_usd=quote.rate_usd,
+            rate_source=quote.rate_source,
+            rate_at=quote.rate_at,
+            payment_uri=quote.payment_uri,
+            created_at=quote.created_at,
+            expires_at=quote.expires_at,
+            is_active=False,
+        )
+        for index in range(first, first + count)
+    ]
+    PaymentRequest.objects.bulk_create(rows, batch_size=5_000)

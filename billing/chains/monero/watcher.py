@@ -173,7 +173,7 @@ class MoneroWatcher(Watcher):
         indices = sorted({int(k[len(prefix) :]) for k in watched if k.startswith(prefix)})
         if indices:
             self.subaddresses_ensure(wallet, highest=indices[-1], renew=run.renew)
-        counted = run.counted(watched) if watched else []
+        counted = run.counted() if watched else []
         cursor = run.state().height
         min_height: int | None = None
         if cursor is not None:

@@ -133,6 +133,32 @@ def test_a_payment_to_subaddress_50000_is_seen(xmr, settings):
         wallet.stop()
 
 
+def test_more_watched_subaddresses_than_a_statement_takes_parameters(xmr, settings):
+    """70,000 watched subaddresses (PostgreSQL takes 65,535 parameters a statement):
+    the run still reads its watched set and finds a payment among them."""
+    from billing.chains.config import derivation_keyset
+    from tests.chains.harness import xmr_destinations_bulk_create
+
+    many, first = 70_000, 1_000  # (0, 1000) on: below them are other tests' indices
+    wallet = xmr.net.view_only_wallet_start(lookahead=first + many + 1_200)
+    try:
+        settings.XMR_WALLET_RPC_URL = wallet.url
+        settings.XMR_SUBADDRESS_LOOKAHEAD = first + many + 1_200
+        DerivationCounter.objects.filter(keyset=derivation_keyset(currency="XMR")).update(next_index=first + many)
+        invoice = xmr.invoice()
+        assert invoice.active_request.match_key == f"0/{first + many}"
+        xmr_destinations_bulk_create(invoice, first=first, count=many)
+        xmr.pay(invoice)
+        report = xmr.scan()
+        assert (report.recorded, report.unconfirmed) == (1, 1)
+        assert xmr.status(invoice) == (PROCESSING, NONE)
+        xmr.net.mine(3)
+        xmr.scan()
+        assert xmr.status(invoice) == (SETTLED, NONE)
+    finally:
+        wallet.stop()
+
+
 def test_the_subaddress_table_is_grown_ahead_of_the_highest_index(xmr, settings):
     """On a wallet with Monero's default lookahead (200): the payer's, whose keys stand in
     for XMR_ADDRESS's here (the session's merchant wallet has a lookahead past 50,000)."""
