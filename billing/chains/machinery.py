@@ -53,8 +53,16 @@ from billing import services
 from billing.chains.blocks import BlockRef, ChainStep, Fork
 from billing.chains.errors import ChainUnavailable, RpcError
 from billing.chains.interface import ScanReport, Watcher
-from billing.models import ChainBlock, ChainState, Payment, PaymentRequest, PaymentStatus, StrayTransfer
-from billing.selectors import watched_match_keys, watched_requests
+from billing.models import (
+    ChainBlock,
+    ChainState,
+    Payment,
+    PaymentDisposition,
+    PaymentRequest,
+    PaymentStatus,
+    StrayTransfer,
+)
+from billing.selectors import AnyOf, known_match_keys, watched_match_keys, watched_requests
 from core.audit import audit_record
 
 log = logging.getLogger(__name__)
@@ -268,6 +276,19 @@ class ScanRun:
         rows = PaymentRequest.objects.filter(currency__in=list(currencies or self.currencies()), id__gte=first_id)
         return frozenset(rows.values_list("match_key", flat=True))
 
+    def issued(self, keys: Collection[str], currencies: Collection[str] | None = None) -> frozenset[str]:
+        """Which of `keys` are destinations ever issued for the chain's currencies,
+        watched or not (one array parameter, however many keys)."""
+        found: frozenset[str] = frozenset()
+        for code in currencies or self.currencies():
+            found |= known_match_keys(currency=code, keys=keys)
+        return found
+
+    def strays_recorded(self, txids: Collection[str]) -> set[tuple[str, str]]:
+        """(txid, position) of the transfers of `txids` recorded for staff on this chain."""
+        rows = StrayTransfer.objects.filter(AnyOf(F("txid"), txids), chain=self.chain)
+        return set(rows.values_list("txid", "position"))
+
     def oldest_watched_at(self, currencies: Collection[str] | None = None) -> datetime | None:
         """When the oldest still-watched destination was made (where a first scan starts), or None."""
         horizon = self.clock - timedelta(days=settings.WATCH_AFTER_CLOSE_DAYS)
@@ -374,6 +395,19 @@ class ScanRun:
                     log.warning(
                         "%s %s: block %d orphaned, the payment is unconfirmed again", self.chain, p.txid, block.height
                     )
+                    if p.disposition != PaymentDisposition.OPEN:
+                        # Already applied or credited, and now at 0 confirmations: it may yet be
+                        # double spent. Staff look, as when a used payment is un-counted.
+                        services.payment_flag(
+                            chain=self.chain,
+                            txid=p.txid,
+                            position=p.position,
+                            reason=(
+                                f"reorg: block {block.height} {block.hash} orphaned after the payment was "
+                                f"{p.disposition}; it is unconfirmed again"
+                            ),
+                            now=self.now,
+                        )
                 else:
                     services.payment_uncount(
                         chain=self.chain,

@@ -178,6 +178,7 @@ def test_reorg_puts_the_payment_back_to_unconfirmed_then_it_settles_once(ltc, no
             "",
         )
         assert status(ltc, invoice)[0] == InvoiceStatus.PROCESSING
+        assert not ltc.reload(invoice).needs_attention  # nothing was applied yet: nothing for staff
         assert ltc.state().height == base
         assert not ChainBlock.objects.filter(chain="litecoin", height__gt=base).exists()
     finally:
@@ -217,17 +218,29 @@ def test_reorg_that_loses_the_payment_returns_the_invoice_to_new(ltc, node, djan
 
 
 def test_a_settled_invoice_survives_a_reorg_and_its_return_without_double_credit(ltc, node):
+    """A settled payment whose block is invalidated is back at 0 confirmations: the
+    invoice stays settled, flagged for staff (it could yet be double spent)."""
+    from core.models import AuditEntry
+
     invoice = ltc.invoice()
-    ltc.pay(invoice)
+    txid = ltc.pay(invoice)
     mined = node.mine(6)
     ltc.scan()
     assert status(ltc, invoice)[0] == InvoiceStatus.SETTLED
+    assert not ltc.reload(invoice).needs_attention
     try:
         node.invalidate(mined[0])
+        assert txid in node.mempool()
         ltc.scan()
         [payment] = ltc.payments(invoice)
         assert (payment.status, payment.confirmations) == (PaymentStatus.PENDING, 0)
         assert status(ltc, invoice)[0] == InvoiceStatus.SETTLED
+        assert ltc.reload(invoice).needs_attention
+        [flag] = AuditEntry.objects.filter(action="payment.flagged", object_id=str(payment.pk))
+        assert flag.reason.startswith(f"reorg: block {node.height() + 1} {mined[0]} orphaned after the payment")
+        assert "applied" in flag.reason
+        ltc.scan()  # seen again at 0 confirmations: flagged once
+        assert AuditEntry.objects.filter(action="payment.flagged", object_id=str(payment.pk)).count() == 1
     finally:
         node.reconsider(mined[0])
     ltc.scan()

@@ -11,9 +11,11 @@ anywhere), as BTCPay's Monero plugin and MoneroPay do, and each run:
 3. keeps the wallet's subaddress table ahead of the highest issued index
    (a wallet recognises payments only to subaddresses it created plus its
    lookahead; see `subaddresses_ensure`);
-4. reads `get_transfers` (in + pool) for the watched subaddress indices, from
-   the stored height minus XMR_SCAN_MARGIN_BLOCKS (and from below any payment
-   still pending), and records each transfer in one transaction: `processing`
+4. reads `get_transfers` (in + pool) for every subaddress of every account
+   (`all_accounts`), from the stored height minus XMR_SCAN_MARGIN_BLOCKS (and
+   from below any payment still pending), and records each transfer to a
+   watched subaddress in one transaction (a transfer in a block to the primary
+   address or to a subaddress never issued is a stray for staff): `processing`
    on sight in the pool, settled at CONFIRMATIONS_XMR. A transfer with a
    non-zero `unlock_time` is flagged for staff and not settled before it
    unlocks. A payment recorded earlier that the wallet no longer holds (a pool
@@ -63,6 +65,23 @@ def _setting_int(name: str, default: int) -> int:
 def lookahead() -> int:
     """The merchant wallet's minor subaddress lookahead (Monero's default is 200)."""
     return max(1, _setting_int("XMR_SUBADDRESS_LOOKAHEAD", 200))
+
+
+PRIMARY = f"{family.XMR_ACCOUNT}/0"  # the wallet's primary address: never an invoice's (indices start at 1)
+STRAY_PRIMARY = "primary_address"
+STRAY_UNISSUED = "unissued_subaddress"
+
+
+def _key(entry: dict) -> str:
+    """A transfer's destination as a match key: "major/minor" of the subaddress."""
+    index = entry.get("subaddr_index") or {}
+    return f"{index.get('major', 0)}/{index.get('minor', 0)}"
+
+
+@dataclass(frozen=True)
+class _Strays:
+    recorded: set[tuple[str, str]]  # recorded for staff in an earlier run
+    new: set[tuple[str, str]]  # to record in this one
 
 
 @dataclass
@@ -168,6 +187,7 @@ class MoneroWatcher(Watcher):
         report.height = wallet_height - 1
         report.blocks = int(refreshed.get("blocks_fetched") or 0)
 
+        newest = run.newest_request_id()
         watched = run.watched()
         prefix = f"{family.XMR_ACCOUNT}/"
         indices = sorted({int(k[len(prefix) :]) for k in watched if k.startswith(prefix)})
@@ -181,13 +201,17 @@ class MoneroWatcher(Watcher):
             pending = [p.block_height for p in counted if not p.confirmed and p.block_height is not None]
             if pending:
                 min_height = max(0, min(min_height, min(pending) - 1))
-        entries: list[dict] = []
-        if indices:
-            params: dict = {"in": True, "pool": True, "account_index": family.XMR_ACCOUNT, "subaddr_indices": indices}
-            if min_height is not None:
-                params.update(filter_by_height=True, min_height=min_height)
-            answer = wallet.call("get_transfers", **params)
-            entries = list(answer.get("in") or []) + list(answer.get("pool") or [])
+        # Every subaddress of every account (`all_accounts` clears `subaddr_indices`:
+        # wallet_rpc_server.cpp, on_get_transfers): what reaches the primary address or
+        # a subaddress never issued is seen too, and recorded for staff.
+        params: dict = {"in": True, "pool": True, "all_accounts": True}
+        if min_height is not None:
+            params.update(filter_by_height=True, min_height=min_height)
+        answer = wallet.call("get_transfers", **params)
+        entries = list(answer.get("in") or []) + list(answer.get("pool") or [])
+        # Issued while the wallet was read: watched too (a few rows, by primary key).
+        watched = watched | run.created_since(newest + 1)
+        strays = self._strays(run, entries, watched)
         run.renew()
 
         required = services.confirmations_required(currency="XMR")
@@ -198,9 +222,28 @@ class MoneroWatcher(Watcher):
             for entry in entries:
                 index = entry.get("subaddr_index") or {}
                 key = f"{index.get('major', 0)}/{index.get('minor', 0)}"
+                txid, in_pool = entry["txid"], entry.get("type") == "pool"
+                if (txid, key) in strays.recorded:
+                    continue  # reached it before it was issued: staff's, never an invoice's
+                if (txid, key) in strays.new:
+                    rec.stray(
+                        txid=txid,
+                        position=key,
+                        kind=STRAY_PRIMARY if key == PRIMARY else STRAY_UNISSUED,
+                        address=key,
+                        amount=int(entry["amount"]),
+                        asset="XMR",
+                        currency="XMR",
+                        block_height=int(entry["height"]),
+                        note=(
+                            "XMR sent to the wallet's primary address, which no invoice uses"
+                            if key == PRIMARY
+                            else f"XMR sent to subaddress ({key.replace('/', ', ')}), which no invoice was given"
+                        ),
+                    )
+                    continue
                 if key not in watched:
                     continue
-                txid, in_pool = entry["txid"], entry.get("type") == "pool"
                 if in_pool and entry.get("double_spend_seen"):
                     log.warning("monero %s: a double spend of it was seen; not counted", txid)
                     continue
@@ -264,6 +307,23 @@ class MoneroWatcher(Watcher):
                 f"daemon at {daemon_height})",
                 reason="syncing",
             )
+
+    @staticmethod
+    def _strays(run: ScanRun, entries: list[dict], watched: frozenset[str]) -> _Strays:
+        """Which entries reached a destination no invoice was ever given (the
+        primary address, a subaddress not issued yet): recorded for staff once in a
+        block (a pool transaction may still vanish), and never credited, even to
+        the invoice that is given that subaddress later."""
+        keys = {(e["txid"], _key(e)) for e in entries}
+        recorded = run.strays_recorded({txid for txid, _ in keys}) & keys if keys else set()
+        outside = {key for _, key in keys if key not in watched}
+        issued = run.issued(outside) if outside else frozenset()
+        new = {
+            (e["txid"], _key(e))
+            for e in entries
+            if e.get("type") == "in" and _key(e) in outside and _key(e) not in issued and int(e.get("amount") or 0) > 0
+        }
+        return _Strays(recorded=recorded, new=new - recorded)
 
     # --- operators -------------------------------------------------------------------------
 

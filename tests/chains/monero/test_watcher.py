@@ -234,3 +234,49 @@ def test_a_wallet_behind_its_daemon_is_reported_in_readyz(xmr, settings, readine
         assert "behind" in check["error"]
     finally:
         behind.stop()
+
+
+def test_xmr_to_the_primary_address_or_an_unissued_subaddress_is_recorded_for_staff(xmr, settings):
+    """Nothing may credit it: recorded for staff once in a block, with the amount and
+    txid; the invoice later given that subaddress is not paid by it."""
+    from billing.chains.config import derivation_keyset
+    from billing.chains.monero import family
+    from billing.models import StrayTransfer
+
+    invoice = xmr.invoice()
+    xmr.scan()  # the session wallet's history: earlier tests' invoices are gone with their database
+    earlier = set(StrayTransfer.objects.values_list("pk", flat=True))
+    issued = int(invoice.active_request.derivation_index)
+    unissued = issued + 5  # within what the wallet recognises, never handed out
+    to_subaddress = family.monero_account().subaddress(major=0, minor=unissued)
+    first = xmr.net.pay([(xmr.net.address, 7_000_000_000), (to_subaddress, 9_000_000_000)])
+    second = xmr.pay(invoice)
+    report = xmr.scan()
+    assert (report.unconfirmed, report.strays) == (1, 0)  # in the pool: not yet
+
+    xmr.net.mine(1)
+    height = xmr.net.height() - 1
+    report = xmr.scan()
+    assert report.strays == 2
+    rows = {
+        (s.txid, s.position): (s.kind, int(s.amount), s.asset, s.block_height, s.needs_review, s.invoice_id)
+        for s in StrayTransfer.objects.filter(chain="monero").exclude(pk__in=earlier)
+    }
+    assert rows == {
+        (first, "0/0"): ("primary_address", 7_000_000_000, "XMR", height, True, None),
+        (first, f"0/{unissued}"): ("unissued_subaddress", 9_000_000_000, "XMR", height, True, None),
+    }
+    [payment] = xmr.payments(invoice)
+    assert payment.txid == second
+    assert xmr.scan().strays == 0  # seen again: recorded once
+    assert StrayTransfer.objects.exclude(pk__in=earlier).count() == 2
+
+    # The subaddress is handed out later: what reached it before is still staff's.
+    DerivationCounter.objects.filter(keyset=derivation_keyset(currency="XMR")).update(next_index=unissued)
+    later = xmr.invoice()
+    assert later.active_request.match_key == f"0/{unissued}"
+    xmr.net.mine(3)
+    xmr.scan()
+    assert xmr.payments(later) == []
+    assert xmr.status(later) == (NEW, NONE)
+    assert xmr.status(invoice) == (SETTLED, NONE)
