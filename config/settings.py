@@ -501,6 +501,13 @@ CHAIN_SCAN_SECONDS = env.float("CHAIN_SCAN_SECONDS", default=5.0)
 CHAIN_SCAN_MAX_BLOCKS = env.int("CHAIN_SCAN_MAX_BLOCKS", default=200)
 CHAIN_REORG_WINDOW = env.int("CHAIN_REORG_WINDOW", default=100)
 CHAIN_BACKOFF_MAX_SECONDS = env.int("CHAIN_BACKOFF_MAX_SECONDS", default=300)
+# Push (`manage.py listen_chain <currency>`, docs/chains/push.md): the nodes' publishers;
+# each announcement queues a scan, at most one per CHAIN_PUSH_DEBOUNCE_SECONDS.
+BTC_ZMQ_URL = env.str("BTC_ZMQ_URL", default="")
+LTC_ZMQ_URL = env.str("LTC_ZMQ_URL", default="")
+XMR_ZMQ_URL = env.str("XMR_ZMQ_URL", default="")
+ETH_WS_URL = env.str("ETH_WS_URL", default="")  # the node's websocket: eth_subscribe newHeads
+CHAIN_PUSH_DEBOUNCE_SECONDS = env.float("CHAIN_PUSH_DEBOUNCE_SECONDS", default=0.5)
 # One scan task per configured chain, from the families' declarations (billing/chains/spec.py).
 from billing.chains.spec import chain_beat_schedule  # noqa: E402 - plain declarations, no Django models
 

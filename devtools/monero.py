@@ -214,6 +214,7 @@ class MoneroRegtest:
     view_key: str  # the merchant's private view key (XMR_VIEW_KEY)
     lookahead: int  # the merchant wallet's minor subaddress lookahead
     payer_address: str = ""
+    zmq_url: str = ""  # monerod's ZMQ publisher (tcp://127.0.0.1:port)
     daemon: Rpc = field(init=False)
     _finalizer: Any = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -245,6 +246,7 @@ class MoneroRegtest:
         wallets = directory / "wallets"
         wallets.mkdir(exist_ok=True)
         daemon_port = free_port()
+        zmq_url = f"tcp://127.0.0.1:{free_port()}"
         daemon_log = directory / "monerod.out"
         daemon_args = [
             bins["monerod"],
@@ -263,7 +265,14 @@ class MoneroRegtest:
             "127.0.0.1",
             "--p2p-bind-port",
             str(free_port()),
-            "--no-zmq",
+            # ZMQ: the RPC on its own port and the publisher the watcher's listener follows
+            # (`manage.py listen_chain XMR`, XMR_ZMQ_URL).
+            "--zmq-rpc-bind-ip",
+            "127.0.0.1",
+            "--zmq-rpc-bind-port",
+            str(free_port()),
+            "--zmq-pub",
+            zmq_url,
             "--no-igd",
             "--non-interactive",
             "--db-sync-mode",
@@ -346,6 +355,7 @@ class MoneroRegtest:
             view_key=view_key,
             lookahead=lookahead,
             payer_address=payer_address,
+            zmq_url=zmq_url,
         )
         node._finalizer = finalizer
         node._processes = processes

@@ -148,6 +148,17 @@ class ScanReport:
         )
 
 
+@dataclass(frozen=True)
+class PushSource:
+    """Where a chain's node publishes news over ZMQ (a PUB socket): any message on
+    one of `topics` (a new block, a new pool transaction) means "scan now"
+    (billing.chains.watchers.ChainListener)."""
+
+    url: str  # tcp://host:port
+    topics: tuple[str, ...]  # subscription prefixes
+    setting: str  # the setting that gave `url`
+
+
 class Watcher(ABC):
     """One chain's watcher (see the module docstring)."""
 
@@ -204,6 +215,11 @@ class Watcher(ABC):
     def cursor_set_line(self, block: BlockRef) -> str:
         """What `scan_chain --from-height` says after `cursor_set`."""
         return f"Cursor set to block {block.height} {block.hash}."
+
+    def push_source(self, url: str = "") -> PushSource | None:
+        """Where the node pushes news of blocks and pool transactions (`url`, else
+        the chain's setting), when it can; None: the periodic poll alone finds payments."""
+        return None
 
     def process_state_clear(self) -> None:  # noqa: B027 - optional: most watchers cache nothing
         """Forget what this process caches about the node (after a failure, or a cursor move)."""

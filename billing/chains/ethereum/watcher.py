@@ -41,6 +41,7 @@ from billing.chains.blocks import BlockRef, ChainStep
 from billing.chains.errors import ChainUnavailable, RpcError
 from billing.chains.ethereum import family
 from billing.chains.ethereum.transfers import EvmBlockScan, Transfer
+from billing.chains.interface import PushSource, setting_value
 from billing.chains.machinery import BlockWatcher, Recorder, ScanRun, cursor_store_at
 from billing.chains.spec import ChainSpec
 from billing.currencies import CURRENCIES
@@ -116,6 +117,13 @@ class EthereumWatcher(BlockWatcher):
         with _lock:
             _scanners.clear()
             _checked.clear()
+
+    def push_source(self, url: str = "") -> PushSource | None:
+        """The node's JSON-RPC websocket (ETH_WS_URL, ws:// or wss://): each head
+        announced by `eth_subscribe newHeads` triggers a scan (payments count from
+        their block on: the pool is not watched)."""
+        url = url or setting_value("ETH_WS_URL")
+        return PushSource(url=url, topics=("newHeads",), setting="ETH_WS_URL") if url else None
 
     def _tokens_enabled(self) -> list[str]:
         from billing.chains.config import enabled_currencies

@@ -43,7 +43,7 @@ from django.conf import settings
 from billing import services
 from billing.chains.blocks import BlockRef
 from billing.chains.errors import ChainUnavailable, NodeMismatch, RpcError
-from billing.chains.interface import Watcher, setting_value
+from billing.chains.interface import PushSource, Watcher, setting_value
 from billing.chains.machinery import ScanRun, cursor_store_at
 from billing.chains.monero import family
 from billing.chains.monero.rpc import ADDRESS_INDEX_OUT_OF_BOUND, WATCH_ONLY, DaemonRpc, WalletRpc
@@ -67,6 +67,9 @@ def lookahead() -> int:
     return max(1, _setting_int("XMR_SUBADDRESS_LOOKAHEAD", 200))
 
 
+PUSH_SETTING = "XMR_ZMQ_URL"
+# monerod's publisher topics (src/rpc/zmq_pub.cpp): one frame each, "<topic>:<json>".
+PUSH_TOPICS = ("json-minimal-chain_main", "json-minimal-txpool_add")
 PRIMARY = f"{family.XMR_ACCOUNT}/0"  # the wallet's primary address: never an invoice's (indices start at 1)
 STRAY_PRIMARY = "primary_address"
 STRAY_UNISSUED = "unissued_subaddress"
@@ -173,6 +176,13 @@ class MoneroWatcher(Watcher):
         expected = family.monero_account().subaddress(major=family.XMR_ACCOUNT, minor=index)
         if address != expected:
             raise NodeMismatch(f"the wallet's subaddress (0, {index}) is not XMR_ADDRESS's: another wallet")
+
+    def push_source(self, url: str = "") -> PushSource | None:
+        """monerod's ZMQ publisher (`--zmq-pub tcp://...`): a message on
+        `json-minimal-chain_main` (a block joined the main chain) or
+        `json-minimal-txpool_add` (transactions entered the pool) triggers a scan."""
+        url = url or setting_value(PUSH_SETTING)
+        return PushSource(url=url, topics=PUSH_TOPICS, setting=PUSH_SETTING) if url else None
 
     # --- one run ---------------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ from django.conf import settings
 from billing import services
 from billing.chains.blocks import ChainStep
 from billing.chains.errors import NodeMismatch
-from billing.chains.interface import ScanReport
+from billing.chains.interface import PushSource, ScanReport, setting_value
 from billing.chains.machinery import BlockWatcher, Recorder, ScanRun, chain_run, chain_state, cursor_store_at
 from billing.chains.spec import ChainSpec
 from billing.chains.utxo import CHAINS
@@ -231,6 +231,14 @@ class UtxoWatcher(BlockWatcher):
 
     def process_state_clear(self) -> None:
         process_state_clear(chain=self.chain)
+
+    def push_source(self, url: str = "") -> PushSource | None:
+        """The node's ZMQ publisher (`-zmqpubhashblock` and `-zmqpubrawtx` on one
+        address, Bitcoin Core's doc/zmq.md): a new block or a transaction entering
+        the mempool triggers a scan. Set as BTC_ZMQ_URL / LTC_ZMQ_URL."""
+        setting = f"{self.currency}_ZMQ_URL"
+        url = url or setting_value(setting)
+        return PushSource(url=url, topics=("hashblock", "rawtx"), setting=setting) if url else None
 
     def scan(self, run: ScanRun) -> None:
         mempool = _mempool(self.chain, run.client)

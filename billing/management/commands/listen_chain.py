@@ -1,0 +1,49 @@
+import signal
+import threading
+
+from django.core.management.base import BaseCommand, CommandError
+
+from billing.chains.watchers import ChainListener, watcher_for
+from core.errors import DomainError
+
+
+class Command(BaseCommand):
+    help = (
+        "Follow one chain's node as it publishes new blocks and pool transactions (ZMQ) and queue the "
+        "chain's scan task at once for each burst of news, instead of waiting for the next periodic run "
+        "(which stays the safety net). Runs until stopped (SIGTERM, SIGINT). XMR: monerod --zmq-pub and "
+        "XMR_ZMQ_URL; BTC/LTC: -zmqpubhashblock and -zmqpubrawtx on one address and BTC_ZMQ_URL/LTC_ZMQ_URL; "
+        "ETH (USDT, USDC): the node's websocket, ETH_WS_URL (eth_subscribe newHeads)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("currency", help="A currency whose node publishes its news (BTC, LTC, XMR, ETH).")
+        parser.add_argument(
+            "--url",
+            default="",
+            help="The node's publisher (default: the currency's setting): tcp:// (ZMQ) or ws(s):// (websocket).",
+        )
+        parser.add_argument(
+            "--debounce",
+            type=float,
+            default=None,
+            help="Seconds between two queued scans at most once (default CHAIN_PUSH_DEBOUNCE_SECONDS).",
+        )
+
+    def handle(self, *args, **o):
+        try:
+            watcher = watcher_for(currency=o["currency"])
+            if not watcher.watched():
+                raise CommandError(f"{watcher.currency} is not watched: {watcher.not_watched_hint()}.")
+            listener = ChainListener(watcher, url=o["url"], debounce=o["debounce"])
+        except DomainError as exc:
+            raise CommandError(f"{exc.code}: {exc.message}") from exc
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+        with listener:
+            self.stdout.write(f"{watcher.currency}: listening ({', '.join(listener.topics)})")
+            listener.run(stop=stop)
+        self.stdout.write(
+            f"{watcher.currency}: stopped after {listener.messages} message(s), {listener.scans} scan(s) queued"
+        )
