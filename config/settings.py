@@ -443,7 +443,7 @@ SOL_GENESIS_HASH = env.str("SOL_GENESIS_HASH", default="")  # pins the node's ge
 SOL_RPC_MAX_RPS = env.float("SOL_RPC_MAX_RPS", default=0.0)  # calls per second at most (0: unpaced)
 SOL_RPC_BATCH_SIZE = env.int("SOL_RPC_BATCH_SIZE", default=100)  # calls per JSON-RPC batch request
 SOL_RPC_TIMEOUT_SECONDS = env.float("SOL_RPC_TIMEOUT_SECONDS", default=30.0)
-SOL_SCAN_REFERENCES = env.bool("SOL_SCAN_REFERENCES", default=True)  # False: list the recipient only
+SOL_SCAN_REFERENCES = env.bool("SOL_SCAN_REFERENCES", default=False)  # True: list each open reference too
 SOL_SCAN_MAX_PAGES = env.int("SOL_SCAN_MAX_PAGES", default=5)  # pages of 1,000 per address and pass
 
 # How long a quote's exchange rate is locked (the invoice's expiry), and how long

@@ -31,9 +31,12 @@ signatures it knows) and records what comes back.
    is listed `until` jumps there instead of listing it all again. `newest`
    remembers the newest signature seen per address.
 
-The recipient's first pass starts at its newest finalized transaction:
-references find every payment made to an invoice, before and after that; the
-recipient's own listing catches transfers that carry no known reference.
+The recipient's first pass starts at its newest finalized transaction when
+references are listed (they find every payment made to an invoice, before and
+after that; the recipient's own listing catches transfers that carry no known
+reference), and at its newest finalized transaction older than the oldest
+watched invoice when they are not (the recipient's listing is then all there
+is: references are matched locally in the transactions it lists).
 """
 
 from __future__ import annotations
@@ -272,15 +275,45 @@ def cursor_advance(cursor: AddressCursor, listing: Listing, *, done: Callable[[S
     return AddressCursor(until=cursor.until, before=oldest, top=top, **seen)
 
 
-def _recipient_start(rpc: SolanaRpc, recipient: str) -> AddressCursor:
-    """The recipient's first cursor: its newest finalized transaction."""
-    page = rpc.call("getSignaturesForAddress", recipient, {"commitment": FINALIZED, "limit": 1})
-    if not isinstance(page, list):
-        raise SolanaUnavailable("getSignaturesForAddress answered no list", reason="bad_response")
-    if not page:
-        return AddressCursor()
-    entry = SignatureInfo.from_rpc(page[0])
-    return AddressCursor(until=entry.signature, newest=entry.signature, newest_slot=entry.slot)
+def _recipient_start(rpc: SolanaRpc, recipient: str, *, since: int | None = None, max_pages: int = 5) -> AddressCursor:
+    """The recipient's first cursor.
+
+    Without `since`: its newest finalized transaction (each reference's own
+    listing finds what was paid before). With `since` (a Unix time: when the
+    oldest watched invoice was made): the newest finalized transaction older
+    than it, found by walking back its finalized signatures a page of 1,000 at
+    a time, so that the first listing reads every payment a watched invoice can
+    have received; past `max_pages` pages the oldest one reached, with a
+    warning (what is older is left to staff). No transaction older than
+    `since`: no cursor, the whole history is listed."""
+    pages = max_pages if since is not None else 1
+    before: str | None = None
+    oldest: SignatureInfo | None = None
+    for _ in range(max(1, pages)):
+        params: dict[str, Any] = {"commitment": FINALIZED, "limit": 1 if since is None else PAGE_LIMIT}
+        if before is not None:
+            params["before"] = before
+        page = rpc.call("getSignaturesForAddress", recipient, params)
+        if not isinstance(page, list):
+            raise SolanaUnavailable("getSignaturesForAddress answered no list", reason="bad_response")
+        entries = [SignatureInfo.from_rpc(item) for item in page]
+        if not entries:
+            return AddressCursor()  # nothing older than `since`: list it all
+        for entry in entries:
+            if since is None or (entry.block_time is not None and entry.block_time < since):
+                return AddressCursor(until=entry.signature, newest=entry.signature, newest_slot=entry.slot)
+        oldest = entries[-1]
+        if len(entries) < PAGE_LIMIT:
+            return AddressCursor()  # the first transaction reached: list it all
+        before = oldest.signature
+    assert oldest is not None
+    log.warning(
+        "SOL: the recipient's first listing starts at %s (%d pages back), not as far back as the oldest "
+        "watched invoice: a payment older than it is not seen",
+        oldest.signature,
+        pages,
+    )
+    return AddressCursor(until=oldest.signature, newest=oldest.signature, newest_slot=oldest.slot)
 
 
 # --- The pass ----------------------------------------------------------------------
@@ -317,6 +350,7 @@ def solana_scan(
     memory: FinalMemory | None = None,
     max_pages: int = 5,
     max_fetches: int = 2000,
+    recipient_since: int | None = None,
 ) -> ScanOutcome:
     """One pass (see the module docstring).
 
@@ -324,7 +358,10 @@ def solana_scan(
     from `cursors` has never been listed. `known_references(keys)` returns
     which of `keys` are invoice references billing knows (open or not);
     `known_final(signatures)` which signatures were already recorded at
-    `finalized`, so they are not fetched again.
+    `finalized`, so they are not fetched again. `recipient_since`: a Unix time
+    the recipient's first listing reaches back to (the oldest watched invoice,
+    when no reference is listed); None: it starts at its newest finalized
+    transaction.
     """
     memory = memory if memory is not None else FinalMemory()
     confirmed_slot, finalized_slot = (
@@ -335,7 +372,7 @@ def solana_scan(
     addresses = list(dict.fromkeys([recipient, *references]))
     start = {a: cursors[a] for a in addresses if a in cursors}
     if recipient not in start:
-        start[recipient] = _recipient_start(rpc, recipient)
+        start[recipient] = _recipient_start(rpc, recipient, since=recipient_since, max_pages=max_pages)
     for address in addresses:
         start.setdefault(address, AddressCursor())
     listings = signatures_list(rpc, start, max_pages=max_pages)

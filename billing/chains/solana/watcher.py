@@ -1,9 +1,10 @@
 """The Solana watcher: SOL invoices found by their Solana Pay reference.
 
-A run is one pass of billing.chains.solana.scan (list the recipient and the
-references of watched invoices, fetch what is new, validate it as Solana
-Pay's `validateTransfer` does), then one database transaction that records
-what the pass found and stores the cursors:
+A run is one pass of billing.chains.solana.scan (list the recipient, and with
+SOL_SCAN_REFERENCES the references of open invoices too; fetch what is new,
+validate it as Solana Pay's `validateTransfer` does, the references matched
+locally), then one database transaction that records what the pass found and
+stores the cursors:
 
 - a part received for an invoice's reference is a payment at (signature,
   position of the reference among the account keys): `processing` at
@@ -46,6 +47,9 @@ from core.audit import audit_record
 
 CURRENCY = "SOL"
 STRAY_KIND = "no_reference"
+# The recipient's first listing reaches this far before the oldest watched invoice (a
+# block's time is the validators' estimate, seconds off the server's clock).
+START_MARGIN_SECONDS = 600
 
 _lock = threading.Lock()
 # Per process: signatures seen finalized that paid nothing (so they are not fetched again). A cache.
@@ -92,8 +96,13 @@ class SolanaWatcher(Watcher):
         # The references of invoices open or in their monitoring window; later money
         # (credit) reaches the recipient, whose own listing finds it with its reference.
         references = []
-        if getattr(settings, "SOL_SCAN_REFERENCES", True):
+        since: int | None = None
+        if getattr(settings, "SOL_SCAN_REFERENCES", False):
             references = sorted(selectors.monitored_match_keys(currencies=[CURRENCY], now=run.now))
+        elif recipient not in cursors:
+            # The recipient's listing is all there is: its first one reaches back to the oldest watched invoice.
+            oldest = run.oldest_watched_at([CURRENCY])
+            since = int(oldest.timestamp()) - START_MARGIN_SECONDS if oldest is not None else None
         outcome = solana_scan(
             rpc,
             recipient=recipient,
@@ -104,6 +113,7 @@ class SolanaWatcher(Watcher):
             known_final=lambda txids: selectors.txids_recorded_final(chain=self.chain, txids=txids),
             memory=_memory,
             max_pages=max(1, int(getattr(settings, "SOL_SCAN_MAX_PAGES", 5) or 5)),
+            recipient_since=since,
         )
         with run.atomic() as recorder:
             self._record(recorder, outcome, recipient=recipient)

@@ -46,7 +46,8 @@ NEW, PROCESSING, SETTLED, EXPIRED = (
 NONE = InvoiceException.NONE
 
 
-def test_a_legacy_transfer_is_processing_at_confirmed_and_settles_at_finalized(sol):
+def test_a_legacy_transfer_is_processing_at_confirmed_and_settles_at_finalized(sol, settings):
+    settings.SOL_SCAN_REFERENCES = True  # each open reference listed too (the recipient alone is the default)
     invoice = sol.invoice()
     request = invoice.active_request
     assert (request.network, request.address, request.match_key) == (
@@ -111,7 +112,8 @@ def test_a_version_0_transfer_with_the_reference_only_in_a_lookup_table(sol):
     assert payment.txid == sig and int(payment.position) >= len(tx.static_keys)
 
 
-def test_a_failed_transaction_counts_nothing(sol):
+def test_a_failed_transaction_counts_nothing(sol, settings):
+    settings.SOL_SCAN_REFERENCES = True  # each open reference listed too (the recipient alone is the default)
     invoice = sol.invoice()
     poor = sol.ledger.keypair_funded(3_000_000)
     sig = sol.ledger.pay(poor, sol.merchant.pubkey(), sol.due(invoice), references=[sol.reference(invoice)])
@@ -189,6 +191,7 @@ def test_an_over_payment_becomes_credit(sol, customer):
 
 
 def test_a_late_payment_settles_late_inside_the_window_and_is_credit_after_it(sol, customer, settings):
+    settings.SOL_SCAN_REFERENCES = True  # each open reference listed too (the recipient alone is the default)
     from billing.services import invoices_advance_due
 
     late = sol.invoice(now=timezone.now() - timedelta(minutes=settings.INVOICE_EXPIRY_MINUTES + 5))
@@ -334,6 +337,7 @@ def test_from_height_lists_every_watched_reference_again(sol):
 
 @pytest.mark.slow  # makes over a thousand transactions
 def test_more_than_a_thousand_signatures_on_one_reference_across_runs(sol, settings):
+    settings.SOL_SCAN_REFERENCES = True  # each open reference listed too (the recipient alone is the default)
     settings.SOL_SCAN_MAX_PAGES = 1  # one page of 1,000 per address and run: the listing is cut
     invoice = sol.invoice()
     sol.pay(invoice)
@@ -409,6 +413,23 @@ def test_recipient_only_passes_cost_three_calls_and_still_find_payments(sol, set
     assert sol.node.stats.calls["getSignaturesForAddress"] == 1  # the recipient's, not one per invoice
     sol.node.stats_reset()
     sol.scan()
+    assert dict(sol.node.stats.calls) == {"getGenesisHash": 1, "getSlot": 2, "getSignaturesForAddress": 1}
+
+
+def test_the_recipient_only_first_pass_reaches_back_to_the_oldest_watched_invoice(sol, settings):
+    """Paid and finalized before the watcher's first pass: the recipient's first listing
+    starts below the oldest watched invoice, not at its newest transaction (the payment)."""
+    settings.SOL_SCAN_REFERENCES = False
+    early, late = sol.invoice(), sol.invoice()
+    sig = sol.pay(early)
+    sol.ledger.finalize()
+    sol.node.stats_reset()
+    sol.scan()
+    assert sol.status(early) == (SETTLED, NONE) and sol.status(late)[0] == NEW
+    assert sol.payments(early)[0].txid == sig
+    assert sol.node.stats.calls["getSignaturesForAddress"] == 2  # the walk back, then the listing
+    sol.node.stats_reset()
+    sol.scan()  # quiet: a handful of calls, whatever the number of invoices
     assert dict(sol.node.stats.calls) == {"getGenesisHash": 1, "getSlot": 2, "getSignaturesForAddress": 1}
 
 
