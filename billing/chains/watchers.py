@@ -343,10 +343,10 @@ class ChainListener:
                     return queued
                 continue
             wait = 1.0 if not pending else max(0.0, last_scan + self.debounce - now)
-            if deadline is not None:
-                if now >= deadline and not pending:
+            if deadline is not None and not pending:  # news received is always acted on
+                if now >= deadline:
                     return queued
-                wait = min(wait, max(0.0, deadline - now))
+                wait = min(wait, deadline - now)
             received = self._feed.wait(wait)
             self.messages += received
             pending = pending or received > 0

@@ -217,7 +217,17 @@ class MoneroWatcher(Watcher):
         params: dict = {"in": True, "pool": True, "all_accounts": True}
         if min_height is not None:
             params.update(filter_by_height=True, min_height=min_height)
-        answer = wallet.call("get_transfers", **params)
+        try:
+            answer = wallet.call("get_transfers", **params)
+        except RpcError:
+            # A wallet far behind its daemon (or cut off from it) is reported as such.
+            lagging = _lagging(wallet_height=wallet_height, daemon_height=daemon_height)
+            if lagging is None:
+                raise
+            with run.atomic() as rec:  # the heights /readyz compares (blocks_behind)
+                rec.state.height, rec.state.tip_height = report.height, report.tip_height
+                rec.state.save(update_fields=["height", "tip_height"])
+            raise lagging from None
         entries = list(answer.get("in") or []) + list(answer.get("pool") or [])
         # Issued while the wallet was read: watched too (a few rows, by primary key).
         watched = watched | run.created_since(newest + 1)
@@ -311,12 +321,9 @@ class MoneroWatcher(Watcher):
                 f"XMR: wallet at {report.height} (daemon {report.tip_height}); {len(entries)} transfer(s), "
                 f"{rec.recorded} recorded, {rec.uncounted} un-counted"
             )
-        if behind > _setting_int("XMR_WALLET_MAX_LAG_BLOCKS", 5):
-            raise ChainUnavailable(
-                f"the wallet is {behind} block(s) behind its daemon (wallet at {wallet_height}, "
-                f"daemon at {daemon_height})",
-                reason="syncing",
-            )
+        lagging = _lagging(wallet_height=wallet_height, daemon_height=daemon_height)
+        if lagging is not None:
+            raise lagging
 
     @staticmethod
     def _strays(run: ScanRun, entries: list[dict], watched: frozenset[str]) -> _Strays:
@@ -360,6 +367,17 @@ class MoneroWatcher(Watcher):
         ref = BlockRef(height, block_hash)
         cursor_store_at(chain=self.chain, block=ref)
         return ref
+
+
+def _lagging(*, wallet_height: int, daemon_height: int | None) -> ChainUnavailable | None:
+    """The `syncing` failure of a wallet more than XMR_WALLET_MAX_LAG_BLOCKS behind its daemon, or None."""
+    behind = (daemon_height - wallet_height) if daemon_height is not None else 0
+    if behind <= _setting_int("XMR_WALLET_MAX_LAG_BLOCKS", 5):
+        return None
+    return ChainUnavailable(
+        f"the wallet is {behind} block(s) behind its daemon (wallet at {wallet_height}, daemon at {daemon_height})",
+        reason="syncing",
+    )
 
 
 def wallet_view_only_check(wallet: WalletRpc) -> None:
