@@ -19,6 +19,7 @@ from billing import services
 from billing.models import Invoice, PaymentStatus
 from core.errors import DomainError, NotFound
 from devtools.monero import MoneroRegtest, MoneroRpcError, Rpc, monero_installed
+from devtools.sandbox import amount_still_due
 from devtools.scanning import SandboxPayment, chain_scan_now
 
 SANDBOX_RATE = "200"  # XMR in USD when MANUAL_RATES_USD does not name it
@@ -90,20 +91,25 @@ def xmr_sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, c
     request = invoice.requests.filter(currency="XMR").order_by("-is_active", "-created_at", "-id").first()
     if request is None:
         raise DomainError("no_payment_request", f"{invoice_number} has no XMR subaddress to pay.")
+    required = max(1, services.confirmations_required(currency="XMR"))
+    pending = list(request.payments.filter(status=PaymentStatus.PENDING).order_by("first_seen_at", "id"))
+    blocks = required if confirm else 1
     if amount is None:
-        paid = sum(int(p.amount) for p in request.payments.exclude(status=PaymentStatus.REMOVED))
-        amount = int(request.amount_due) - paid
-        if amount <= 0:
-            raise DomainError("already_paid", f"{invoice_number} is paid in full; give --amount to pay more.")
-    if amount <= 0:
+        amount = amount_still_due(request=request, pending=pending, confirm=confirm, invoice_number=invoice_number)
+        if amount == 0:  # paid in full, unconfirmed: mine what its confirmations still need
+            blocks = max(1, required - min(p.confirmations for p in pending))
+    elif amount <= 0:
         raise DomainError("invalid", "The amount is a positive number of piconero.")
     payer, daemon = _sandbox_rpcs()
-    try:
-        payer.call("refresh")
-        sent = payer.call("transfer", destinations=[{"address": request.address, "amount": amount}], priority=0)
-    except MoneroRpcError as exc:
-        raise DomainError("sandbox_payer", f"The sandbox's payer wallet refused: {exc}") from None
-    blocks = max(1, services.confirmations_required(currency="XMR")) if confirm else 1
+    if amount:
+        try:
+            payer.call("refresh")
+            sent = payer.call("transfer", destinations=[{"address": request.address, "amount": amount}], priority=0)
+        except MoneroRpcError as exc:
+            raise DomainError("sandbox_payer", f"The sandbox's payer wallet refused: {exc}") from None
+        txid = sent["tx_hash"]
+    else:
+        txid = pending[0].txid
     daemon.call("generateblocks", amount_of_blocks=blocks, wallet_address=payer.call("get_address")["address"])
     report = chain_scan_now(currency="XMR")
     invoice.refresh_from_db()
@@ -112,7 +118,7 @@ def xmr_sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, c
         "XMR",
         request.address,
         amount,
-        sent["tx_hash"],
+        txid,
         blocks,
         invoice.status,
         invoice.exception,

@@ -294,7 +294,15 @@ def sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, confi
     )
 
 
-SANDBOX_IPV4 = "192.0.2.10"  # TEST-NET-1 (RFC 5737): documentation only, never routed
+# The three documentation networks of RFC 5737 (TEST-NET-1, -2, -3): never routed.
+SANDBOX_IPV4_NETWORKS = ("192.0.2", "198.51.100", "203.0.113")
+
+
+def sandbox_ipv4(rental_id: int) -> str:
+    """A documentation IPv4 address of its own for each rental (762 before they repeat):
+    rental 1 gets 192.0.2.1, rental 255 gets 198.51.100.1."""
+    index = (rental_id - 1) % (254 * len(SANDBOX_IPV4_NETWORKS))
+    return f"{SANDBOX_IPV4_NETWORKS[index // 254]}.{index % 254 + 1}"
 
 
 def sandbox_rental_hand_over(*, rental_id: int) -> Rental:
@@ -307,7 +315,7 @@ def sandbox_rental_hand_over(*, rental_id: int) -> Rental:
         raise sandbox_off_error(reasons or ["SANDBOX is not set"], "SANDBOX=1, started by `make run`")
     return rental_activate(
         rental_id=rental_id,
-        ipv4=SANDBOX_IPV4,
+        ipv4=sandbox_ipv4(rental_id),
         ipv6_prefix=f"2001:db8:{rental_id % 0x10000:x}::/64",
         actor="sandbox",
         reason="sandbox: the provisioning system stand-in reported ready",

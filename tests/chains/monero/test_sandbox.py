@@ -37,3 +37,18 @@ def test_sandbox_pay_refuses_outside_the_sandbox(xmr, settings):
     with pytest.raises(CommandError, match="sandbox_off"):
         call_command("sandbox_pay", invoice.number)
     assert xmr.payments(invoice) == []
+
+
+def test_sandbox_pay_confirm_mines_what_a_paid_but_unconfirmed_invoice_still_needs(sandbox, capsys):
+    invoice = sandbox.invoice()
+    call_command("sandbox_pay", invoice.number)  # paid in full, one block: 1 confirmation of 3
+    assert "Mined 1 block(s)." in capsys.readouterr().out
+    invoice.refresh_from_db()
+    assert invoice.status == "processing"
+    with pytest.raises(CommandError, match="already_paid: .* give --confirm"):
+        call_command("sandbox_pay", invoice.number)
+    call_command("sandbox_pay", invoice.number, "--confirm")
+    out = capsys.readouterr().out
+    assert "Nothing left to pay" in out and "Mined 2 block(s)." in out
+    assert f"Invoice {invoice.number} is settled (none)." in out
+    assert len(sandbox.payments(invoice)) == 1
