@@ -2,7 +2,7 @@
 
 Production defaults are the safe ones: DEBUG off, no default SECRET_KEY, secure
 cookies, HSTS and an HTTPS redirect. `make run` sets DEBUG=1 and runs on the
-embedded default (SQLite and a filesystem Celery broker under DATA_DIR).
+embedded default (SQLite, and an SQLite Celery broker, under DATA_DIR).
 """
 
 from __future__ import annotations
@@ -157,18 +157,34 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {"default": env.cache_url("CACHE_URL", default=f"filecache://{DATA_DIR / 'cache'}")}
 
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
-if CELERY_BROKER_URL.startswith("filesystem://"):
-    _broker_dir = DATA_DIR / "broker"
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_broker_dir / "queue"),
-        "data_folder_out": str(_broker_dir / "queue"),
-        "processed_folder": str(_broker_dir / "processed"),
-        "control_folder": str(_broker_dir / "control"),
-        "store_processed": False,
-    }
+# --- Broker and worker: the embedded broker, Redis restarts, the local run ----
+# The embedded default (`make run`) keeps its Celery messages in an SQLite file
+# under DATA_DIR through kombu's SQLAlchemy transport (kombu/transport/sqlalchemy):
+# a message is a row, taken in one `BEGIN IMMEDIATE` transaction, so a worker never
+# reads one half written. (kombu's filesystem transport writes a message file in
+# place and a worker could read it still empty, kombu #1551: the worker died.)
+# Delivered rows stay with visible=0; `make run` deletes them when it starts.
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=f"sqla+sqlite:///{DATA_DIR / 'broker.sqlite3'}")
+if CELERY_BROKER_URL.startswith(("sqla+sqlite:", "sqlalchemy+sqlite:")):
+    # Passed to sqlalchemy.create_engine: wait up to 20 s for the file's write lock.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"connect_args": {"timeout": 20}}
 else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {}
+# A worker started while the broker is down waits for it, and a worker whose broker
+# went away (a Redis restart) retries for as long as it takes instead of exiting
+# after 100 attempts (celery's default); systemd restarts it if it exits all the same.
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# The sandbox's monerod runs regtest, whose addresses have mainnet's prefixes: it
+# says so here (the only value taken; `make run` sets it), so XMR invoices read
+# monero-regtest rather than monero-mainnet.
+XMR_NETWORK = env.str("XMR_NETWORK", default="")
+if XMR_NETWORK not in ("", "regtest") or (XMR_NETWORK and not DEBUG):
+    raise ImproperlyConfigured(
+        'XMR_NETWORK is "regtest" in the local sandbox (DEBUG=1) or unset: the address names the other networks.'
+    )
+# --- end of the broker and worker block ---
+
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
