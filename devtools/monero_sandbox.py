@@ -48,8 +48,8 @@ def xmr_sandbox_start(*, folder: Path, manual_rates: str = "") -> MoneroSandbox 
     """Start the network with everything kept in `folder`/monero (None when monerod is not installed).
 
     `env` holds the settings for the processes that must see it: XMR_ADDRESS,
-    XMR_VIEW_KEY, XMR_WALLET_RPC_URL, XMR_DAEMON_URL, XMR_SUBADDRESS_LOOKAHEAD
-    and MANUAL_RATES_USD with an XMR rate.
+    XMR_VIEW_KEY, XMR_WALLET_RPC_URL, XMR_DAEMON_URL, XMR_SUBADDRESS_LOOKAHEAD,
+    XMR_NETWORK=regtest and MANUAL_RATES_USD with an XMR rate.
     """
     if not monero_installed():
         return None
@@ -61,6 +61,7 @@ def xmr_sandbox_start(*, folder: Path, manual_rates: str = "") -> MoneroSandbox 
         "XMR_WALLET_RPC_URL": net.wallet_url,
         "XMR_DAEMON_URL": net.daemon_url,
         "XMR_SUBADDRESS_LOOKAHEAD": str(SANDBOX_LOOKAHEAD),
+        "XMR_NETWORK": "regtest",
         "MANUAL_RATES_USD": _with_rate(manual_rates),
     }
     return MoneroSandbox(net=net, env=env)
