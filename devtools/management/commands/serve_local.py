@@ -1,7 +1,10 @@
 """`make run`: prepare the embedded default and run web + worker + beat in the
 foreground, with the LTC sandbox when litecoind is installed, the ETH sandbox
-when anvil is, and the SOL sandbox (a loopback Solana node) always. Ctrl-C stops
-them all. Development only (devtools is installed when DEBUG is on)."""
+when anvil is, the XMR sandbox when monerod is, and the SOL sandbox (a loopback
+Solana node) always. The server answers once LTC and SOL are up (seconds); ETH
+and XMR, slower to start, join when they are ready (web, worker and beat restart
+then to see them). A child that dies is started again (devtools/supervisor.py).
+Ctrl-C stops them all. Development only (devtools is installed when DEBUG is on)."""
 
 from __future__ import annotations
 
@@ -11,16 +14,86 @@ import os
 import secrets
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+
+from devtools.supervisor import Supervisor
 
 _LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+
+# The sandboxes in the order their settings are merged; the server waits for the FOREGROUND ones
+# (seconds), and for the BACKGROUND ones only as long as those took, plus BACKGROUND_GRACE_SECONDS.
+SANDBOX_ORDER = ("LTC", "ETH", "XMR", "SOL")
+FOREGROUND = ("LTC", "SOL")
+BACKGROUND = ("ETH", "XMR")
+BACKGROUND_GRACE_SECONDS = 2.0
+BACKGROUND_WHAT = {
+    "ETH": "anvil, and the test USDT and USDC contracts",
+    "XMR": "monerod --regtest and two wallets; the first start mines, a minute or two",
+}
+
+
+class SandboxStarter(threading.Thread):
+    """Starts one sandbox and keeps it until `finish()`. The nodes are started with
+    PR_SET_PDEATHSIG (devtools/processes.py), which Linux ties to the thread that
+    started them: so this thread lives as long as the sandbox, and stops it."""
+
+    def __init__(self, code: str, start: Callable[[], Any]) -> None:
+        super().__init__(name=f"sandbox-{code}", daemon=True)
+        self._start_sandbox = start
+        self.result: Any = None
+        self.ready = threading.Event()
+        self._finish = threading.Event()
+
+    def run(self) -> None:
+        try:
+            self.result = self._start_sandbox()
+        finally:
+            self.ready.set()
+        self._finish.wait()
+        if self.result is not None:
+            self.result.stop()
+
+    def finish(self) -> None:
+        self._finish.set()
+
+
+def rates_merge(*lists: str) -> str:
+    """MANUAL_RATES_USD lists merged: the first figure named for a currency wins."""
+    merged: dict[str, str] = {}
+    for entries in lists:
+        for entry in (e.strip() for e in (entries or "").split(",")):
+            if entry:
+                merged.setdefault(entry.split("=", 1)[0].strip().upper(), entry)
+    return ",".join(merged.values())
+
+
+def broker_delivered_prune(url: str) -> int:
+    """Delete the messages the SQLite broker delivered in earlier runs (kombu's SQLAlchemy
+    transport keeps them with visible=0). Nothing runs yet, so none is in flight."""
+    for prefix in ("sqla+sqlite:///", "sqlalchemy+sqlite:///"):
+        if url.startswith(prefix):
+            path = url[len(prefix) :]
+            break
+    else:
+        return 0
+    if not path or not os.path.isfile(path):
+        return 0
+    with contextlib.closing(sqlite3.connect(path, timeout=20)) as db, db:
+        try:
+            return db.execute("DELETE FROM kombu_message WHERE visible = 0").rowcount
+        except sqlite3.OperationalError:  # no such table yet
+            return 0
 
 
 def bind_is_loopback(host: str) -> bool:
@@ -56,22 +129,29 @@ class Command(BaseCommand):
         parser.add_argument("--prepare-only", action="store_true", help="Set up, then exit without serving.")
 
     def handle(self, *args, **opts):
-        self._prepare()
         if opts["prepare_only"]:
+            self._prepare()
             return
+        # The sandboxes' nodes start while the database is migrated and seeded: they need no database.
+        self._sandboxes_begin()
+        self._prepare()
         self._serve(opts["host"], opts["port"])
 
     def _prepare(self) -> None:
         settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
-        for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
-            folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(key)
-            if folder:
-                os.makedirs(folder, exist_ok=True)
+        broker_delivered_prune(settings.CELERY_BROKER_URL)
+        started = time.monotonic()
         self.stdout.write("Migrating the database ...")
+        # Static files are copied in another process meanwhile: they need no database.
+        static = subprocess.Popen(
+            [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"], cwd=settings.BASE_DIR
+        )
         call_command("migrate", interactive=False, verbosity=0)
-        call_command("collectstatic", interactive=False, verbosity=0)
         call_command("seed_catalog")
         self._ensure_staff()
+        if static.wait() != 0:
+            raise CommandError("collectstatic failed (above).")
+        self.stdout.write(f"Database and static files ready in {time.monotonic() - started:.0f} s.")
 
     def _ensure_staff(self) -> None:
         Account = get_user_model()
@@ -84,6 +164,21 @@ class Command(BaseCommand):
                 f"\nCreated the staff account (shown once, keep it):\n    username: staff\n    password: {password}\n"
             )
         )
+
+    # --- the sandboxes: LTC and SOL before the server answers, ETH and XMR when they are ready -----------
+
+    def _sandboxes_begin(self) -> None:
+        if getattr(self, "_starters", None) is not None:
+            return
+        rates = settings.MANUAL_RATES_USD
+        self._starters = {
+            "LTC": SandboxStarter("LTC", self._sandbox_start),
+            "ETH": SandboxStarter("ETH", lambda: self._eth_sandbox_start(ltc_env={})),
+            "XMR": SandboxStarter("XMR", lambda: self._xmr_sandbox_start(rates=rates)),
+            "SOL": SandboxStarter("SOL", lambda: self._sol_sandbox_start(rates=rates)),
+        }
+        for starter in self._starters.values():
+            starter.start()
 
     def _serve(self, host: str, port: int) -> None:
         base = f"http://{host}:{port}"
@@ -129,16 +224,18 @@ class Command(BaseCommand):
                 settings.CELERY_BEAT_SCHEDULE_FILENAME,
             ],
         }
-        sandbox = self._sandbox_start()
-        eth_sandbox = self._eth_sandbox_start(ltc_env=sandbox.env if sandbox else {})
-        rates_env = eth_sandbox.env if eth_sandbox else (sandbox.env if sandbox else {})
-        rates = rates_env.get("MANUAL_RATES_USD", settings.MANUAL_RATES_USD)
-        xmr_sandbox = self._xmr_sandbox_start(rates=rates)
-        # Each sandbox adds its coin's rate to what it is given: SOL's list carries XMR's too.
-        sol_sandbox = self._sol_sandbox_start(
-            rates=(xmr_sandbox.env if xmr_sandbox else {}).get("MANUAL_RATES_USD", rates)
-        )
-        running: dict[str, subprocess.Popen] = {}
+        self._sandboxes_begin()
+        starters: dict[str, SandboxStarter] = self._starters
+        # LTC and SOL take seconds: the server waits for them. ETH (anvil and its token contracts) and XMR
+        # (monerod, mining on its first start) join when ready, if they are not by then.
+        for code in FOREGROUND:
+            starters[code].ready.wait()
+        deadline = time.monotonic() + BACKGROUND_GRACE_SECONDS
+        for code in BACKGROUND:
+            starters[code].ready.wait(timeout=max(0.0, deadline - time.monotonic()))
+        up = {code: s.result for code, s in starters.items() if s.ready.is_set() and s.result is not None}
+        waiting = [code for code in BACKGROUND if not starters[code].ready.is_set()]
+        sandbox = up.get("LTC")
         stopping = False
 
         def stop(*_):
@@ -147,20 +244,9 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
+        supervisor: Supervisor | None = None
         try:
-            # The children are separate processes: they see the sandbox through their environment,
-            # and invoices' checkout links point at this server unless SITE_URL says otherwise.
-            env = {
-                **os.environ,
-                **(sandbox.env if sandbox else {}),
-                **({**eth_sandbox.env, "SANDBOX": "1"} if eth_sandbox else {}),
-                **({**xmr_sandbox.env, "SANDBOX": "1"} if xmr_sandbox else {}),
-                **({**sol_sandbox.env, "SANDBOX": "1"} if sol_sandbox else {}),
-            }
-            env.setdefault("SITE_URL", base)
-            # Requests name the host they were sent to: the bound one must be allowed, or
-            # Django answers DisallowedHost (with DEBUG, a page full of settings).
-            env["ALLOWED_HOSTS"] = ",".join(allowed_hosts_for_bind(host, list(settings.ALLOWED_HOSTS)))
+            env = self._children_env(base, host, up, any_sandbox=bool(up or waiting))
             if not bind_is_loopback(host) and settings.DEBUG:
                 self.stderr.write(
                     self.style.WARNING(
@@ -169,29 +255,23 @@ class Command(BaseCommand):
                         "and run production with DEBUG off (docs/operations.md)."
                     )
                 )
-            # A receiver on this machine (http://127.0.0.1:9000/hook) can be registered and pinged:
-            # make run is a local development server, DEBUG is on (production refuses the setting).
-            env.setdefault("WEBHOOK_ALLOW_PRIVATE_TARGETS", "1")
             demo = None
-            if sandbox or eth_sandbox or xmr_sandbox or sol_sandbox:
+            if up:
                 # Commands run from another shell (sandbox_pay) read the sandbox's settings file.
-                extra = {
-                    **(eth_sandbox.env if eth_sandbox else {}),
-                    **(xmr_sandbox.env if xmr_sandbox else {}),
-                    **(sol_sandbox.env if sol_sandbox else {}),
-                }
+                extra = {k: v for code, box in up.items() if code != "LTC" for k, v in box.env.items()}
+                if "MANUAL_RATES_USD" in extra:
+                    extra["MANUAL_RATES_USD"] = env["MANUAL_RATES_USD"]
                 if "SITE_URL" not in os.environ:
                     extra["SITE_URL"] = base
-                env_file = sandbox.env_file if sandbox else eth_sandbox_env_file(settings.SANDBOX_ENV_FILE, extra)
                 if sandbox:
-                    with open(env_file, "a") as handle:
+                    with open(sandbox.env_file, "a") as handle:
                         handle.writelines(f"{key}='{value}'\n" for key, value in extra.items())
+                else:
+                    eth_sandbox_env_file(settings.SANDBOX_ENV_FILE, extra)
             if sandbox:
                 demo = self._sandbox_demo_invoice(env)
-            for name, cmd in procs.items():
-                running[name] = subprocess.Popen(cmd, env=env)
-            from devtools.sandbox import sandbox_pay_command
-
+            supervisor = Supervisor(procs, env=env, log=lambda line: self.stderr.write(line))
+            supervisor.start()
             self.stdout.write(
                 self.style.SUCCESS(
                     f"\nGPU Rent Hub is running.\n"
@@ -203,72 +283,104 @@ class Command(BaseCommand):
                     "Press Ctrl-C to stop.\n"
                 )
             )
-            if sandbox:
+            for code in SANDBOX_ORDER:
+                if code in up:
+                    self._sandbox_banner(code, up[code], demo=demo)
+            for code in waiting:
                 self.stdout.write(
-                    self.style.SUCCESS(
-                        f"LTC sandbox: a Litecoin regtest node at 127.0.0.1:{sandbox.node.rpc_port} (data in "
-                        f"{sandbox.node.datadir}).\n"
-                        + (f"    Try paying: {demo['page']}  (invoice {demo['number']})\n" if demo else "")
-                        + "    Order or invoice in LTC, then pay it from the node's wallet; its checkout page turns paid:\n"
-                        f"    {sandbox_pay_command(demo['number'] if demo else '<invoice-number>')}\n"
-                    )
-                )
-            if eth_sandbox:
-                self.stdout.write(
-                    self.style.SUCCESS(
-                        f"ETH sandbox: an anvil node at {eth_sandbox.node.url} (chain 31337, kept in "
-                        f"{settings.SANDBOX_ENV_FILE.parent}), test USDT {eth_sandbox.usdt} and USDC {eth_sandbox.usdc}.\n"
-                        "    Order or invoice in ETH, USDT or USDC, then pay it from an anvil account:\n"
-                        f"    {sandbox_pay_command()}\n"
-                    )
-                )
-            if sol_sandbox:
-                self.stdout.write(
-                    self.style.SUCCESS(
-                        f"SOL sandbox: a loopback Solana node at {sol_sandbox.url} (a new cluster each run, a block "
-                        "every 0.4 s, finalized 32 slots behind).\n"
-                        "    Order or invoice in SOL, then pay it from the sandbox wallet as a Solana Pay transfer:\n"
-                        "    DEBUG=1 .venv/bin/python manage.py sandbox_pay <invoice-number> --confirm\n"
-                    )
-                )
-            if xmr_sandbox:
-                self.stdout.write(
-                    self.style.SUCCESS(
-                        f"XMR sandbox: monerod --regtest at {xmr_sandbox.net.daemon_url} with a view-only "
-                        f"wallet-rpc at {xmr_sandbox.net.wallet_url} (kept in {xmr_sandbox.net.directory}).\n"
-                        "    Order or invoice in XMR, then pay it from the regtest payer wallet:\n"
-                        "    DEBUG=1 .venv/bin/python manage.py sandbox_pay <invoice-number> --confirm\n"
-                    )
+                    f"{code} sandbox: starting in the background ({BACKGROUND_WHAT[code]}); it says so here when "
+                    "it is ready, and web, worker and beat restart to see it.\n"
                 )
             while not stopping:
-                for name, proc in running.items():
-                    if proc.poll() is not None:
-                        self.stderr.write(f"{name} exited with {proc.returncode}; stopping the rest.")
-                        stopping = True
-                        break
+                if supervisor.poll() is not None:
+                    break
+                for code in list(waiting):
+                    starter = starters[code]
+                    if not starter.ready.is_set():
+                        continue
+                    waiting.remove(code)
+                    if starter.result is None:
+                        continue  # not installed, or it failed: its start said why
+                    up[code] = starter.result
+                    env = self._children_env(base, host, up, any_sandbox=True)
+                    extra = {k: v for c, box in up.items() if c != "LTC" for k, v in box.env.items()}
+                    extra["MANUAL_RATES_USD"] = env["MANUAL_RATES_USD"]
+                    if "SITE_URL" not in os.environ:
+                        extra["SITE_URL"] = base
+                    eth_sandbox_env_file(settings.SANDBOX_ENV_FILE, {**(sandbox.env if sandbox else {}), **extra})
+                    supervisor.restart_all(env)
+                    self._sandbox_banner(code, starter.result, demo=None, late=True)
                 time.sleep(0.5)
         finally:
-            for proc in running.values():
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGTERM)
-            deadline = time.time() + 15
-            for proc in running.values():
-                try:
-                    proc.wait(timeout=max(0.1, deadline - time.time()))
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-            if sandbox:
-                sandbox.stop()
-            if eth_sandbox:
-                eth_sandbox.stop()
-            if xmr_sandbox:
-                xmr_sandbox.stop()
-            if sol_sandbox:
-                sol_sandbox.stop()
-            if (eth_sandbox or xmr_sandbox or sol_sandbox) and not sandbox:
+            if supervisor is not None:
+                supervisor.stop()
+            for starter in starters.values():
+                starter.finish()
+            for starter in starters.values():
+                starter.join(timeout=30)
+            if (set(up) - {"LTC"}) and not sandbox:
                 with contextlib.suppress(OSError):
                     settings.SANDBOX_ENV_FILE.unlink()
             self.stdout.write("Stopped.")
+
+    def _children_env(self, base: str, host: str, up: dict, *, any_sandbox: bool) -> dict[str, str]:
+        """The environment of web, worker and beat: the sandboxes' settings (they are separate
+        processes), this server as SITE_URL, the bound host allowed."""
+        boxes = [up[code] for code in SANDBOX_ORDER if code in up]
+        env = {**os.environ}
+        for box in boxes:
+            env.update(box.env)
+        if boxes:
+            env["SANDBOX"] = "1"
+            env["MANUAL_RATES_USD"] = rates_merge(
+                settings.MANUAL_RATES_USD, *(b.env.get("MANUAL_RATES_USD", "") for b in boxes)
+            )
+        if any_sandbox and "RATE_PROVIDERS" not in os.environ:
+            # The sandbox quotes fixed rates (MANUAL_RATES_USD): no market source is asked.
+            env["RATE_PROVIDERS"] = ""
+        env.setdefault("SITE_URL", base)
+        # Requests name the host they were sent to: the bound one must be allowed, or
+        # Django answers DisallowedHost (with DEBUG, a page full of settings).
+        env["ALLOWED_HOSTS"] = ",".join(allowed_hosts_for_bind(host, list(settings.ALLOWED_HOSTS)))
+        # A receiver on this machine (http://127.0.0.1:9000/hook) can be registered and pinged:
+        # make run is a local development server, DEBUG is on (production refuses the setting).
+        env.setdefault("WEBHOOK_ALLOW_PRIVATE_TARGETS", "1")
+        return env
+
+    def _sandbox_banner(self, code: str, box, *, demo: dict[str, str] | None, late: bool = False) -> None:
+        from devtools.sandbox import sandbox_pay_command
+
+        ready = " (ready now; web, worker and beat restarted to see it)" if late else ""
+        if code == "LTC":
+            text = (
+                f"LTC sandbox: a Litecoin regtest node at 127.0.0.1:{box.node.rpc_port} (data in "
+                f"{box.node.datadir}).\n"
+                + (f"    Try paying: {demo['page']}  (invoice {demo['number']})\n" if demo else "")
+                + "    Order or invoice in LTC, then pay it from the node's wallet; its checkout page turns paid:\n"
+                f"    {sandbox_pay_command(demo['number'] if demo else '<invoice-number>')}\n"
+            )
+        elif code == "ETH":
+            text = (
+                f"ETH sandbox{ready}: an anvil node at {box.node.url} (chain 31337, kept in "
+                f"{settings.SANDBOX_ENV_FILE.parent}), test USDT {box.usdt} and USDC {box.usdc}.\n"
+                "    Order or invoice in ETH, USDT or USDC, then pay it from an anvil account:\n"
+                f"    {sandbox_pay_command()}\n"
+            )
+        elif code == "SOL":
+            text = (
+                f"SOL sandbox: a loopback Solana node at {box.url} (a new cluster each run, a block "
+                "every 0.4 s, finalized 32 slots behind).\n"
+                "    Order or invoice in SOL, then pay it from the sandbox wallet as a Solana Pay transfer:\n"
+                f"    {sandbox_pay_command()}\n"
+            )
+        else:
+            text = (
+                f"XMR sandbox{ready}: monerod --regtest at {box.net.daemon_url} with a view-only "
+                f"wallet-rpc at {box.net.wallet_url} (kept in {box.net.directory}).\n"
+                "    Order or invoice in XMR, then pay it from the regtest payer wallet:\n"
+                f"    {sandbox_pay_command()}\n"
+            )
+        self.stdout.write(self.style.SUCCESS(text))
 
     def _sandbox_demo_invoice(self, env: dict[str, str]) -> dict[str, str] | None:
         """The sandbox's demo invoice (`manage.py sandbox_invoice`, run with the
