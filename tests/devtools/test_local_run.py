@@ -4,7 +4,11 @@ source asked, the XMR sandbox labelled regtest, and an SQLite broker that starts
 from __future__ import annotations
 
 import io
+import os
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -14,6 +18,8 @@ from billing.currencies import CURRENCIES
 from billing.rates import rate_current, rates_refresh
 from devtools.management.commands import serve_local
 from devtools.processes import free_port
+
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 @pytest.mark.django_db
@@ -67,3 +73,20 @@ def test_make_run_deletes_the_messages_delivered_in_earlier_runs(tmp_path):
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT payload FROM kombu_message").fetchall() == [("c",)]
     assert serve_local.broker_delivered_prune("redis://127.0.0.1:6379/0") == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["sandbox_pay", "sandbox_handover"])
+def test_a_sandbox_command_without_debug_says_sandbox_off_in_one_line(command):
+    env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY", "DJANGO_SETTINGS_MODULE")}
+    done = subprocess.run(
+        [sys.executable, "manage.py", command, "GRH-2026-000001"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("CommandError: sandbox_off: ") and "DEBUG=1" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1

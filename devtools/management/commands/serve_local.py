@@ -31,16 +31,15 @@ from devtools.supervisor import Supervisor
 
 _LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
-# The sandboxes in the order their settings are merged; the server waits for the FOREGROUND ones
-# (seconds), and for the BACKGROUND ones only as long as those took, plus BACKGROUND_GRACE_SECONDS.
+# The sandboxes in the order their settings are merged. They start while the database is migrated;
+# the server waits for the FOREGROUND ones (seconds), and for the BACKGROUND ones only as long as those
+# took plus BACKGROUND_GRACE_SECONDS. The LATE ones start once the server answers: XMR's first start
+# mines for a minute or more, which would slow the migration down on a small machine.
 SANDBOX_ORDER = ("LTC", "ETH", "XMR", "SOL")
 FOREGROUND = ("LTC", "SOL")
-BACKGROUND = ("ETH", "XMR")
+BACKGROUND = ("ETH",)
+LATE = ("XMR",)
 BACKGROUND_GRACE_SECONDS = 2.0
-BACKGROUND_WHAT = {
-    "ETH": "anvil, and the test USDT and USDC contracts",
-    "XMR": "monerod --regtest and two wallets; the first start mines, a minute or two",
-}
 
 
 class SandboxStarter(threading.Thread):
@@ -132,6 +131,7 @@ class Command(BaseCommand):
         if opts["prepare_only"]:
             self._prepare()
             return
+        self._began = time.monotonic()
         # The sandboxes' nodes start while the database is migrated and seeded: they need no database.
         self._sandboxes_begin()
         self._prepare()
@@ -171,14 +171,21 @@ class Command(BaseCommand):
         if getattr(self, "_starters", None) is not None:
             return
         rates = settings.MANUAL_RATES_USD
-        self._starters = {
-            "LTC": SandboxStarter("LTC", self._sandbox_start),
-            "ETH": SandboxStarter("ETH", lambda: self._eth_sandbox_start(ltc_env={})),
-            "XMR": SandboxStarter("XMR", lambda: self._xmr_sandbox_start(rates=rates)),
-            "SOL": SandboxStarter("SOL", lambda: self._sol_sandbox_start(rates=rates)),
+        starts = {
+            "LTC": self._sandbox_start,
+            "ETH": lambda: self._eth_sandbox_start(ltc_env={}),
+            "XMR": lambda: self._xmr_sandbox_start(rates=rates),
+            "SOL": lambda: self._sol_sandbox_start(rates=rates),
         }
-        for starter in self._starters.values():
-            starter.start()
+        # SANDBOX_OFF=XMR (a list) leaves those sandboxes out, e.g. to spare monerod's memory.
+        off = {c.strip().upper() for c in os.environ.get("SANDBOX_OFF", "").split(",") if c.strip()}
+        for code in sorted(off & set(starts)):
+            self.stdout.write(f"No {code} sandbox: SANDBOX_OFF names it.")
+            starts[code] = lambda: None
+        self._starters = {code: SandboxStarter(code, start) for code, start in starts.items()}
+        for code, starter in self._starters.items():
+            if code not in LATE:
+                starter.start()
 
     def _serve(self, host: str, port: int) -> None:
         base = f"http://{host}:{port}"
@@ -190,10 +197,11 @@ class Command(BaseCommand):
                 "config.wsgi:application",
                 "--bind",
                 f"{host}:{port}",
+                # One process of 8 threads: plenty for one developer, and 120 MB less than two.
                 "--workers",
-                "2",
+                "1",
                 "--threads",
-                "4",
+                "8",
                 "--access-logfile",
                 "-",
             ],
@@ -234,7 +242,7 @@ class Command(BaseCommand):
         for code in BACKGROUND:
             starters[code].ready.wait(timeout=max(0.0, deadline - time.monotonic()))
         up = {code: s.result for code, s in starters.items() if s.ready.is_set() and s.result is not None}
-        waiting = [code for code in BACKGROUND if not starters[code].ready.is_set()]
+        waiting = [code for code in (*BACKGROUND, *LATE) if not starters[code].ready.is_set()]
         sandbox = up.get("LTC")
         stopping = False
 
@@ -268,13 +276,14 @@ class Command(BaseCommand):
                         handle.writelines(f"{key}='{value}'\n" for key, value in extra.items())
                 else:
                     eth_sandbox_env_file(settings.SANDBOX_ENV_FILE, extra)
-            if sandbox:
-                demo = self._sandbox_demo_invoice(env)
             supervisor = Supervisor(procs, env=env, log=lambda line: self.stderr.write(line))
             supervisor.start()
+            if sandbox:  # made while web, worker and beat start
+                demo = self._sandbox_demo_invoice(env)
+            since = f" (started in {time.monotonic() - self._began:.0f} s)" if getattr(self, "_began", None) else ""
             self.stdout.write(
                 self.style.SUCCESS(
-                    f"\nGPU Rent Hub is running.\n"
+                    f"\nGPU Rent Hub is running{since}.\n"
                     f"    API:       {base}/api/v1/\n"
                     f"    API docs:  {base}/api/docs/\n"
                     f"    Admin:     {base}/admin/\n"
@@ -287,10 +296,13 @@ class Command(BaseCommand):
                 if code in up:
                     self._sandbox_banner(code, up[code], demo=demo)
             for code in waiting:
-                self.stdout.write(
-                    f"{code} sandbox: starting in the background ({BACKGROUND_WHAT[code]}); it says so here when "
-                    "it is ready, and web, worker and beat restart to see it.\n"
-                )
+                if code in BACKGROUND:
+                    self.stdout.write(
+                        f"{code} sandbox: still starting; it says so here when it is ready, and web, worker and "
+                        "beat restart to see it.\n"
+                    )
+            for code in LATE:
+                starters[code].start()
             while not stopping:
                 if supervisor.poll() is not None:
                     break
@@ -317,7 +329,8 @@ class Command(BaseCommand):
             for starter in starters.values():
                 starter.finish()
             for starter in starters.values():
-                starter.join(timeout=30)
+                if starter.is_alive():
+                    starter.join(timeout=30)
             if (set(up) - {"LTC"}) and not sandbox:
                 with contextlib.suppress(OSError):
                     settings.SANDBOX_ENV_FILE.unlink()
@@ -458,7 +471,10 @@ class Command(BaseCommand):
         if not monero_installed():
             self.stdout.write("No XMR sandbox: install monero (bash tests/ensure-chain-nodes.sh) to get one.")
             return None
-        self.stdout.write("Starting the XMR sandbox (monerod --regtest and two wallets; the first start mines) ...")
+        self.stdout.write(
+            "Starting the XMR sandbox in the background (monerod --regtest and two wallets; the first start mines "
+            "for a minute or more): it says so here when it is ready, and web, worker and beat restart to see it."
+        )
         try:
             return xmr_sandbox_start(folder=settings.SANDBOX_ENV_FILE.parent, manual_rates=rates)
         except (NodeStartError, OSError, RuntimeError) as exc:
