@@ -139,7 +139,7 @@ def make_run_server(tmp_path):
         text = (tmp_path / "serve_local.log").read_text()
         if "GPU Rent Hub is running" not in text or "ETH sandbox" not in text:
             return False
-        if "XMR sandbox (ready now" not in text and "No XMR sandbox" not in text:
+        if not any(line in text for line in ("XMR sandbox:", "No XMR sandbox", "The XMR sandbox did not start")):
             return False
         try:
             with urllib.request.urlopen(f"{base}/readyz", timeout=5) as answer:

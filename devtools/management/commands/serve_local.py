@@ -298,8 +298,8 @@ class Command(BaseCommand):
             for code in waiting:
                 if code in BACKGROUND:
                     self.stdout.write(
-                        f"{code} sandbox: still starting; it says so here when it is ready, and web, worker and "
-                        "beat restart to see it.\n"
+                        f"The {code} sandbox is still starting: it says so here when it is ready, and web, worker "
+                        "and beat restart to see it.\n"
                     )
             for code in LATE:
                 starters[code].start()
@@ -363,7 +363,6 @@ class Command(BaseCommand):
     def _sandbox_banner(self, code: str, box, *, demo: dict[str, str] | None, late: bool = False) -> None:
         from devtools.sandbox import sandbox_pay_command
 
-        ready = " (ready now; web, worker and beat restarted to see it)" if late else ""
         if code == "LTC":
             text = (
                 f"LTC sandbox: a Litecoin regtest node at 127.0.0.1:{box.node.rpc_port} (data in "
@@ -374,7 +373,7 @@ class Command(BaseCommand):
             )
         elif code == "ETH":
             text = (
-                f"ETH sandbox{ready}: an anvil node at {box.node.url} (chain 31337, kept in "
+                f"ETH sandbox: an anvil node at {box.node.url} (chain 31337, kept in "
                 f"{settings.SANDBOX_ENV_FILE.parent}), test USDT {box.usdt} and USDC {box.usdc}.\n"
                 "    Order or invoice in ETH, USDT or USDC, then pay it from an anvil account:\n"
                 f"    {sandbox_pay_command()}\n"
@@ -388,11 +387,13 @@ class Command(BaseCommand):
             )
         else:
             text = (
-                f"XMR sandbox{ready}: monerod --regtest at {box.net.daemon_url} with a view-only "
+                f"XMR sandbox: monerod --regtest at {box.net.daemon_url} with a view-only "
                 f"wallet-rpc at {box.net.wallet_url} (kept in {box.net.directory}).\n"
                 "    Order or invoice in XMR, then pay it from the regtest payer wallet:\n"
                 f"    {sandbox_pay_command()}\n"
             )
+        if late:
+            text += "    Ready now: web, worker and beat were restarted to see it.\n"
         self.stdout.write(self.style.SUCCESS(text))
 
     def _sandbox_demo_invoice(self, env: dict[str, str]) -> dict[str, str] | None:
