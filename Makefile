@@ -35,8 +35,9 @@ messages: $(MO_FILES)
 
 install: $(STAMP) $(MO_FILES)
 
-# The sandbox's nodes (litecoind, anvil) are installed when they can be; without them make run
-# still runs, with no sandbox to pay into.
+# The sandbox's nodes (litecoind, anvil, monerod) are installed when they can be; without them make run
+# still runs, with the loopback Solana node alone to pay into. The server answers once LTC and SOL are
+# up; ETH and XMR join when ready. SANDBOX_OFF=XMR make run leaves XMR out (about 630 MB less).
 run: install
 	@bash tests/ensure-chain-nodes.sh || echo "make run: no sandbox nodes (see above); running without them"
 	DEBUG=$${DEBUG:-1} $(PY) manage.py serve_local
