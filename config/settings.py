@@ -165,9 +165,16 @@ CACHES = {"default": env.cache_url("CACHE_URL", default=f"filecache://{DATA_DIR 
 # place and a worker could read it still empty, kombu #1551: the worker died.)
 # Delivered rows stay with visible=0; `make run` deletes them when it starts.
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=f"sqla+sqlite:///{DATA_DIR / 'broker.sqlite3'}")
+# Redis: a message a worker had taken and could not give back (Redis was down when the worker
+# let go of it, reconnecting) is delivered again once it is this many seconds old (kombu's
+# `visibility_timeout`, default an hour; checked about every 100 s). No task here runs for
+# minutes, and every job is idempotent, so a task still running then and run again changes nothing.
+CELERY_BROKER_VISIBILITY_TIMEOUT = env.int("CELERY_BROKER_VISIBILITY_TIMEOUT", default=300)
 if CELERY_BROKER_URL.startswith(("sqla+sqlite:", "sqlalchemy+sqlite:")):
     # Passed to sqlalchemy.create_engine: wait up to 20 s for the file's write lock.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"connect_args": {"timeout": 20}}
+elif CELERY_BROKER_URL.startswith(("redis:", "rediss:")):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_BROKER_VISIBILITY_TIMEOUT}
 else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {}
 # A worker started while the broker is down waits for it, and a worker whose broker
