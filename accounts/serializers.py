@@ -150,8 +150,8 @@ class SshKeyCreateInput(serializers.Serializer):
         help_text="Defaults to the key's comment.",
     )
     public_key = serializers.CharField(
-        max_length=SSH_KEY_MAX_LENGTH + 64,
-        help_text="One OpenSSH public key line: ssh-ed25519, ecdsa-sha2-nistp256/384/521 or ssh-rsa (>= 2048 bits).",
+        max_length=SSH_KEY_MAX_LENGTH,
+        help_text="One OpenSSH public key line (leading and trailing spaces are dropped first): ssh-ed25519, ecdsa-sha2-nistp256/384/521 or ssh-rsa (>= 2048 bits).",
     )
 
 

@@ -197,6 +197,7 @@ class InvoiceOutput(serializers.Serializer):
         return self._sum(inv, confirmed_only=True)
 
 
+@extend_schema_field({"type": "string", "enum": list(CURRENCIES)})
 class CurrencyCodeField(serializers.CharField):
     """A pay currency's code in any case (`usdc`), read as its canonical
     upper-case code (`USDC`); the input's `validate_<field>` refuses an unknown

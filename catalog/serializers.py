@@ -5,6 +5,7 @@ from typing import Any
 from rest_framework import serializers
 
 from catalog.models import TERM_CHOICES, TERM_HOURS, TERM_MONTHLY
+from catalog.selectors import catalog_current
 from core.errors import DomainError
 from core.fields import MoneyField, PercentField
 from core.money import usd_str
@@ -49,6 +50,30 @@ class RefusingInput(serializers.Serializer):
         first = first_message(messages)
         message = first if field == "non_field_errors" else f"{field}: {first}"
         raise DomainError("invalid", message, status=400, details={**details, "fields": errors})
+
+
+# The values the API schema's enums list (core.schema.ENUMS), read from the catalog
+# when the schema is generated: what an order, a quote or a sizing accepts.
+
+
+def schema_regions() -> list[str]:
+    """Active regions' codes."""
+    return list(catalog_current().regions)
+
+
+def schema_gpus() -> list[str]:
+    """Active cards' slugs (an inactive card is refused with `gpu_unavailable`)."""
+    return [gpu.slug for gpu in catalog_current().gpus.values() if gpu.is_active]
+
+
+def schema_templates() -> list[str]:
+    """Active OS templates' slugs."""
+    return list(catalog_current().templates)
+
+
+def schema_addons() -> list[str]:
+    """Orderable add-ons' slugs."""
+    return list(catalog_current().addons)
 
 
 class GpuOutput(serializers.Serializer):

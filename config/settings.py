@@ -330,6 +330,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "core.schema.error_responses_complete",
+        "core.schema.rules_complete",
     ],
 }
 

@@ -58,3 +58,139 @@ def error_responses_complete(result: dict[str, Any], generator, request, public)
                 elif status == "403" and "insufficient_scope" not in own.get("description", ""):
                     own["description"] = f"{own.get('description', '')} {_SHARED[wanted_key]}".strip()
     return result
+
+
+# --- Rules the serializers cannot state ------------------------------------------
+#
+# Values a field takes from the catalog (a database table) or a registry, lengths and
+# patterns a service checks after the serializer, and nullability: stated here, when
+# the schema is generated, so the schema and the rules cannot drift apart. The value
+# lists come from functions named by dotted path (core imports no app); each returns
+# the list an enum holds, read when the schema is generated.
+
+# No NUL in any string: PostgreSQL stores none, so DRF refuses it in every CharField
+# (`null_characters_not_allowed`) and core.middleware refuses it in every query.
+NO_NUL_PATTERN = "^[^\\u0000]*$"
+
+# (component, property) or ("query", path, parameter) -> dotted path of the values' function.
+ENUMS: dict[tuple[str, ...], str] = {
+    ("query", "/api/v1/catalog/stock", "region"): "catalog.serializers.schema_regions",
+    ("query", "/api/v1/catalog/stock", "gpu"): "catalog.serializers.schema_gpus",
+    ("OrderCreateInputRequest", "region"): "catalog.serializers.schema_regions",
+    ("OrderCreateInputRequest", "gpu"): "catalog.serializers.schema_gpus",
+    ("OrderCreateInputRequest", "template"): "catalog.serializers.schema_templates",
+    ("OrderCreateInputRequest", "addons[]"): "catalog.serializers.schema_addons",
+    ("QuoteInputRequest", "gpu"): "catalog.serializers.schema_gpus",
+    ("QuoteInputRequest", "template"): "catalog.serializers.schema_templates",
+    ("QuoteInputRequest", "addons[]"): "catalog.serializers.schema_addons",
+    ("CheckInputRequest", "gpu"): "catalog.serializers.schema_gpus",
+    ("RecommendInputRequest", "region"): "catalog.serializers.schema_regions",
+}
+
+# (component, property) -> keywords that property's schema gains.
+USERNAME_RULES = {"minLength": 3, "maxLength": 32, "pattern": "^[A-Za-z0-9_.-]{3,32}$"}
+OBJECT = {"type": "object"}
+KEYWORDS: dict[tuple[str, str], dict[str, Any]] = {
+    ("AccountCreateInputRequest", "username"): USERNAME_RULES,
+    ("OrderCreateInputRequest", "workload"): OBJECT,
+    ("CheckInputRequest", "architecture"): OBJECT,
+    ("RecommendInputRequest", "architecture"): OBJECT,
+    ("OrderCreateInputRequest", "addons"): {"uniqueItems": True},
+    ("QuoteInputRequest", "addons"): {"uniqueItems": True},
+    ("WebhookEndpointCreateInputRequest", "events"): {"minItems": 1},
+    ("PatchedWebhookEndpointUpdateInputRequest", "events"): {"minItems": 1},
+}
+
+# New passwords: the validators' rules (AUTH_PASSWORD_VALIDATORS) in the text, their
+# minimum length and "not only spaces" in the keywords.
+NEW_PASSWORDS = (
+    ("AccountCreateInputRequest", "password"),
+    ("RecoverInputRequest", "new_password"),
+    ("PasswordChangeInputRequest", "new_password"),
+)
+NOT_BLANK_PATTERN = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
+
+
+def _values(dotted: str, cache: dict[str, list[str]]) -> list[str]:
+    from django.utils.module_loading import import_string
+
+    if dotted not in cache:
+        cache[dotted] = list(import_string(dotted)())
+    return cache[dotted]
+
+
+def _property(components: dict[str, Any], component: str, name: str) -> dict[str, Any]:
+    """The schema of `component`'s property `name` (`name[]`: its items); a
+    KeyError names what is missing, so a renamed field fails the schema's tests."""
+    item = name.endswith("[]")
+    prop = components[component]["properties"][name.removesuffix("[]")]
+    return prop["items"] if item else prop
+
+
+def _password_rules() -> tuple[int | None, str]:
+    from django.contrib.auth.password_validation import get_default_password_validators
+
+    min_length = None
+    for validator in get_default_password_validators():
+        min_length = getattr(validator, "min_length", min_length)
+    from django.contrib.auth.password_validation import password_validators_help_texts
+
+    text = " ".join(password_validators_help_texts())
+    return min_length, f"Refused with `weak_password` (details.messages) unless: {text}"
+
+
+def _no_nul(schema: Any) -> None:
+    """Every string schema under `schema` without a pattern, enum or format gains NO_NUL_PATTERN."""
+    if isinstance(schema, list):
+        for item in schema:
+            _no_nul(item)
+        return
+    if not isinstance(schema, dict):
+        return
+    if schema.get("type") == "string" and not ({"pattern", "enum", "format"} & set(schema)):
+        schema["pattern"] = NO_NUL_PATTERN
+    for key in ("properties", "items", "allOf", "anyOf", "oneOf"):
+        value = schema.get(key)
+        if isinstance(value, dict) and key == "properties":
+            _no_nul(list(value.values()))
+        elif value is not None:
+            _no_nul(value)
+
+
+def rules_complete(result: dict[str, Any], generator, request, public) -> dict[str, Any]:
+    """The rules above, written into the schema (a drf-spectacular postprocessing hook)."""
+    components = result.get("components", {}).get("schemas", {})
+    cache: dict[str, list[str]] = {}
+    for key, dotted in ENUMS.items():
+        values = _values(dotted, cache)
+        if not values:  # an empty catalog: no enum (OpenAPI wants at least one value)
+            continue
+        if key[0] == "query":
+            _, path, name = key
+            [parameter] = [
+                p for p in result["paths"][path]["get"]["parameters"] if p["in"] == "query" and p["name"] == name
+            ]
+            target = parameter["schema"]
+        else:
+            target = _property(components, *key)
+        target["enum"] = values
+        target.pop("pattern", None)
+    for key, keywords in KEYWORDS.items():
+        _property(components, *key).update(keywords)
+    min_length, text = _password_rules()
+    for key in NEW_PASSWORDS:
+        prop = _property(components, *key)
+        prop["pattern"] = NOT_BLANK_PATTERN
+        if min_length:
+            prop["minLength"] = min_length
+        prop["description"] = f"{prop.get('description', '')} {text}".strip()
+    for name, component in components.items():
+        if name.endswith("Request"):
+            _no_nul(component)
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            if isinstance(operation, dict):
+                for parameter in operation.get("parameters", []):
+                    if parameter.get("in") == "query":
+                        _no_nul(parameter.get("schema"))
+    return result
