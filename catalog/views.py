@@ -147,7 +147,9 @@ class QuoteView(PublicView):
             200: serializers.QuoteOutput,
             400: error_doc(
                 "`unknown_gpu` (details.gpus), `unknown_addon` (details.addons), `unknown_template` "
-                "(details.templates), `min_gpus`, `invalid_gpu_count`, ...; `invalid` when more than one "
+                "(details.templates), and the rules between fields the schema cannot state: `min_gpus` and "
+                "`invalid_gpu_count` (the card's allowed counts, details.allowed_counts), `template_incompatible` "
+                "(a template for other cards), `gpu_unavailable`; `invalid` when more than one "
                 "field is wrong: each in details.fields, the lists of valid values beside them."
             ),
             409: error_doc("`pricing_unavailable`: the card has no price now."),

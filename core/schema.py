@@ -13,6 +13,7 @@ own refusals; this adds the ones every operation of a kind shares:
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 _ERROR_SCHEMA = {"$ref": "#/components/schemas/ErrorOutput"}
@@ -85,21 +86,94 @@ ENUMS: dict[tuple[str, ...], str] = {
     ("QuoteInputRequest", "addons[]"): "catalog.serializers.schema_addons",
     ("CheckInputRequest", "gpu"): "catalog.serializers.schema_gpus",
     ("RecommendInputRequest", "region"): "catalog.serializers.schema_regions",
+    ("CheckInputRequest", "model"): "rentals.serializers.schema_models",
+    ("RecommendInputRequest", "model"): "rentals.serializers.schema_models",
 }
 
 # (component, property) -> keywords that property's schema gains.
-USERNAME_RULES = {"minLength": 3, "maxLength": 32, "pattern": "^[A-Za-z0-9_.-]{3,32}$"}
+USERNAME_RULES = {
+    "minLength": 3,
+    "maxLength": 32,
+    "pattern": "^[A-Za-z0-9_.-]{3,32}$",
+    "description": "3-32 characters of a-z 0-9 _ . - (lower-cased). Names that pass for the company, its staff "
+    "or the system (admin, support, root, ...; compared without separators) are refused with `invalid_username` "
+    "(details.reason `reserved`).",
+}
 OBJECT = {"type": "object"}
 KEYWORDS: dict[tuple[str, str], dict[str, Any]] = {
     ("AccountCreateInputRequest", "username"): USERNAME_RULES,
-    ("OrderCreateInputRequest", "workload"): OBJECT,
     ("CheckInputRequest", "architecture"): OBJECT,
     ("RecommendInputRequest", "architecture"): OBJECT,
     ("OrderCreateInputRequest", "addons"): {"uniqueItems": True},
+    ("OrderCreateInputRequest", "ssh_keys"): {"minItems": 1},
     ("QuoteInputRequest", "addons"): {"uniqueItems": True},
     ("WebhookEndpointCreateInputRequest", "events"): {"minItems": 1},
     ("PatchedWebhookEndpointUpdateInputRequest", "events"): {"minItems": 1},
 }
+
+# Decimal inputs (strings): drf-spectacular's pattern admits a sign and no digits;
+# these admit what the fields' bounds do (sizing.serializers.WorkloadInput).
+POSITIVE_12_4 = r"^(0*[1-9]\d{0,7}(\.\d{0,4})?|0*\.([1-9]\d{0,3}|0[1-9]\d{0,2}|00[1-9]\d?|000[1-9]))$"  # > 0, at most 8 digits and 4 decimals
+OVERHEAD_GB = r"^0*(\d{1,3}(\.\d{0,2})?|1000(\.0{0,2})?|\.\d{1,2})$"  # 0 to 1000, 2 decimals
+DECIMALS: dict[tuple[str, str], str] = {
+    (component, name): pattern
+    for component in ("CheckInputRequest", "RecommendInputRequest")
+    for name, pattern in (("params_b", POSITIVE_12_4), ("active_params_b", POSITIVE_12_4), ("overhead_gb", OVERHEAD_GB))
+}
+
+# (component, property) -> the setting (a timedelta) that bounds it from above, in seconds.
+SETTING_MAXIMA: dict[tuple[str, str], str] = {
+    ("WebhookSecretRotateInputRequest", "overlap_seconds"): "WEBHOOK_SECRET_ROTATION_OVERLAP",
+}
+
+# (component, property) -> text added to the property's description: its rules that JSON Schema cannot say.
+CONFIG_RULES = (
+    " A config.json without the keys sizing reads of its architecture is refused with `malformed_config` "
+    "(details.field); one sizing cannot read, with `unsupported_checkpoint` or `format_unsupported`."
+)
+DESCRIPTIONS: dict[tuple[str, str], str] = {
+    ("CheckInputRequest", "architecture"): CONFIG_RULES,
+    ("RecommendInputRequest", "architecture"): CONFIG_RULES,
+}
+
+# (path, method) -> the refusals an operation answers for rules JSON Schema cannot say (its 400's text).
+SIZING_RULES = (
+    "Rules between fields, with their codes: `invalid` (details.fields.active_params_b) when `active_params_b` "
+    "exceeds `params_b` (given, or the model's), `context_too_long` (the model's longest context), "
+    "`malformed_config`, `unsupported_checkpoint`, `format_mismatch` (a config.json sizing cannot read, or a "
+    "precision its quantization_config contradicts), `invalid` when `precision` is missing and the config.json "
+    "has no quantization_config, and a model that does not fit: `does_not_fit`, `no_kv_cache_room`, "
+    "`fp8_unsupported`, `fp8_load_does_not_fit`, `format_unsupported`, `model_unsupported`, "
+    "`checkpoint_unknown`, `tp_indivisible`, `tp_misaligned` (docs/sizing.md)."
+)
+OPERATION_RULES: dict[tuple[str, str], str] = {
+    ("/api/v1/sizing/check", "post"): SIZING_RULES + " `invalid_gpu_count`: a count the card does not come in.",
+    ("/api/v1/sizing/recommend", "post"): SIZING_RULES,
+}
+
+# component -> keywords the component gains: a sizing body names `model` or
+# `architecture`, exactly one; a rental's PATCH changes its one field.
+# With `model`, `precision` is required (with `architecture` it may come from the
+# config's quantization_config: a rule the schema cannot state).
+MODEL_OR_ARCHITECTURE = {
+    "oneOf": [
+        {"required": ["model", "precision"], "not": {"required": ["architecture"]}},
+        {"required": ["architecture"], "not": {"required": ["model"]}},
+    ]
+}
+COMPONENT_KEYWORDS: dict[str, dict[str, Any]] = {
+    "CheckInputRequest": MODEL_OR_ARCHITECTURE,
+    "RecommendInputRequest": MODEL_OR_ARCHITECTURE,
+    "PatchedRentalUpdateInputRequest": {"required": ["auto_renew"]},
+}
+# Header parameters -> keywords: an Idempotency-Key is 1 to 255 printable characters
+# (rentals.services.idempotency; HTTP carries Latin-1, and drops the spaces around a value).
+_PRINTABLE = "\\u0021-\\u007e\\u00a1-\\u00ac\\u00ae-\\u00ff"
+HEADERS: dict[str, dict[str, Any]] = {
+    "Idempotency-Key": {"pattern": f"^[{_PRINTABLE}]([{_PRINTABLE} ]{{0,253}}[{_PRINTABLE}])?$", "maxLength": 255},
+}
+# An order's `workload` is the body of /sizing/check without these.
+WORKLOAD = ("CheckInputRequest", ("gpu", "gpu_count", "term"))
 
 # New passwords: the validators' rules (AUTH_PASSWORD_VALIDATORS) in the text, their
 # minimum length and "not only spaces" in the keywords.
@@ -148,7 +222,8 @@ def _no_nul(schema: Any) -> None:
     if not isinstance(schema, dict):
         return
     if schema.get("type") == "string" and not ({"pattern", "enum", "format"} & set(schema)):
-        schema["pattern"] = NO_NUL_PATTERN
+        # DRF trims the spaces around a value before it checks that it is not blank.
+        schema["pattern"] = NOT_BLANK_PATTERN if schema.get("minLength", 0) >= 1 else NO_NUL_PATTERN
     for key in ("properties", "items", "allOf", "anyOf", "oneOf"):
         value = schema.get(key)
         if isinstance(value, dict) and key == "properties":
@@ -177,6 +252,28 @@ def rules_complete(result: dict[str, Any], generator, request, public) -> dict[s
         target.pop("pattern", None)
     for key, keywords in KEYWORDS.items():
         _property(components, *key).update(keywords)
+    for key, pattern in DECIMALS.items():
+        _property(components, *key)["pattern"] = pattern
+    for key, setting in SETTING_MAXIMA.items():
+        from django.conf import settings
+
+        _property(components, *key)["maximum"] = int(getattr(settings, setting).total_seconds())
+    for (path, method), text in OPERATION_RULES.items():
+        responses = result["paths"][path][method]["responses"]
+        own = responses.setdefault("400", _error(_SHARED["400"]))
+        own["description"] = f"{own['description']} {text}"
+    for key, text in DESCRIPTIONS.items():
+        prop = _property(components, *key)
+        prop["description"] = prop.get("description", "") + text
+    for name, keywords in COMPONENT_KEYWORDS.items():
+        components[name].update(copy.deepcopy(keywords))
+    check, left_out = WORKLOAD
+    workload = _property(components, "OrderCreateInputRequest", "workload")
+    workload.update(
+        type="object",
+        properties={k: copy.deepcopy(v) for k, v in components[check]["properties"].items() if k not in left_out},
+        **copy.deepcopy(MODEL_OR_ARCHITECTURE),
+    )
     min_length, text = _password_rules()
     for key in NEW_PASSWORDS:
         prop = _property(components, *key)
@@ -189,8 +286,16 @@ def rules_complete(result: dict[str, Any], generator, request, public) -> dict[s
             _no_nul(component)
     for item in result.get("paths", {}).values():
         for operation in item.values():
-            if isinstance(operation, dict):
-                for parameter in operation.get("parameters", []):
-                    if parameter.get("in") == "query":
-                        _no_nul(parameter.get("schema"))
+            if not isinstance(operation, dict):
+                continue
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") == "query":
+                    _no_nul(parameter.get("schema"))
+                elif parameter.get("in") == "header" and parameter.get("name") in HEADERS:
+                    parameter["schema"].update(HEADERS[parameter["name"]])
+            # A body with a required field (or a choice of them) must be sent.
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+            ref = body.get("$ref", "").rsplit("/", 1)[-1]
+            if ref in components and ({"required", "oneOf"} & set(components[ref])):
+                operation["requestBody"]["required"] = True
     return result

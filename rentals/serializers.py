@@ -19,6 +19,13 @@ from catalog.services import MAX_TERMS
 from core.errors import DomainError
 from core.fields import MoneyField, PercentField
 from rentals.services import OrderSpec
+from sizing.selectors import architecture_list
+
+
+def schema_models() -> list[str]:
+    """The sizing models' slugs, for the API schema's enum of `model` (core.schema.ENUMS)."""
+    return list(architecture_list().values_list("slug", flat=True))
+
 
 # The most a workload may take, as compact JSON. A real config.json is a few
 # kilobytes (the published ones in sizing/data/configs are under 3 KB).

@@ -49,8 +49,10 @@ class OrderListView(APIView):
             201: OrderOutput,
             400: error_doc(
                 "`invalid` (every wrong field in details.fields), `unknown_currency` (details.currencies), "
-                "`workload_too_large`, or a catalog or sizing rule: `unknown_region`, `unknown_gpu`, "
-                "`does_not_fit`, ..."
+                "`workload_too_large`, `invalid_idempotency_key`, or a rule the schema cannot state: "
+                "`unknown_ssh_key` (an id that is not one of your keys), the card's allowed counts "
+                "(`min_gpus`, `invalid_gpu_count`), `template_incompatible`, `gpu_unavailable`, a workload "
+                "that does not fit or cannot be read (`does_not_fit`, `malformed_config`, ...; docs/sizing.md)."
             ),
             409: error_doc(
                 "`insufficient_stock`, `region_unavailable`, `unpaid_limit`, `unpaid_limit_address`, "

@@ -11,6 +11,7 @@ from drf_spectacular.generators import SchemaGenerator
 from billing.currencies import CURRENCIES
 from catalog.models import TERM_CHOICES, Addon, GpuModel, Region, Template
 from sizing.arithmetic import KV_PRECISION_BYTES, PRECISION_BYTES
+from sizing.models import Architecture
 
 pytestmark = pytest.mark.django_db
 
@@ -61,6 +62,11 @@ def test_catalog_enums_are_the_catalog(schema):
         prop(schema, "CheckInputRequest", "gpu")["enum"],
     ):
         assert set(enum) == gpus
+    models = set(Architecture.objects.filter(is_active=True).values_list("slug", flat=True))
+    assert models
+    for component in ("CheckInputRequest", "RecommendInputRequest"):
+        assert set(prop(schema, component, "model")["enum"]) == models
+    assert set(prop(schema, "OrderCreateInputRequest", "workload")["properties"]["model"]["enum"]) == models
     for component in ("OrderCreateInputRequest", "QuoteInputRequest"):
         assert set(prop(schema, component, "template")["enum"]) == templates
         assert set(prop(schema, component, "addons")["items"]["enum"]) == addons
@@ -111,7 +117,10 @@ def test_rules_the_services_check_are_stated(schema, settings):
     password = prop(schema, "AccountCreateInputRequest", "password")
     assert password["minLength"] == min_length
     assert "weak_password" in password["description"] and "entirely numeric" in password["description"]
-    assert prop(schema, "TokenObtainInputRequest", "password")["pattern"] == "^[^\\u0000]*$"
+    assert prop(schema, "TokenObtainInputRequest", "otp")["pattern"] == "^[^\\u0000]*$"  # may be blank
+    assert prop(schema, "TokenObtainInputRequest", "name")["pattern"] == "^[^\\u0000]*$"
+    # Not blank once DRF has trimmed the spaces around it.
+    assert prop(schema, "RecoverInputRequest", "username")["pattern"] == "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
 
 
 def test_the_patterns_agree_with_the_api(api, customer):
