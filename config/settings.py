@@ -331,6 +331,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "core.schema.error_responses_complete",
         "core.schema.rules_complete",
+        "core.schema.links_complete",
     ],
 }
 

@@ -299,3 +299,46 @@ def rules_complete(result: dict[str, Any], generator, request, public) -> dict[s
             if ref in components and ({"required", "oneOf"} & set(components[ref])):
                 operation["requestBody"]["required"] = True
     return result
+
+
+# --- Links ----------------------------------------------------------------------
+#
+# Each create (a POST to a collection answering 201 with the new object's `id`)
+# links to every operation on that object (the paths under `<collection>/{id}`),
+# so a client, and schemathesis's stateful phase, can follow one to the others.
+
+
+def _id_parameter(path: str, collection: str) -> str | None:
+    """The path parameter naming the created object in `path`, when `path` is under `collection/{...}`."""
+    prefix = f"{collection}/{{"
+    if not path.startswith(prefix):
+        return None
+    name, _, _ = path[len(prefix) :].partition("}")
+    return name
+
+
+# A create whose objects are listed under another path.
+COLLECTIONS = {"/api/v1/auth/token": "/api/v1/auth/tokens"}
+
+
+def links_complete(result: dict[str, Any], generator, request, public) -> dict[str, Any]:
+    paths = result.get("paths", {})
+    for create_path, item in paths.items():
+        collection = COLLECTIONS.get(create_path, create_path)
+        create = item.get("post")
+        if not isinstance(create, dict) or "201" not in create.get("responses", {}):
+            continue
+        links: dict[str, Any] = {}
+        for path, other in paths.items():
+            name = _id_parameter(path, collection)
+            if name is None or path.count("{") != collection.count("{") + 1:
+                continue
+            for operation in other.values():
+                if isinstance(operation, dict) and "operationId" in operation:
+                    links[operation["operationId"]] = {
+                        "operationId": operation["operationId"],
+                        "parameters": {name: "$response.body#/id"},
+                    }
+        if links:
+            create["responses"]["201"]["links"] = links
+    return result

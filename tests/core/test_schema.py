@@ -177,3 +177,59 @@ def test_no_input_gets_a_server_error_or_breaks_the_schema(token):
             ) as exc:  # every operation is tried; the failures are reported together
                 failures.append(f"{operation.label} ({mode.value}): {exc}")
     assert not failures, "\n\n".join(failures)
+
+
+def test_each_create_links_to_its_reads_and_deletes(api):
+    schema = api.get("/api/schema/?format=json").json()
+    paths = schema["paths"]
+
+    def links(path: str) -> dict:
+        return {k: v["parameters"] for k, v in paths[path]["post"]["responses"]["201"]["links"].items()}
+
+    assert links("/api/v1/account/ssh-keys") == {
+        "account_ssh_keys_retrieve": {"ssh_key_id": "$response.body#/id"},
+        "account_ssh_keys_delete": {"ssh_key_id": "$response.body#/id"},
+    }
+    assert {"orders_retrieve", "orders_cancel_create"} <= set(links("/api/v1/orders"))
+    assert {"webhooks_retrieve", "webhooks_update", "webhooks_delete", "webhooks_ping"} <= set(
+        links("/api/v1/webhooks")
+    )
+    assert links("/api/v1/auth/token") == {"auth_token_revoke": {"token_id": "$response.body#/id"}}
+    for path in ("/api/v1/orders", "/api/v1/webhooks", "/api/v1/account/ssh-keys"):
+        for link in paths[path]["post"]["responses"]["201"]["links"].values():
+            [target] = [
+                op
+                for item in paths.values()
+                for op in item.values()
+                if isinstance(op, dict) and op.get("operationId") == link["operationId"]
+            ]
+            assert {p["name"] for p in target["parameters"] if p["in"] == "path"} == set(link["parameters"])
+
+
+@pytest.mark.slow
+def test_the_stateful_phase_follows_the_links(token):
+    """Schemathesis's state machine: creates, then the reads, updates and deletes their
+    links lead to, with every check and the same allowances as above."""
+    schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application, config=CONFIG)
+    headers = {"Authorization": f"Bearer {token}"}
+
+    class Workflow(schema.as_state_machine()):
+        def get_call_kwargs(self, case):
+            return {"headers": headers}
+
+        def validate_response(self, response, case, additional_checks=None, **kwargs):
+            assert response.status_code < 500, (case.method, case.path, case.body, response.text[:500])
+            excluded = [positive_data_acceptance] if refusal_allowed(response) else []
+            case.validate_response(
+                response,
+                headers=headers,
+                excluded_checks=excluded,
+                transport_kwargs=kwargs or None,
+                recorder=getattr(self, "recorder", None),
+            )
+
+    Workflow.run(
+        settings=settings(
+            max_examples=EXAMPLES, stateful_step_count=6, deadline=None, suppress_health_check=list(HealthCheck)
+        )
+    )
