@@ -61,6 +61,7 @@ RULES_THE_SCHEMA_CANNOT_STATE = {
     "weak_password": "a password's strength (common, numeric, like the username) is judged by the validators",
     "invalid_username:reserved": "reserved names (admin, support, ...) are a list, not a pattern",
     "invalid_ssh_key": "a public key's base64 must decode to a key of the type named, of enough bits",
+    "idempotency_key_reused": "an Idempotency-Key remembers the first body sent with it (state, not shape)",
     "unknown_ssh_key": "the SSH key ids must be the account's own",
     "invalid_gpu_count": "a card's allowed counts (catalog: allowed_counts) depend on the card chosen",
     "min_gpus": "a card's minimum count depends on the card chosen",
