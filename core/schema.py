@@ -202,13 +202,12 @@ def _property(components: dict[str, Any], component: str, name: str) -> dict[str
 
 
 def _password_rules() -> tuple[int | None, str]:
-    from django.contrib.auth.password_validation import get_default_password_validators
+    """The validators' minimum length (MinimumLengthValidator.min_length) and their rules in words."""
+    from django.contrib.auth.password_validation import get_default_password_validators, password_validators_help_texts
 
     min_length = None
     for validator in get_default_password_validators():
         min_length = getattr(validator, "min_length", min_length)
-    from django.contrib.auth.password_validation import password_validators_help_texts
-
     text = " ".join(password_validators_help_texts())
     return min_length, f"Refused with `weak_password` (details.messages) unless: {text}"
 
