@@ -14,7 +14,10 @@ own refusals; this adds the ones every operation of a kind shares:
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 _ERROR_SCHEMA = {"$ref": "#/components/schemas/ErrorOutput"}
 
@@ -140,6 +143,7 @@ DESCRIPTIONS: dict[tuple[str, str], str] = {
 SIZING_RULES = (
     "Rules between fields, with their codes: `invalid` (details.fields.active_params_b) when `active_params_b` "
     "exceeds `params_b` (given, or the model's), `context_too_long` (the model's longest context), "
+    "`lengths_exceed_context` (`input_tokens` + `output_tokens`, given or their defaults, longer than `context`), "
     "`malformed_config`, `unsupported_checkpoint`, `format_mismatch` (a config.json sizing cannot read, or a "
     "precision its quantization_config contradicts), `invalid` when `precision` is missing and the config.json "
     "has no quantization_config, and a model that does not fit: `does_not_fit`, `no_kv_cache_room`, "
@@ -186,10 +190,19 @@ NOT_BLANK_PATTERN = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
 
 
 def _values(dotted: str, cache: dict[str, list[str]]) -> list[str]:
+    """The values `dotted` lists; none when the database cannot be read (not
+    migrated yet, or not reachable, as when `check --deploy` generates the
+    schema on a host before its first migrate): the schema then has no enum
+    there, and the API still refuses an unknown value with its code."""
+    from django.db import DatabaseError
     from django.utils.module_loading import import_string
 
     if dotted not in cache:
-        cache[dotted] = list(import_string(dotted)())
+        try:
+            cache[dotted] = list(import_string(dotted)())
+        except DatabaseError as exc:
+            log.warning("schema: %s could not be read (%s); no enum for it", dotted, type(exc).__name__)
+            cache[dotted] = []
     return cache[dotted]
 
 
