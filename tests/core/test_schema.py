@@ -71,6 +71,7 @@ RULES_THE_SCHEMA_CANNOT_STATE = {
     "format_mismatch": "a precision that contradicts the config.json's quantization_config",
     "invalid:active_params_b: exceeds params_b": "active parameters at most the total (given, or the model's)",
     "context_too_long": "a model's longest context is the model's own",
+    "lengths_exceed_context": "a request's mean lengths (input_tokens + output_tokens) must fit its context",
     # A model that does not fit the card(s) asked for (an order's workload; a recommendation with no candidate).
     **dict.fromkeys(
         (
