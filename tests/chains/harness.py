@@ -203,6 +203,7 @@ def xmr_destinations_bulk_create(invoice, *, first: int, count: int) -> None:
             keyset=quote.keyset,
             derivation_index=index,
             amount_due=quote.amount_due,
+            amount_usd=quote.amount_usd,
             rate_usd=quote.rate_usd,
             rate_source=quote.rate_source,
             rate_at=quote.rate_at,
@@ -213,4 +214,5 @@ def xmr_destinations_bulk_create(invoice, *, first: int, count: int) -> None:
         )
         for index in range(first, first + count)
     ]
-    PaymentRequest.objects.bulk_create(rows, batch_size=5_000)
+    # A batch stays well under the 65,535 parameters a PostgreSQL statement takes (a row binds ~17).
+    PaymentRequest.objects.bulk_create(rows, batch_size=2_000)
