@@ -424,6 +424,27 @@ def _invoice_lock(*, invoice_id: int, account: Any = None) -> Invoice:
 
 
 @transaction.atomic
+def _quoted(
+    *, invoice: Invoice, request: PaymentRequest, was: PaymentRequest | None, action: str, actor: Any, reason: str
+) -> None:
+    """The audit row of a new quote (a switch or a re-quote) and, on commit,
+    `invoice_quoted` (the order follows its invoice's currency)."""
+    audit_record(
+        actor=actor,
+        action=action,
+        obj=invoice,
+        reason=reason,
+        changes={
+            "currency": [was.currency if was else None, request.currency],
+            "amount": int(request.amount_due),
+            "amount_usd": request.amount_usd,
+            "rate_usd": request.rate_usd,
+            "expires_at": invoice.expires_at,
+        },
+    )
+    _on_commit_send(signals.invoice_quoted, invoice, currency=request.currency)
+
+
 def invoice_switch_currency(
     *,
     invoice_id: int,
@@ -457,20 +478,14 @@ def invoice_switch_currency(
         invoice=invoice, currency=code, now=now, amount_usd=remaining_usd, expires_cap=invoice.expires_at
     )
     invoice.save(update_fields=["expires_at", "monitoring_until"])
-    audit_record(
-        actor=account if actor is None else actor,
+    _quoted(
+        invoice=invoice,
+        request=request,
+        was=active,
         action="invoice.switch_currency",
-        obj=invoice,
+        actor=account if actor is None else actor,
         reason=reason,
-        changes={
-            "currency": [active.currency if active else None, code],
-            "amount": int(request.amount_due),
-            "amount_usd": request.amount_usd,
-            "rate_usd": request.rate_usd,
-            "expires_at": invoice.expires_at,
-        },
     )
-    _on_commit_send(signals.invoice_quoted, invoice, currency=code)
     return invoice
 
 
@@ -547,20 +562,14 @@ def invoice_requote(
     invoice.save(update_fields=["expires_at", "monitoring_until"])
     _invoice_transition(invoice=invoice, status=InvoiceStatus.NEW, exception=InvoiceException.NONE, now=now, via="")
     _invoice_advance(invoice=invoice, now=now)  # what arrived counts again: paid_partial
-    audit_record(
-        actor=account if actor is None else actor,
+    _quoted(
+        invoice=invoice,
+        request=request,
+        was=previous,
         action="invoice.requote",
-        obj=invoice,
+        actor=account if actor is None else actor,
         reason=reason,
-        changes={
-            "currency": [previous.currency if previous else None, code],
-            "amount": int(request.amount_due),
-            "amount_usd": request.amount_usd,
-            "rate_usd": request.rate_usd,
-            "expires_at": invoice.expires_at,
-        },
     )
-    _on_commit_send(signals.invoice_quoted, invoice, currency=code)
     return invoice
 
 
