@@ -30,6 +30,7 @@ from accounts.serializers import (
 from accounts.throttling import client_address
 from core.api import E401, ApiView, PublicApiView, error_doc, id_parameter
 from core.errors import NotFound
+from core.pagination import PageQuery, page_of, paginate
 
 # =============================================================================
 # Shared
@@ -177,11 +178,13 @@ class TokenListView(ApiView):
         operation_id="auth_tokens_list",
         tags=[TAG_ACCOUNTS],
         summary="The account's active tokens",
-        responses={200: TokenOutput(many=True), 401: E401},
+        parameters=[PageQuery],
+        responses={200: page_of(TokenOutput), 400: error_doc("`invalid` or `invalid_cursor`."), 401: E401},
     )
     def get(self, request):
         tokens = selectors.token_list(account=request.user)
-        return Response(TokenOutput(tokens, many=True, context={"current_token": request.auth}).data)
+        context = {"current_token": request.auth}
+        return paginate(request, tokens, TokenOutput, ordering=("-created_at", "-id"), context=context)
 
 
 class TokenRevokeView(ApiView):
@@ -296,10 +299,12 @@ class SshKeyListView(ApiView):
         operation_id="account_ssh_keys_list",
         tags=[TAG_ACCOUNTS],
         summary="The account's SSH public keys",
-        responses={200: SshKeyOutput(many=True), 401: E401},
+        parameters=[PageQuery],
+        responses={200: page_of(SshKeyOutput), 400: error_doc("`invalid` or `invalid_cursor`."), 401: E401},
     )
     def get(self, request):
-        return Response(SshKeyOutput(selectors.ssh_key_list(account=request.user), many=True).data)
+        keys = selectors.ssh_key_list(account=request.user)
+        return paginate(request, keys, SshKeyOutput, ordering=("created_at", "id"))
 
     @extend_schema(
         operation_id="account_ssh_keys_create",

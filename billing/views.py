@@ -8,6 +8,9 @@ from rest_framework.views import APIView
 
 from billing import selectors, serializers, services
 from core.api import error_doc
+from core.pagination import PageQuery, page_of, paginate
+
+NEWEST_FIRST = ("-created_at", "-id")
 
 
 def _invoice_response(request, invoice_id: int, status: int = 200) -> Response:
@@ -16,10 +19,15 @@ def _invoice_response(request, invoice_id: int, status: int = 200) -> Response:
 
 
 class InvoiceListView(APIView):
-    @extend_schema(responses=serializers.InvoiceOutput(many=True), summary="Your invoices, newest first")
+    @extend_schema(
+        operation_id="invoices_list",
+        parameters=[PageQuery],
+        responses={200: page_of(serializers.InvoiceOutput), 400: error_doc("`invalid` or `invalid_cursor`.")},
+        summary="Your invoices, newest first, a page at a time",
+    )
     def get(self, request):
-        invoices = selectors.invoices_for(account=request.user)[:200]
-        return Response(serializers.InvoiceOutput(invoices, many=True).data)
+        invoices = selectors.invoices_for(account=request.user)
+        return paginate(request, invoices, serializers.InvoiceOutput, ordering=NEWEST_FIRST)
 
 
 class InvoiceDetailView(APIView):
@@ -100,10 +108,15 @@ class InvoiceQrView(APIView):
 
 
 class CreditView(APIView):
-    @extend_schema(responses=serializers.CreditEntryOutput(many=True), summary="Your credit ledger, newest first")
+    @extend_schema(
+        operation_id="account_credit_list",
+        parameters=[PageQuery],
+        responses={200: page_of(serializers.CreditEntryOutput), 400: error_doc("`invalid` or `invalid_cursor`.")},
+        summary="Your credit ledger, newest first, a page at a time",
+    )
     def get(self, request):
-        entries = selectors.credit_entries(account=request.user)[:500]
-        return Response(serializers.CreditEntryOutput(entries, many=True).data)
+        entries = selectors.credit_entries(account=request.user)
+        return paginate(request, entries, serializers.CreditEntryOutput, ordering=NEWEST_FIRST)
 
 
 class CurrencyListView(APIView):

@@ -243,6 +243,14 @@ SSH_KEYS_MAX_PER_ACCOUNT = env.int("SSH_KEYS_MAX_PER_ACCOUNT", default=50)
 if API_TOKENS_MAX_PER_ACCOUNT < 1 or SSH_KEYS_MAX_PER_ACCOUNT < 1:
     raise ImproperlyConfigured("API_TOKENS_MAX_PER_ACCOUNT and SSH_KEYS_MAX_PER_ACCOUNT are at least 1.")
 
+# --- List pages (docs/api.md, Lists) -------------------------------------------
+# Every list endpoint answers pages of API_PAGE_SIZE rows; ?page_size= asks for
+# 1 to API_PAGE_SIZE_MAX. Follow `next` for the rest: nothing is cut silently.
+API_PAGE_SIZE = env.int("API_PAGE_SIZE", default=50)
+API_PAGE_SIZE_MAX = env.int("API_PAGE_SIZE_MAX", default=200)
+if not 1 <= API_PAGE_SIZE <= API_PAGE_SIZE_MAX:
+    raise ImproperlyConfigured("API_PAGE_SIZE is at least 1 and at most API_PAGE_SIZE_MAX.")
+
 # --- Staff admin ----------------------------------------------------------------
 # Admin logins count failures against the same throttle as API logins (above).
 # Two-factor authentication (TOTP, an authenticator app; docs/admin.md): who must

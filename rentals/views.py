@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api import error_doc, represent, with_shared_fields
+from core.pagination import PageQuery, page_of, paginate
 from core.permissions import StaffPermissionRequired
 from core.throttle import client_address
 from rentals import selectors, services
@@ -34,14 +35,22 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
 )
 
 
+NEWEST_FIRST = ("-created_at", "-id")
+
+
 def _order_body(request, order_id: int) -> dict:
     return represent(OrderOutput, selectors.order_get(account=request.user, order_id=order_id))
 
 
 class OrderListView(APIView):
-    @extend_schema(responses=OrderOutput(many=True), summary="Your orders, newest first")
+    @extend_schema(
+        operation_id="orders_list",
+        parameters=[PageQuery],
+        responses={200: page_of(OrderOutput), 400: error_doc("`invalid` or `invalid_cursor`.")},
+        summary="Your orders, newest first, a page at a time",
+    )
     def get(self, request):
-        return Response(OrderOutput(selectors.orders_for(account=request.user)[:200], many=True).data)
+        return paginate(request, selectors.orders_for(account=request.user), OrderOutput, ordering=NEWEST_FIRST)
 
     @extend_schema(
         request=OrderCreateInput,
@@ -109,9 +118,14 @@ def _rental_body(request, rental_id: int) -> dict:
 
 
 class RentalListView(APIView):
-    @extend_schema(responses=RentalOutput(many=True), summary="Your rentals, newest first")
+    @extend_schema(
+        operation_id="rentals_list",
+        parameters=[PageQuery],
+        responses={200: page_of(RentalOutput), 400: error_doc("`invalid` or `invalid_cursor`.")},
+        summary="Your rentals, newest first, a page at a time",
+    )
     def get(self, request):
-        return Response(RentalOutput(selectors.rentals_for(account=request.user)[:200], many=True).data)
+        return paginate(request, selectors.rentals_for(account=request.user), RentalOutput, ordering=NEWEST_FIRST)
 
 
 class RentalDetailView(APIView):

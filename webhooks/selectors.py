@@ -8,8 +8,6 @@ from django.db.models import Prefetch, QuerySet
 
 from webhooks.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
-DELIVERY_LIST_MAX = 200
-
 
 def endpoint_list(*, account: Any) -> QuerySet[WebhookEndpoint]:
     return WebhookEndpoint.objects.filter(account=account).order_by("created_at", "id")
@@ -27,22 +25,12 @@ def _deliveries(*, account: Any, endpoint_id: int) -> QuerySet[WebhookDelivery]:
     )
 
 
-def delivery_list(
-    *,
-    account: Any,
-    endpoint_id: int,
-    status: str | None = None,
-    before: int | None = None,
-    limit: int = 50,
-) -> list[WebhookDelivery]:
-    """The endpoint's delivery log, newest first, each with its attempts.
-    `before` is a delivery id: only older deliveries (the next page)."""
-    queryset = _deliveries(account=account, endpoint_id=endpoint_id).order_by("-id")
+def delivery_list(*, account: Any, endpoint_id: int, status: str | None = None) -> QuerySet[WebhookDelivery]:
+    """The endpoint's delivery log, each with its attempts (the view pages it, newest first)."""
+    queryset = _deliveries(account=account, endpoint_id=endpoint_id)
     if status:
         queryset = queryset.filter(status=status)
-    if before is not None:
-        queryset = queryset.filter(pk__lt=before)
-    return list(queryset[: max(1, min(limit, DELIVERY_LIST_MAX))])
+    return queryset
 
 
 def delivery_get(*, account: Any, endpoint_id: int, delivery_id: int) -> WebhookDelivery | None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from core.pagination import PageQuery
 from webhooks.failures import Failure
 from webhooks.models import WEBHOOK_EVENTS, DeliveryStatus
-from webhooks.selectors import DELIVERY_LIST_MAX
 from webhooks.services import PING_EVENT
 
 
@@ -115,9 +115,5 @@ class WebhookDeliveryOutput(serializers.Serializer):
     attempt_log = WebhookAttemptOutput(many=True)
 
 
-class WebhookDeliveryListQuery(serializers.Serializer):
+class WebhookDeliveryListQuery(PageQuery):
     status = serializers.ChoiceField(choices=DeliveryStatus.choices, required=False)
-    before = serializers.IntegerField(
-        required=False, min_value=1, max_value=10**18 - 1, help_text="A delivery id: only older deliveries."
-    )
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=DELIVERY_LIST_MAX, default=50)

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 
 from core.api import E401, ApiView, error_doc
 from core.errors import NotFound
+from core.pagination import PageQuery, page_of, paginate
 from webhooks import selectors, services
 from webhooks.serializers import (
     WebhookDeliveryListQuery,
@@ -60,10 +61,16 @@ class WebhookEndpointListView(ApiView):
         tags=[TAG_WEBHOOKS],
         summary="The account's webhook endpoints",
         description="Secrets are never listed: they are shown once, on creation and rotation.",
-        responses={200: WebhookEndpointOutput(many=True), 401: E401},
+        parameters=[PageQuery],
+        responses={
+            200: page_of(WebhookEndpointOutput),
+            400: error_doc("`invalid` or `invalid_cursor`."),
+            401: E401,
+        },
     )
     def get(self, request):
-        return Response(WebhookEndpointOutput(selectors.endpoint_list(account=request.user), many=True).data)
+        endpoints = selectors.endpoint_list(account=request.user)
+        return paginate(request, endpoints, WebhookEndpointOutput, ordering=("created_at", "id"))
 
     @extend_schema(
         operation_id="webhooks_create",
@@ -171,16 +178,22 @@ class WebhookDeliveryListView(ApiView):
     @extend_schema(
         operation_id="webhooks_deliveries_list",
         tags=[TAG_WEBHOOKS],
-        summary="The endpoint's delivery log, newest first, with every attempt",
+        summary="The endpoint's delivery log, newest first, with every attempt, a page at a time",
         parameters=[_ENDPOINT_ID, WebhookDeliveryListQuery],
-        responses={200: WebhookDeliveryOutput(many=True), 400: error_doc("`invalid`."), 401: E401, 404: _E404},
+        responses={
+            200: page_of(WebhookDeliveryOutput),
+            400: error_doc("`invalid` or `invalid_cursor`."),
+            401: E401,
+            404: _E404,
+        },
     )
     def get(self, request, endpoint_id: int):
         query = WebhookDeliveryListQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         _endpoint_or_404(request, endpoint_id)
-        deliveries = selectors.delivery_list(account=request.user, endpoint_id=endpoint_id, **query.validated_data)
-        return Response(WebhookDeliveryOutput(deliveries, many=True).data)
+        status_filter = query.validated_data.get("status")
+        deliveries = selectors.delivery_list(account=request.user, endpoint_id=endpoint_id, status=status_filter)
+        return paginate(request, deliveries, WebhookDeliveryOutput, ordering=("-id",), query=query.validated_data)
 
 
 class WebhookDeliveryDetailView(ApiView):

@@ -191,8 +191,8 @@ def test_list_get_and_delete(alice, signup, client_with, ssh_private_keys):
 
     listed = client.get("/api/v1/account/ssh-keys")
     assert listed.status_code == 200
-    assert [k["name"] for k in listed.json()] == ["a", "b"]
-    assert bob.get("/api/v1/account/ssh-keys").json() == []
+    assert [k["name"] for k in listed.json()["results"]] == ["a", "b"]
+    assert bob.get("/api/v1/account/ssh-keys").json()["results"] == []
 
     assert client.get(f"/api/v1/account/ssh-keys/{a['id']}").json()["fingerprint"] == a["fingerprint"]
     assert bob.get(f"/api/v1/account/ssh-keys/{a['id']}").status_code == 404
@@ -201,7 +201,7 @@ def test_list_get_and_delete(alice, signup, client_with, ssh_private_keys):
     assert denied.json()["error"]["code"] == "ssh_key_not_found"
 
     assert client.delete(f"/api/v1/account/ssh-keys/{a['id']}").status_code == 204
-    assert [k["id"] for k in client.get("/api/v1/account/ssh-keys").json()] == [b["id"]]
+    assert [k["id"] for k in client.get("/api/v1/account/ssh-keys").json()["results"]] == [b["id"]]
     assert client.delete(f"/api/v1/account/ssh-keys/{a['id']}").status_code == 404
 
 

@@ -197,7 +197,7 @@ def test_a_read_token_reads_and_cannot_write(limits, signup, client_with, ssh_pr
 
     assert reader.get("/api/v1/account").status_code == 200
     assert reader.get("/api/v1/account/ssh-keys").status_code == 200
-    listed = reader.get("/api/v1/auth/tokens").json()
+    listed = reader.get("/api/v1/auth/tokens").json()["results"]
     assert sorted((t["name"], t["scope"], t["current"]) for t in listed) == [
         ("login", "read", True),
         ("signup", "full", False),

@@ -60,7 +60,7 @@ def test_list_tokens(api, alice, signup, client_with):
 
     resp = client.get("/api/v1/auth/tokens")
     assert resp.status_code == 200
-    tokens = resp.json()
+    tokens = resp.json()["results"]
     assert [t["name"] for t in tokens] == ["ci", "signup"]
     assert {"id", "name", "prefix", "created_at", "last_used_at", "current"} <= set(tokens[0])
     assert [t["prefix"] for t in tokens] == [second["token"][:12], body["token"][:12]]
@@ -76,7 +76,7 @@ def test_revoke_a_token(api, alice, client_with):
     assert resp.status_code == 204
     assert client_with(other["token"]).get("/api/v1/account").status_code == 401
     assert ApiToken.objects.get(pk=other["id"]).revoked_at is not None
-    assert [t["name"] for t in client.get("/api/v1/auth/tokens").json()] == ["signup"]
+    assert [t["name"] for t in client.get("/api/v1/auth/tokens").json()["results"]] == ["signup"]
 
     again = client.delete(f"/api/v1/auth/tokens/{other['id']}")
     assert again.status_code == 404
@@ -133,7 +133,7 @@ def test_last_use_is_recorded_at_most_once_a_minute(alice):
     token.refresh_from_db()
     assert token.last_used_at == later
 
-    listed = client.get("/api/v1/auth/tokens").json()[0]
+    listed = client.get("/api/v1/auth/tokens").json()["results"][0]
     assert listed["last_used_at"] is not None
 
 

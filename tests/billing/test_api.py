@@ -79,7 +79,7 @@ def test_other_accounts_get_404_on_every_invoice_endpoint(chains, customer, othe
         resp = getattr(api, method)(path, {"currency": "ETH"}, format="json") if method == "post" else api.get(path)
         assert resp.status_code == 404, path
         assert resp.json()["error"]["code"] == "not_found"
-    assert api.get("/api/v1/invoices").json() == []
+    assert api.get("/api/v1/invoices").json()["results"] == []
 
 
 def test_unauthenticated_is_401_in_the_error_shape(api):
@@ -121,7 +121,7 @@ def test_pay_with_credit(chains, customer, customer_api):
     paid = customer_api.post(f"/api/v1/invoices/{inv.pk}/pay-with-credit")
     assert paid.status_code == 200 and paid.json()["status"] == "settled"
     assert paid.json()["settled_via"] == "credit"
-    ledger = customer_api.get("/api/v1/account/credit").json()
+    ledger = customer_api.get("/api/v1/account/credit").json()["results"]
     assert [(e["kind"], e["amount_usd"], e["balance_after_usd"]) for e in ledger] == [
         ("invoice_payment", "-120.00", "0.00"),
         ("adjustment", "20.00", "120.00"),

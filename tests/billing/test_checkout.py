@@ -65,7 +65,7 @@ def test_the_api_answers_the_checkout_url(checkout_invoice, customer_api):
     inv = checkout_invoice()
     body = customer_api.get(f"/api/v1/invoices/{inv.pk}").json()
     assert body["checkout_url"] == f"{settings.SITE_URL}/pay/{inv.checkout_token}"
-    listed = customer_api.get("/api/v1/invoices").json()
+    listed = customer_api.get("/api/v1/invoices").json()["results"]
     assert listed[0]["checkout_url"] == body["checkout_url"]
 
 

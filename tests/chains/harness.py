@@ -173,7 +173,7 @@ def order_settled_becomes_a_rental(customer_api, order: dict, public_key: str) -
     body = customer_api.get(f"/api/v1/invoices/{invoice['id']}").json()
     assert (body["status"], body["exception"]) == ("settled", "none")
     assert customer_api.get(f"/api/v1/orders/{order['id']}").json()["status"] == "paid"
-    [rental] = customer_api.get("/api/v1/rentals").json()
+    [rental] = customer_api.get("/api/v1/rentals").json()["results"]
     assert (rental["status"], rental["gpu"], rental["region"]) == ("provisioning", "l4", "PDX-1")
     job = ProvisioningJob.objects.get(rental_id=rental["id"])
     assert job.action == "provision" and job.payload["rental"]["ssh_keys"] == [public_key]
@@ -181,7 +181,7 @@ def order_settled_becomes_a_rental(customer_api, order: dict, public_key: str) -
     rental_activate(
         rental_id=rental["id"], ipv4="203.0.113.7", ipv6_prefix="2001:db8:7::/64", actor=None, reason="handed over"
     )
-    [rental] = customer_api.get("/api/v1/rentals").json()
+    [rental] = customer_api.get("/api/v1/rentals").json()["results"]
     assert (rental["status"], rental["ipv4"]) == ("active", "203.0.113.7")
     return rental
 

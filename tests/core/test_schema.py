@@ -87,12 +87,18 @@ RULES_THE_SCHEMA_CANNOT_STATE = {
         ),
         "whether a model fits depends on the model, the card and the count together",
     ),
+    "invalid_cursor": "a list's cursor is a value the server made (a `next` or `previous` link's), not a shape",
     "invalid_url": "a URL's syntax and characters (no spaces, control or invisible ones)",
     "https_required": "a webhook URL is https://",
     "target_not_allowed": "a webhook URL may not lead to a private, loopback or reserved address",
     "unresolvable_host": "a webhook URL's host must resolve",
 }
-CONFIG = SchemathesisConfig()
+# Negative cases that only add a parameter the schema does not declare are left out:
+# schemathesis 4.32 reports them even when the parameter is lost in serialising the
+# request (an empty list or object as a query value) or when only another location's
+# negation differs (its own fix: schemathesis PR #4762, not in the release pinned here).
+# The lists refuse an unknown query parameter all the same (tests/core/test_pagination.py).
+CONFIG = SchemathesisConfig.from_dict({"generation": {"allow-extra-parameters": False}})
 EXAMPLES = int(os.environ.get("SCHEMA_FUZZ_EXAMPLES", "12"))
 
 

@@ -60,7 +60,7 @@ def test_create_shows_the_secret_once(customer_api, customer):
     listed = customer_api.get("/api/v1/webhooks")
     fetched = customer_api.get(f"/api/v1/webhooks/{body['id']}")
     assert listed.status_code == fetched.status_code == 200
-    for shown in (listed.json()[0], fetched.json()):
+    for shown in (listed.json()["results"][0], fetched.json()):
         assert "secret" not in shown
         assert shown == {k: v for k, v in body.items() if k != "secret"}
     assert body["secret"] not in listed.content.decode() + fetched.content.decode()
@@ -191,7 +191,7 @@ def test_another_account_gets_404_everywhere(customer, customer_api, mallory_api
     assert (after.secret, after.description, after.url) == (with_secret.secret, "billing bot", PUBLIC_URL)
     delivery.refresh_from_db()
     assert delivery.attempts == 0 and delivery.event.deliveries.count() == 1
-    assert mallory_api.get("/api/v1/webhooks").json() == []
+    assert mallory_api.get("/api/v1/webhooks").json()["results"] == []
 
 
 @pytest.mark.parametrize("index", range(8))
@@ -257,7 +257,7 @@ def test_the_delivery_log_shows_every_attempt(
 
     resp = customer_api.get(f"/api/v1/webhooks/{local_endpoint['id']}/deliveries")
     assert resp.status_code == 200
-    [shown] = resp.json()
+    [shown] = resp.json()["results"]
     assert shown["id"] == delivery.pk
     assert shown["event"]["id"] == str(event.id)
     assert shown["event"]["type"] == "invoice.settled"
@@ -285,15 +285,25 @@ def test_the_delivery_log_pages_and_filters(customer, customer_api, receiver, lo
     WebhookDelivery.objects.filter(pk=ids[0]).update(status=DeliveryStatus.FAILED)
     base = f"/api/v1/webhooks/{local_endpoint['id']}/deliveries"
 
-    page = customer_api.get(base, {"limit": 2}).json()
-    assert [d["id"] for d in page] == ids[::-1][:2]
-    page = customer_api.get(base, {"limit": 2, "before": page[-1]["id"]}).json()
-    assert [d["id"] for d in page] == ids[::-1][2:4]
-    assert [d["id"] for d in customer_api.get(base, {"status": "failed"}).json()] == [ids[0]]
-    for bad in ({"limit": 0}, {"limit": 201}, {"status": "lost"}, {"before": "x"}, {"before": "9" * 30}):
+    page = customer_api.get(base, {"page_size": 2}).json()
+    assert [d["id"] for d in page["results"]] == ids[::-1][:2]
+    assert page["previous"] is None
+    page = customer_api.get(page["next"]).json()
+    assert [d["id"] for d in page["results"]] == ids[::-1][2:4]
+    page = customer_api.get(page["next"]).json()
+    assert [d["id"] for d in page["results"]] == ids[::-1][4:] and page["next"] is None
+    back = customer_api.get(page["previous"]).json()
+    assert [d["id"] for d in back["results"]] == ids[::-1][2:4]
+    failed = customer_api.get(base, {"status": "failed"}).json()["results"]
+    assert [d["id"] for d in failed] == [ids[0]]
+    for bad in ({"page_size": 0}, {"page_size": 201}, {"status": "lost"}, {"cursor": "x" * 600}):
         resp = customer_api.get(base, bad)
         assert resp.status_code == 400
         assert resp.json()["error"]["code"] == "invalid"
+    for forged in ("x", "cD1ub3QtYW4taWQ="):  # not base64 of a cursor; "p=not-an-id"
+        resp = customer_api.get(base, {"cursor": forged})
+        assert resp.status_code == 400
+        assert resp.json()["error"]["code"] == "invalid_cursor"
 
 
 def test_ping_through_the_api(customer_api, receiver, local_endpoint, django_capture_on_commit_callbacks):
@@ -428,7 +438,7 @@ def test_the_allow_setting_lets_http_and_loopback_through(customer_api, allow_pr
 # =============================================================================
 
 ENDPOINTS = [
-    ("/api/v1/webhooks", "get", None, "200", "WebhookEndpointOutput"),
+    ("/api/v1/webhooks", "get", None, "200", "WebhookEndpointOutputPage"),
     ("/api/v1/webhooks", "post", "WebhookEndpointCreateInputRequest", "201", "WebhookEndpointWithSecretOutput"),
     ("/api/v1/webhooks/{endpoint_id}", "get", None, "200", "WebhookEndpointOutput"),
     (
@@ -447,7 +457,7 @@ ENDPOINTS = [
         "WebhookEndpointWithSecretOutput",
     ),
     ("/api/v1/webhooks/{endpoint_id}/ping", "post", None, "202", "WebhookDeliveryOutput"),
-    ("/api/v1/webhooks/{endpoint_id}/deliveries", "get", None, "200", "WebhookDeliveryOutput"),
+    ("/api/v1/webhooks/{endpoint_id}/deliveries", "get", None, "200", "WebhookDeliveryOutputPage"),
     ("/api/v1/webhooks/{endpoint_id}/deliveries/{delivery_id}", "get", None, "200", "WebhookDeliveryOutput"),
     ("/api/v1/webhooks/{endpoint_id}/deliveries/{delivery_id}/redeliver", "post", None, "202", "WebhookDeliveryOutput"),
 ]

@@ -174,7 +174,7 @@ def test_services_on_a_port_all_read_alike(customer, allow_private, django_captu
 def test_the_api_shows_the_category(customer, customer_api, allow_private, django_capture_on_commit_callbacks):
     attempt = _attempt_for(customer, f"http://127.0.0.1:{_free_port()}/", django_capture_on_commit_callbacks)
     endpoint = attempt.delivery.endpoint
-    [shown] = customer_api.get(f"/api/v1/webhooks/{endpoint.pk}/deliveries").json()
+    [shown] = customer_api.get(f"/api/v1/webhooks/{endpoint.pk}/deliveries").json()["results"]
     [logged] = shown["attempt_log"]
     assert logged["error_category"] == "connection_refused"
     assert logged["error"] == "The connection was refused."
