@@ -30,6 +30,7 @@ from core.audit import audit_record
 from core.db import locked_or_404
 from core.errors import Conflict, DomainError
 from core.money import cents
+from rentals import machine
 from rentals.events import rental_event_emit
 from rentals.models import (
     Order,
@@ -114,7 +115,7 @@ def rental_from_order(*, order_id: int, now: datetime | None = None) -> Rental |
                     )
                 order.host = reservation.host
             except Conflict:
-                order.status = OrderStatus.UNFULFILLED
+                machine.order_to(order, OrderStatus.UNFULFILLED)
                 order.closed_at = now
                 order.close_reason = "paid after its reservation lapsed; no stock left: credited"
                 order.save(update_fields=["status", "closed_at", "close_reason"])
@@ -123,7 +124,7 @@ def rental_from_order(*, order_id: int, now: datetime | None = None) -> Rental |
                 )
                 log.warning("order %s paid late without stock; %s credited", order.pk, invoice.total_usd)
                 return None
-        order.status = OrderStatus.PAID
+        machine.order_to(order, OrderStatus.PAID)
         order.paid_at = invoice.settled_at or now
         order.closed_at, order.close_reason = None, ""
         order.save(update_fields=["status", "paid_at", "host", "closed_at", "close_reason"])
@@ -191,7 +192,7 @@ def rental_activate(
             invoice_id=order.invoice_id,
             created_at=now,
         )
-        rental.status = RentalStatus.ACTIVE
+        machine.rental_to(rental, RentalStatus.ACTIVE)
         rental.ipv4, rental.ipv6_prefix = ipv4, ipv6_prefix
         rental.active_at = now
         rental.provisioning_seconds = max(0, int((now - rental.settled_at).total_seconds()))
@@ -265,7 +266,7 @@ def _open_renewal(rental: Rental) -> Invoice | None:
 
 def _resume(rental: Rental, *, now: datetime) -> None:
     """A suspended rental is active again (the caller saves it); the server powers on."""
-    rental.status = RentalStatus.ACTIVE
+    machine.rental_to(rental, RentalStatus.ACTIVE)
     rental.suspended_at = None
     rental.end_reason = ""
     provisioning_job_create(rental=rental, action=ProvisioningAction.POWER_ON, now=now)
@@ -509,7 +510,7 @@ def rental_suspend(*, rental_id: int, actor: Any = None, reason: str, now: datet
             return rental
         if rental.status != RentalStatus.ACTIVE:
             raise Conflict("rental_not_active", f"This rental is {rental.status}.", details={"status": rental.status})
-        rental.status = RentalStatus.SUSPENDED
+        machine.rental_to(rental, RentalStatus.SUSPENDED)
         rental.suspended_at = now
         rental.end_reason = reason
         rental.save(update_fields=["status", "suspended_at", "end_reason"])
@@ -547,7 +548,7 @@ def rental_terminate(*, rental_id: int, actor: Any = None, reason: str, now: dat
         rental = _rental_lock(rental_id=rental_id)
         if rental.status == RentalStatus.TERMINATED:
             return rental
-        rental.status = RentalStatus.TERMINATED
+        machine.rental_to(rental, RentalStatus.TERMINATED)
         rental.terminated_at = now
         rental.end_reason = reason
         rental.auto_renew = False

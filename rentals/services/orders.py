@@ -28,6 +28,7 @@ from catalog.selectors import CatalogSnapshot, catalog_current
 from core.audit import audit_record
 from core.db import from_row, insert_with_children, locked_or_404, prefetched, select_columns, update_columns
 from core.errors import Conflict, DomainError
+from rentals import machine
 from rentals.events import order_event_emit, subscribers_hold
 from rentals.models import Order, OrderLine, OrderStatus
 from rentals.services.unpaid import client_network, unpaid_limit_check
@@ -321,7 +322,7 @@ def order_cancel(
         if invoice.status != InvoiceStatus.INVALID:
             billing.invoice_void(invoice_id=invoice.pk, reason=reason, actor=actor)
     released = catalog.slots_release(holder=order.holder)
-    order.status = OrderStatus.CANCELLED
+    machine.order_to(order, OrderStatus.CANCELLED)
     order.closed_at = now
     order.close_reason = reason
     order.save(update_fields=["status", "closed_at", "close_reason"])
@@ -342,7 +343,7 @@ def order_expire(*, order_id: int, now: datetime | None = None) -> Order | None:
     if invoice.status not in (InvoiceStatus.EXPIRED, InvoiceStatus.INVALID):
         return order
     catalog.slots_release(holder=order.holder)
-    order.status = OrderStatus.EXPIRED
+    machine.order_to(order, OrderStatus.EXPIRED)
     order.closed_at = now
     order.close_reason = f"invoice {invoice.status} unpaid"
     order.save(update_fields=["status", "closed_at", "close_reason"])
@@ -370,7 +371,7 @@ def order_requote_hook(invoice: Invoice) -> None:
             region=order.region, gpu=order.gpu, count=order.gpu_count, holder=order.holder
         )
         order.host = reservation.host
-        order.status = OrderStatus.AWAITING_PAYMENT
+        machine.order_to(order, OrderStatus.AWAITING_PAYMENT)
         order.closed_at = None
         order.close_reason = ""
         order.save(update_fields=["host", "status", "closed_at", "close_reason"])
