@@ -26,6 +26,18 @@ from rentals.models import IdempotencyKey
 MAX_KEY_LENGTH = 255
 
 
+def _storable(value: Any) -> Any:
+    """`value` as JSON PostgreSQL's jsonb accepts: it stores no NUL (\\u0000) in a
+    string, and a refusal may quote a NUL the client sent; it is kept as U+FFFD."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, list):
+        return [_storable(item) for item in value]
+    if isinstance(value, dict):
+        return {_storable(key): _storable(item) for key, item in value.items()}
+    return value
+
+
 def _request_hash(body: Any) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
 
@@ -71,7 +83,8 @@ def idempotent_call(
                 status, response = run()
         except DomainError as exc:
             status, response = exc.status, error_body(exc.code, exc.message, exc.details)
-        record.response_status, record.response_body = status, json.loads(json.dumps(response, default=str))
+        record.response_status = status
+        record.response_body = _storable(json.loads(json.dumps(response, default=str)))
         record.save(update_fields=["response_status", "response_body"])
     return status, response, False
 

@@ -1,6 +1,7 @@
 """Orders through the API: validation, pricing snapshot, reservation, invoice,
 Idempotency-Key, the sizing refusal, cancellation and expiry."""
 
+import json
 from datetime import timedelta
 from decimal import Decimal
 
@@ -85,7 +86,7 @@ def test_order_reserves_snapshots_and_invoices(chains, customer_api, ssh_key, ca
     assert order.host.slots.filter(holder=f"order:{order.pk}", status=SlotStatus.RESERVED).count() == 8
     assert free("h100-sxm", "DFW-1") == before - 8
     assert customer_api.get(f"/api/v1/orders/{order.pk}").json() == body
-    assert [o["id"] for o in customer_api.get("/api/v1/orders").json()] == [order.pk]
+    assert [o["id"] for o in customer_api.get("/api/v1/orders").json()["results"]] == [order.pk]
 
 
 def test_the_price_on_the_order_does_not_follow_catalog_edits(chains, customer_api, ssh_key, catalog):
@@ -219,7 +220,7 @@ def test_workload_that_fits_is_kept_on_the_order(chains, customer_api, ssh_key, 
 
     Invoice.objects.filter(pk=body["invoice"]["id"]).update(status=InvoiceStatus.SETTLED, settled_at=timezone.now())
     rental = rental_from_order(order_id=body["id"])
-    (shown,) = [r for r in customer_api.get("/api/v1/rentals").json() if r["id"] == rental.pk]
+    (shown,) = [r for r in customer_api.get("/api/v1/rentals").json()["results"] if r["id"] == rental.pk]
     assert shown["launch_command"] == launch and shown["template"] == "vllm-0.9-ubuntu-24.04"
 
 
@@ -299,7 +300,7 @@ def test_other_accounts_get_404_on_every_order_and_rental_endpoint(
     ]:
         resp = getattr(api, method)(path)
         assert resp.status_code == 404 and resp.json()["error"]["code"] == "not_found", path
-    assert api.get("/api/v1/orders").json() == []
+    assert api.get("/api/v1/orders").json()["results"] == []
 
 
 def test_an_order_paid_from_credit_cannot_be_cancelled(chains, customer, customer_api, ssh_key, catalog):
@@ -351,3 +352,20 @@ def test_orders_are_gated_by_the_engine_whatever_profile_is_sent(chains, custome
     assert resp.status_code == 400
     assert resp.json()["error"]["code"] == "does_not_fit"
     assert not Order.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "override",
+    [{"term": "X\x00Y"}, {"workload": {"model": "llama-3.1-8b", "precision": "X\x00Y"}}],
+    ids=["term", "precision"],
+)
+def test_a_remembered_refusal_may_quote_a_nul_character(chains, customer_api, ssh_key, catalog, override):
+    """PostgreSQL's jsonb keeps no NUL: the remembered answer carries U+FFFD where the
+    refusal quoted one, and neither the first answer nor the replay is a 500."""
+    headers = {"HTTP_IDEMPOTENCY_KEY": "nul"}
+    body = order_body(ssh_key, **override)
+    first = customer_api.post("/api/v1/orders", body, format="json", **headers)
+    assert first.status_code == 400 and "\\u0000" in first.content.decode()  # the refusal quotes it
+    again = customer_api.post("/api/v1/orders", body, format="json", **headers)
+    assert again.status_code == 400 and again["Idempotent-Replayed"] == "true"
+    assert again.json() == json.loads(first.content.decode().replace("\\u0000", "\\ufffd"))
