@@ -1,7 +1,10 @@
 """A Python client generated from the served schema by openapi-python-client, as
-docs/api.md tells a customer to make one, runs the README walk-through's first
-steps: sign up, a token, the catalog, a quote, an SSH key and an order. The
-client is generated into the test's temporary folder, never committed."""
+docs/api.md tells a customer to make one, runs the README walk-through: sign
+up, a token, the catalog, a quote, an SSH key, an order, its invoice, the
+payment (recorded as staff record one verified on the node), the hand-over by
+a staff `ops` token through the same client, the active rental, a renewal and
+its payment. The client is generated into the test's temporary folder, never
+committed."""
 
 from __future__ import annotations
 
@@ -63,8 +66,12 @@ def client_package(catalog, chains, tmp_path, keep_connection):
             del sys.modules[name]
 
 
-def test_the_generated_client_signs_up_quotes_and_orders(client_package):
-    from tests.rentals.helpers import new_key_line
+def test_the_generated_client_runs_the_walk_through_to_a_renewal(client_package):
+    from django.contrib.auth.models import Permission
+
+    from accounts.models import Account
+    from tests.accounts.helpers import code_for, enrolled
+    from tests.rentals.helpers import committed, new_key_line, pay
 
     ops = {
         name: importlib.import_module(f"{PACKAGE}.api.{tag}.{name}")
@@ -77,6 +84,14 @@ def test_the_generated_client_signs_up_quotes_and_orders(client_package):
             ("catalog", "catalog_templates_list"),
             ("pricing", "pricing_quote_create"),
             ("orders", "orders_create"),
+            ("orders", "orders_list"),
+            ("orders", "orders_retrieve"),
+            ("invoices", "invoices_list"),
+            ("invoices", "invoices_retrieve"),
+            ("ops", "ops_rentals_ready_create"),
+            ("rentals", "rentals_list"),
+            ("rentals", "rentals_retrieve"),
+            ("rentals", "rentals_renew_create"),
         )
     }
     models = importlib.import_module(f"{PACKAGE}.models")
@@ -144,3 +159,56 @@ def test_the_generated_client_signs_up_quotes_and_orders(client_package):
     body = json.loads(order.content)
     assert body["total_usd"] == quote.parsed.total_usd, (body["total_usd"], quote.parsed.total_usd)
     assert body["status"] == "awaiting_payment", body["status"]
+
+    order_id = body["id"]
+
+    # The invoice, from the list (a page) and on its own.
+    invoices = ops["invoices_list"].sync(client=client)
+    assert [i.id for i in invoices.results] == [body["invoice"]["id"]] and invoices.next_ is None
+    invoice = ops["invoices_retrieve"].sync(client=client, invoice_id=body["invoice"]["id"])
+    assert invoice.status == "new" and invoice.pay_currency == "BTC"
+
+    # Paid: staff record a payment they verified on the node; the order becomes a rental.
+    pay(invoice.number, int(invoice.amount))
+    paid = ops["orders_retrieve"].sync(client=client, order_id=order_id)
+    assert paid.status == "paid" and paid.rental_id
+    assert [o.id for o in ops["orders_list"].sync(client=client).results] == [order_id]
+    rental = ops["rentals_retrieve"].sync(client=client, rental_id=paid.rental_id)
+    assert rental.status == "provisioning"
+
+    # The hand-over: a staff member with the permission and an authenticator gets an ops token.
+    staff = Account.objects.create_user("operator", "a-long-staff-password-7", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="provision_rental"))
+    device = enrolled(staff)
+    ops_login = ops["auth_token_create"].sync_detailed(
+        client=anonymous,
+        body=models.TokenObtainInputRequest.from_dict(
+            {"username": "operator", "password": "a-long-staff-password-7", "scope": "ops", "otp": code_for(device)}
+        ),
+    )
+    assert ops_login.status_code == 201, ops_login.content
+    operator = client_package.AuthenticatedClient(
+        base_url="http://testserver", token=ops_login.parsed.token, httpx_args=transport
+    )
+    with committed():
+        handed = ops["ops_rentals_ready_create"].sync_detailed(
+            client=operator,
+            rental_id=rental.id,
+            body=models.OpsReadyInputRequest(ipv4="192.0.2.10", ipv6_prefix="2001:db8:10::/64"),
+        )
+    assert handed.status_code == 200, handed.content
+    active = ops["rentals_retrieve"].sync(client=client, rental_id=rental.id)
+    assert (active.status, active.ipv4) == ("active", "192.0.2.10")
+    first_paid_until = active.paid_until
+
+    # A renewal for two more terms, in the currency last paid in, then paid.
+    renewed = ops["rentals_renew_create"].sync_detailed(
+        client=client, rental_id=rental.id, body=models.RenewInputRequest.from_dict({"terms": 2})
+    )
+    assert renewed.status_code == 201, renewed.content
+    [renewal] = json.loads(renewed.content)["renewal_invoices"]
+    assert (renewal["status"], renewal["terms"], renewal["pay_currency"]) == ("new", 2, "BTC")
+    pay(renewal["number"], int(renewal["amount"]), txid="tx-renewal")
+    after = ops["rentals_retrieve"].sync(client=client, rental_id=rental.id)
+    assert after.paid_until > first_paid_until
+    assert [r.id for r in ops["rentals_list"].sync(client=client).results] == [rental.id]
