@@ -445,6 +445,7 @@ def _quoted(
     _on_commit_send(signals.invoice_quoted, invoice, currency=request.currency)
 
 
+@transaction.atomic
 def invoice_switch_currency(
     *,
     invoice_id: int,
