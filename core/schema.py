@@ -103,6 +103,10 @@ USERNAME_RULES = {
     "(details.reason `reserved`).",
 }
 OBJECT = {"type": "object"}
+# A webhook URL's scheme (webhooks/targets.py refuses any other with invalid_url, reason
+# `scheme`); the rest of its syntax and where it leads are rules of their own (invalid_url,
+# target_not_allowed, unresolvable_host), in the operation's text.
+HTTPS_URL = {"pattern": "^[Hh][Tt][Tt][Pp][Ss]://[^\\u0000]*$"}
 KEYWORDS: dict[tuple[str, str], dict[str, Any]] = {
     ("AccountCreateInputRequest", "username"): USERNAME_RULES,
     ("CheckInputRequest", "architecture"): OBJECT,
@@ -111,6 +115,8 @@ KEYWORDS: dict[tuple[str, str], dict[str, Any]] = {
     ("OrderCreateInputRequest", "ssh_keys"): {"minItems": 1},
     ("QuoteInputRequest", "addons"): {"uniqueItems": True},
     ("WebhookEndpointCreateInputRequest", "events"): {"minItems": 1},
+    ("WebhookEndpointCreateInputRequest", "url"): HTTPS_URL,
+    ("PatchedWebhookEndpointUpdateInputRequest", "url"): HTTPS_URL,
     ("PatchedWebhookEndpointUpdateInputRequest", "events"): {"minItems": 1},
 }
 
