@@ -41,6 +41,11 @@ WORKLOAD_FIELDS = (
     "context",
     "concurrency",
     "overhead_gb",
+    # The speed the order was sized for: the benchmark plan (rentals/services/benchmarks.py)
+    # predicts from the same lengths and release.
+    "input_tokens",
+    "output_tokens",
+    "engine_version",
 )
 
 # --- Inputs ------------------------------------------------------------------------
