@@ -318,3 +318,105 @@ class UsageOutput(serializers.Serializer):
     overage_tb = serializers.DecimalField(max_digits=12, decimal_places=3)
     overage_usd = MoneyField()
     billed_invoice_id = serializers.IntegerField(allow_null=True)
+
+
+# --- Benchmarks (rentals/benchmark_views.py) ----------------------------------------------
+
+
+class BenchmarkPredictionOutput(serializers.Serializer):
+    """The speed model's figures for a run, named as `vllm bench serve --save-result` names them."""
+
+    output_throughput = serializers.FloatField(help_text="Output tokens/s.")
+    request_throughput = serializers.FloatField(help_text="Requests/s.")
+    duration = serializers.FloatField(help_text="Seconds the run takes.")
+    median_tpot_ms = serializers.FloatField()
+    median_ttft_ms = serializers.FloatField(
+        allow_null=True, help_text="Null for the batch: a queue, not a steady state."
+    )
+    p95_ttft_ms = serializers.FloatField(allow_null=True)
+    median_e2el_ms = serializers.FloatField(allow_null=True)
+    p95_e2el_ms = serializers.FloatField(allow_null=True)
+    p99_e2el_ms = serializers.FloatField(allow_null=True)
+
+
+class BenchmarkTraceOutput(serializers.Serializer):
+    name = serializers.CharField(help_text="chat, rag or batch.")
+    title = serializers.CharField()
+    command = serializers.CharField(help_text="The `vllm bench serve` line; it writes `result_file`.")
+    result_file = serializers.CharField()
+    input_tokens = serializers.IntegerField(help_text="--random-input-len")
+    output_tokens = serializers.IntegerField(help_text="--random-output-len")
+    range_ratio = serializers.DecimalField(max_digits=4, decimal_places=2, help_text="--random-range-ratio")
+    num_prompts = serializers.IntegerField()
+    request_rate = serializers.CharField(
+        help_text='"inf": every request is sent at once, --max-concurrency holds them.'
+    )
+    max_concurrency = serializers.IntegerField(allow_null=True, help_text="Null: no client-side limit (batch).")
+    in_flight = serializers.IntegerField(help_text="Requests the server is predicted to hold at once.")
+    limited_by = serializers.CharField(help_text="concurrency, max_num_seqs or kv_cache.")
+    predicted = BenchmarkPredictionOutput()
+    predicted_cost_per_million_output_tokens_usd = MoneyField(allow_null=True)
+
+
+class BenchmarkRecordOutput(serializers.Serializer):
+    field = serializers.CharField(help_text="The key to send in `environment` with the upload.")
+    label = serializers.CharField()
+    command = serializers.CharField(help_text="Run on the server to read it.")
+
+
+class BenchmarkPlanOutput(serializers.Serializer):
+    order_id = serializers.IntegerField()
+    rental_id = serializers.IntegerField(allow_null=True)
+    gpu = serializers.CharField()
+    gpu_count = serializers.IntegerField()
+    weight_format = serializers.CharField()
+    release = serializers.CharField(help_text="The vLLM release whose `vllm bench serve` the lines are for.")
+    bench_available = serializers.BooleanField(help_text="Whether that release has `vllm bench serve`.")
+    serve_command = serializers.CharField(help_text="The `vllm serve` line the traces run against.")
+    model = serializers.CharField()
+    price_per_hour_usd = MoneyField(help_text="The order's total over the hours it buys (add-ons, discounts).")
+    traces = BenchmarkTraceOutput(many=True)
+    record = BenchmarkRecordOutput(many=True, help_text="What to record beside the figures.")
+    upload = serializers.CharField(help_text="Where each result file goes.")
+    notes = serializers.ListField(child=serializers.CharField())
+
+
+class BenchmarkEnvironmentInput(serializers.Serializer):
+    gpu_sku = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    driver_version = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    cuda_version = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    vllm_version = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+
+class BenchmarkUploadInput(RefusingInput):
+    trace = serializers.ChoiceField(
+        choices=["chat", "rag", "batch"], required=False, help_text="Default: the result's `label` (the plan sets it)."
+    )
+    result = serializers.JSONField(help_text="The JSON object `vllm bench serve --save-result` wrote, as it is.")
+    environment = BenchmarkEnvironmentInput(required=False, help_text="What the plan's `record` commands printed.")
+
+
+class BenchmarkFigureOutput(serializers.Serializer):
+    metric = serializers.CharField(help_text="The result file's field name, e.g. output_throughput, p95_ttft_ms.")
+    measured = serializers.FloatField()
+    predicted = serializers.FloatField(allow_null=True)
+    ratio = serializers.FloatField(allow_null=True, help_text="measured / predicted.")
+
+
+class BenchmarkOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    trace = serializers.CharField()
+    uploaded_at = serializers.DateTimeField()
+    model_id = serializers.CharField(allow_null=True)
+    num_prompts = serializers.IntegerField()
+    completed = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    accepted_output_tokens = serializers.IntegerField(help_text="Output tokens of the completed requests.")
+    duration_s = serializers.FloatField()
+    accepted_output_tokens_per_hour = serializers.IntegerField()
+    price_per_hour_usd = MoneyField()
+    cost_per_million_accepted_output_tokens_usd = MoneyField(allow_null=True)
+    predicted_cost_per_million_output_tokens_usd = MoneyField(allow_null=True)
+    figures = BenchmarkFigureOutput(many=True)
+    environment = serializers.DictField(child=serializers.CharField())
+    notes = serializers.ListField(child=serializers.CharField())

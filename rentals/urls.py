@@ -4,7 +4,7 @@
 from django.urls import path
 
 from core import converters  # noqa: F401  (registers the `id` path converter)
-from rentals import views
+from rentals import benchmark_views, views
 
 urlpatterns = [
     path("orders", views.OrderListView.as_view(), name="orders"),
@@ -14,6 +14,21 @@ urlpatterns = [
     path("rentals/<id:rental_id>", views.RentalDetailView.as_view(), name="rental"),
     path("rentals/<id:rental_id>/renew", views.RentalRenewView.as_view(), name="rental-renew"),
     path("rentals/<id:rental_id>/cancel", views.RentalCancelView.as_view(), name="rental-cancel"),
+    path(
+        "orders/<id:order_id>/benchmark-plan",
+        benchmark_views.OrderBenchmarkPlanView.as_view(),
+        name="order-benchmark-plan",
+    ),
+    path(
+        "rentals/<id:rental_id>/benchmark-plan",
+        benchmark_views.RentalBenchmarkPlanView.as_view(),
+        name="rental-benchmark-plan",
+    ),
+    path(
+        "rentals/<id:rental_id>/benchmarks",
+        benchmark_views.RentalBenchmarksView.as_view(),
+        name="rental-benchmarks",
+    ),
     path("ops/rentals/<id:rental_id>/ready", views.OpsRentalReadyView.as_view(), name="ops-rental-ready"),
     path("ops/rentals/<id:rental_id>/usage", views.OpsRentalUsageView.as_view(), name="ops-rental-usage"),
 ]

@@ -1,5 +1,6 @@
-"""Orders, rentals and their paid periods, provisioning jobs, Idempotency-Key records."""
+"""Orders, rentals and their paid periods, provisioning jobs, Idempotency-Key records, benchmark results."""
 
+from rentals.models.benchmarks import BenchmarkCalibration, BenchmarkRun, BenchmarkTrace
 from rentals.models.orders import (
     IdempotencyKey,
     Order,
@@ -18,6 +19,9 @@ from rentals.models.orders import (
 )
 
 __all__ = [
+    "BenchmarkCalibration",
+    "BenchmarkRun",
+    "BenchmarkTrace",
     "IdempotencyKey",
     "Order",
     "OrderLine",
