@@ -12,6 +12,7 @@ from billing.admin import subject_admin_register
 from core import display
 from core.admin import (
     PANEL_ROWS,
+    ReadOnlyAdmin,
     ReadOnlyInline,
     ReasonForm,
     RecordAdmin,
@@ -26,8 +27,11 @@ from core.admin import (
     usd_display,
 )
 from rentals import services
+from rentals.benchmark_charts import calibration_context
 from rentals.dashboard import dashboard_context
 from rentals.models import (
+    BenchmarkCalibration,
+    BenchmarkRun,
     Order,
     OrderLine,
     ProvisioningJob,
@@ -293,6 +297,35 @@ class RentalDashboardAdmin(ReportAdmin):
             **dashboard_context(now=timezone.now()),
         }
         return TemplateResponse(request, "admin/rentals/dashboard.html", context)
+
+
+@admin.register(BenchmarkRun)
+class BenchmarkRunAdmin(ReadOnlyAdmin):
+    list_display = (
+        "rental",
+        "trace",
+        "gpu_slug",
+        "weight_format",
+        "output_tokens_per_s",
+        "predicted_output_tokens_per_s",
+        "completed",
+        "num_prompts",
+        "uploaded_at",
+    )
+    list_filter = ("trace", "gpu_slug", "weight_format")
+    search_fields = ("=rental__id", "rental__account__username", "model_name")
+
+
+@admin.register(BenchmarkCalibration)
+class BenchmarkCalibrationAdmin(ReportAdmin):
+    def report_view(self, request):
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Measured vs predicted",
+            "opts": self.model._meta,
+            **calibration_context(),
+        }
+        return TemplateResponse(request, "admin/rentals/benchmarks.html", context)
 
 
 # --- Links from billing and panels on a customer's page ---------------------------------
