@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api import error_doc
+from rentals import selectors
 from rentals.serializers import BenchmarkOutput, BenchmarkPlanOutput, BenchmarkUploadInput
 from rentals.services import benchmarks
 
@@ -66,6 +67,7 @@ class RentalBenchmarksView(APIView):
         summary="Upload a vllm bench serve --save-result file for one trace of the plan",
     )
     def post(self, request, rental_id: int):
+        selectors.rental_get(account=request.user, rental_id=rental_id)  # another account's: 404 before reading
         data = BenchmarkUploadInput(data=request.data)
         data.valid_or_refuse()
         run = benchmarks.benchmark_upload(

@@ -388,11 +388,41 @@ class BenchmarkEnvironmentInput(serializers.Serializer):
     vllm_version = serializers.CharField(max_length=200, required=False, allow_blank=True)
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "description": "The file `vllm bench serve --save-result` writes (vllm/benchmarks/serve.py main), as it is. "
+        "Read of it: the fields below, `failed` (later releases), `request_rate`, `max_concurrency`, `label` and "
+        "the statistics mean_/median_/std_/p<N>_ of ttft, tpot, itl and e2el in ms; the rest is not kept.",
+        "required": [
+            "model_id",
+            "num_prompts",
+            "completed",
+            "duration",
+            "total_input_tokens",
+            "total_output_tokens",
+            "output_throughput",
+        ],
+        "properties": {
+            "model_id": {"type": "string"},
+            "num_prompts": {"type": "integer", "minimum": 1},
+            "completed": {"type": "integer", "minimum": 0},
+            "duration": {"type": "number", "minimum": 0},
+            "total_input_tokens": {"type": "integer", "minimum": 0},
+            "total_output_tokens": {"type": "integer", "minimum": 0},
+            "output_throughput": {"type": "number", "minimum": 0},
+        },
+    }
+)
+class BenchResultField(serializers.JSONField):
+    """A result file: a JSON object (its fields are checked by sizing.benchmarks.result_parse)."""
+
+
 class BenchmarkUploadInput(RefusingInput):
     trace = serializers.ChoiceField(
         choices=["chat", "rag", "batch"], required=False, help_text="Default: the result's `label` (the plan sets it)."
     )
-    result = serializers.JSONField(help_text="The JSON object `vllm bench serve --save-result` wrote, as it is.")
+    result = BenchResultField(help_text="The JSON object `vllm bench serve --save-result` wrote, as it is.")
     environment = BenchmarkEnvironmentInput(required=False, help_text="What the plan's `record` commands printed.")
 
 
