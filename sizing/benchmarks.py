@@ -137,7 +137,7 @@ def traces_for(workload: Workload) -> list[Trace]:
     rag_input = max(1, context - rag_output - margin)
     return [
         Trace(TRACE_CHAT, prompt, output, same, workload.concurrency),
-        Trace(TRACE_RAG, rag_input, rag_output, Decimal(0), workload.concurrency),
+        Trace(TRACE_RAG, rag_input, rag_output, Decimal("0.00"), workload.concurrency),
         Trace(TRACE_BATCH, prompt, output, same, None),
     ]
 
