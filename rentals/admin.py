@@ -313,6 +313,7 @@ class BenchmarkRunAdmin(ReadOnlyAdmin):
         "uploaded_at",
     )
     list_filter = ("trace", "gpu_slug", "weight_format")
+    list_select_related = ("rental",)
     search_fields = ("=rental__id", "rental__account__username", "model_name")
 
 

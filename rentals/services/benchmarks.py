@@ -122,7 +122,10 @@ def benchmark_upload(
     from sizing.benchmarks import RESULT_MAX_BYTES, TRACES, prediction_for_result, result_parse
 
     now = now or timezone.now()
-    size = len(json.dumps(result, separators=(",", ":"), ensure_ascii=False).encode())
+    try:
+        size = len(json.dumps(result, separators=(",", ":"), ensure_ascii=False).encode())
+    except (ValueError, RecursionError):  # not JSON a client could send: refused as too large
+        size = RESULT_MAX_BYTES + 1
     if size > RESULT_MAX_BYTES:
         raise DomainError(
             "bench_result_too_large",
@@ -138,12 +141,23 @@ def benchmark_upload(
             f"trace: one of {', '.join(TRACES)} (the result's label is {parsed.fields.get('label')!r}).",
             details={"field": "trace", "fields": {"trace": [f"one of {', '.join(TRACES)}"]}},
         )
+    from sizing.benchmarks import bench_release
+    from sizing.engine import engine_check, workload_format_name
+
+    # The sizing first, outside the lock: it reads nothing the upload changes.
+    rental = rental_get(account=account, rental_id=rental_id)
+    order = rental.order
+    workload = _workload(order)
+    card = _card(order)
+    check = engine_check(workload=workload, card=card, gpu_count=order.gpu_count)
+    launch = check.engine.launch if check.engine is not None else None
+    predicted = prediction_for_result(
+        workload=workload, card=card, gpu_count=order.gpu_count, trace=trace, result=parsed
+    )
+    duration = parsed.duration
     with transaction.atomic():
-        rental = locked_or_404(
-            Rental.objects.filter(account=account).select_related("order", "order__gpu"),
-            pk=rental_id,
-            message="No such rental.",
-        )
+        # One upload at a time per rental, for its cap (FOR NO KEY UPDATE: the run's row may reference it).
+        locked_or_404(Rental.objects.filter(account=account), pk=rental_id, message="No such rental.", no_key=True)
         held = BenchmarkRun.objects.filter(rental=rental).count()
         if held >= BENCHMARKS_PER_RENTAL:
             raise Conflict(
@@ -151,17 +165,6 @@ def benchmark_upload(
                 f"A rental keeps at most {BENCHMARKS_PER_RENTAL} benchmark results.",
                 details={"max_benchmarks": BENCHMARKS_PER_RENTAL},
             )
-        order = rental.order
-        workload = _workload(order)
-        from sizing.benchmarks import bench_release
-        from sizing.engine import engine_check, workload_format_name
-
-        check = engine_check(workload=workload, card=_card(order), gpu_count=order.gpu_count, brief=False)
-        launch = check.engine.launch if check.engine is not None else None
-        predicted = prediction_for_result(
-            workload=workload, card=_card(order), gpu_count=order.gpu_count, trace=trace, result=parsed
-        )
-        duration = parsed.duration
         run = BenchmarkRun.objects.create(
             rental=rental,
             trace=trace,

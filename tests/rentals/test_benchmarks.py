@@ -259,3 +259,7 @@ def test_staff_see_measured_against_predicted_per_card_and_format(rental, custom
     measured = sum(r.output_tokens_per_s for r in runs) / 3
     predicted = sum(r.predicted_output_tokens_per_s for r in runs) / 3
     assert f"{measured:,.1f}" in html and f"{predicted:,.1f}" in html
+    listed = admin_client.get("/admin/rentals/benchmarkrun/")
+    assert listed.status_code == 200 and listed.context["cl"].result_count == 3
+    one = admin_client.get(f"/admin/rentals/benchmarkrun/{runs.first().pk}/change/")
+    assert one.status_code == 200 and "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8" in one.content.decode()
