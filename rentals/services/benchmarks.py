@@ -60,7 +60,18 @@ def _workload(order: Order):
             "`workload`.",
             details={"order": order.pk},
         )
-    data = OrderWorkloadInput(data=order.workload)
+    kept = dict(order.workload)
+    # Orders placed before the workload kept its lengths and release: the sizing's answer has them.
+    sizing = order.sizing or {}
+    speed, engine = sizing.get("throughput") or {}, sizing.get("engine") or {}
+    for name, value in (
+        ("input_tokens", speed.get("input_tokens")),
+        ("output_tokens", speed.get("output_tokens")),
+        ("engine_version", engine.get("engine_version")),
+    ):
+        if name not in kept and value is not None:
+            kept[name] = value
+    data = OrderWorkloadInput(data=kept)
     if not data.is_valid():
         raise Conflict(
             "workload_unreadable",

@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 from accounts.services import ssh_key_add, token_create
 from core.audit import AuditEntry
 from rentals import services
-from rentals.models import BenchmarkRun, Rental
+from rentals.models import BenchmarkRun, Order, Rental
 from rentals.services import benchmarks as bench_services
 from tests.rentals.helpers import T0, committed, new_key_line, pay
 from tests.sizing.bench_lines import FIXTURES, check_bench_line
@@ -118,6 +118,21 @@ def test_the_plan_of_the_rental_is_its_orders(rental, sized, customer_api):
     assert from_rental["rental_id"] == rental.pk
     assert from_rental["upload"] == f"POST /api/v1/rentals/{rental.pk}/benchmarks"
     assert from_rental["traces"] == from_order["traces"]
+
+
+def test_an_order_kept_without_its_lengths_plans_from_its_sizing(sized, customer_api):
+    """Orders placed before the workload kept input_tokens, output_tokens and engine_version: the
+    sizing stored with the order has them, and the plan is the same."""
+    before = customer_api.get(f"/api/v1/orders/{sized['id']}/benchmark-plan").json()
+    stored = Order.objects.get(pk=sized["id"])
+    stored.workload = {k: v for k, v in stored.workload.items() if k not in ("input_tokens", "output_tokens")}
+    stored.save(update_fields=["workload"])
+    after = customer_api.get(f"/api/v1/orders/{sized['id']}/benchmark-plan").json()
+    assert after == before
+    stored.sizing = None  # nothing to fall back on: the sizing's defaults (1,000 and 1,000)
+    stored.save(update_fields=["sizing"])
+    plain = customer_api.get(f"/api/v1/orders/{sized['id']}/benchmark-plan").json()
+    assert plain["traces"][0]["output_tokens"] == 1000
 
 
 def test_uploads_list_measured_beside_predicted_with_the_cost(rental, sized, customer_api):
