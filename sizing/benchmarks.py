@@ -67,9 +67,10 @@ MAX_PROMPTS = 2000
 RAG_OUTPUT_TOKENS = 256
 RAG_MARGIN_SHARE = Decimal("0.01")
 SERVER_HOST = "127.0.0.1"
-SERVER_PORT = 8000  # vllm serve's default --port
+SERVER_PORT = 8000  # vllm serve's default --port (vllm/entrypoints/openai/cli_args.py make_arg_parser)
 
-# What the guide says to record beside the figures, and how to read each on the server.
+# What the guide says to record beside the figures, and how to read each on the server
+# (`vllm --version`: vllm/entrypoints/cli/main.py, the version of the installed package).
 RECORD = (
     ("gpu_sku", "GPU SKU", "nvidia-smi --query-gpu=name --format=csv,noheader"),
     ("driver_version", "Driver", "nvidia-smi --query-gpu=driver_version --format=csv,noheader"),
