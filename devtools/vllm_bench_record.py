@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import os
 import random
 import sys
@@ -200,7 +199,6 @@ def main(argv: list[str]) -> None:
         serve.main(args)
     finally:
         os.chdir(here)
-    assert dataclasses.is_dataclass(funcs.RequestFuncOutput)
 
 
 if __name__ == "__main__":
