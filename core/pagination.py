@@ -11,6 +11,7 @@ parameter the list does not know with `invalid`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -96,11 +97,13 @@ def paginate(
     ordering: tuple[str, ...],
     context: dict[str, Any] | None = None,
     query: dict[str, Any] | None = None,
+    rows: Callable[[list[Any]], list[Any]] | None = None,
 ) -> Response:
     """One page of `queryset` in `ordering` (its first field nearly unique, the
     last one unique), each row through `serializer_class`. `query` is the
     already validated PageQuery (or subclass) data when the view checked more
-    parameters than the page's own."""
+    parameters than the page's own. `rows` turns the page's objects into what
+    the serializer reads, when that is not the objects themselves."""
     if query is None:
         checked = PageQuery(data=request.query_params)
         checked.is_valid(raise_exception=True)
@@ -109,6 +112,8 @@ def paginate(
         ordering=ordering, page_size=query.get("page_size") or settings.API_PAGE_SIZE, queryset=queryset
     )
     page = paginator.paginate_queryset(queryset, request)
+    if rows is not None:
+        page = rows(page)
     return paginator.get_paginated_response(serializer_class(page, many=True, context=context or {}).data)
 
 

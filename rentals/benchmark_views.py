@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api import error_doc
+from core.pagination import PageQuery, page_of, paginate
 from rentals import selectors
 from rentals.serializers import BenchmarkOutput, BenchmarkPlanOutput, BenchmarkUploadInput
 from rentals.services import benchmarks
@@ -45,13 +46,24 @@ class RentalBenchmarkPlanView(APIView):
 
 class RentalBenchmarksView(APIView):
     @extend_schema(
-        responses={200: BenchmarkOutput(many=True), 404: error_doc("`not_found`: no such rental of yours.")},
+        operation_id="rentals_benchmarks_list",
+        parameters=[PageQuery],
+        responses={
+            200: page_of(BenchmarkOutput),
+            400: error_doc("`invalid` or `invalid_cursor`."),
+            404: error_doc("`not_found`: no such rental of yours."),
+        },
         summary="The rental's uploaded results: measured beside predicted, the ratio, the cost per 1M accepted tokens",
     )
     def get(self, request, rental_id: int):
         rental, runs = benchmarks.rental_benchmarks(account=request.user, rental_id=rental_id)
-        rows = [benchmarks.run_view(run, order=rental.order) for run in runs]
-        return Response(BenchmarkOutput(rows, many=True).data)
+        return paginate(
+            request,
+            runs,
+            BenchmarkOutput,
+            ordering=("uploaded_at", "id"),
+            rows=lambda page: [benchmarks.run_view(run, order=rental.order) for run in page],
+        )
 
     @extend_schema(
         request=BenchmarkUploadInput,

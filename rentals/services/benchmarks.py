@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from catalog.models import TERM_HOURS
@@ -209,9 +210,10 @@ def benchmark_upload(
     return run
 
 
-def rental_benchmarks(*, account: Any, rental_id: int) -> tuple[Rental, list[BenchmarkRun]]:
+def rental_benchmarks(*, account: Any, rental_id: int) -> tuple[Rental, QuerySet[BenchmarkRun]]:
+    """The rental's uploads (the caller pages them, oldest first)."""
     rental = rental_get(account=account, rental_id=rental_id)
-    return rental, list(BenchmarkRun.objects.filter(rental=rental).order_by("uploaded_at", "id"))
+    return rental, BenchmarkRun.objects.filter(rental=rental)
 
 
 # --- Reading a run ----------------------------------------------------------------------------

@@ -114,4 +114,5 @@ def test_the_schema_describes_every_list_as_a_page():
         "/api/v1/account/ssh-keys",
         "/api/v1/webhooks",
         "/api/v1/webhooks/{endpoint_id}/deliveries",
+        "/api/v1/rentals/{rental_id}/benchmarks",
     } <= set(paged)

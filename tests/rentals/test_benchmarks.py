@@ -141,7 +141,7 @@ def test_uploads_list_measured_beside_predicted_with_the_cost(rental, sized, cus
         assert resp.status_code == 201, resp.json()
     listed = customer_api.get(f"/api/v1/rentals/{rental.pk}/benchmarks")
     assert listed.status_code == 200
-    runs = {r["trace"]: r for r in listed.json()}
+    runs = {r["trace"]: r for r in listed.json()["results"]}
     assert set(runs) == {"chat", "rag", "batch"}
     price = Decimal(sized["total_usd"]) / 720
     for trace, run in runs.items():
