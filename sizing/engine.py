@@ -706,11 +706,19 @@ def card_hardware(*, workload: Workload, card: Card, gpu_count: int) -> Any:
 
 
 def throughput_compute(
-    *, workload: Workload, card: Card, gpu_count: int, concurrency: int | None = None, budget: Budget | None = None
+    *,
+    workload: Workload,
+    card: Card,
+    gpu_count: int,
+    concurrency: int | None = None,
+    budget: Budget | None = None,
+    single: bool = True,
 ) -> Throughput:
     """Steady-state speed of the launch line at `concurrency` clients (the
     workload's by default): vLLM holds at most that many sequences
-    (--max-num-seqs) and what its KV cache holds at the mean context in flight."""
+    (--max-num-seqs) and what its KV cache holds at the mean context in flight.
+    `single=False` skips the single-stream figure (a search over concurrencies
+    reads only `performance`): it is then the figure at `concurrency`."""
     from .performance import Serving, kv_read_bytes, serve
 
     c = workload.concurrency if concurrency is None else concurrency
@@ -743,13 +751,13 @@ def throughput_compute(
         return serve(model=model, hw=hw, serving=serving)
 
     perf = at(c)
-    single = perf if c == 1 else at(1)
+    alone = perf if c == 1 or not single else at(1)
     kv_read = int(kv_read_bytes(model, prompt + output / 2))
     return Throughput(
         concurrency=c,
         aggregate_tokens_per_s=int(perf.output_tokens_per_s),
         per_sequence_tokens_per_s=int(1 / perf.tpot_p50_s) if perf.tpot_p50_s > 0 else 0,
-        single_stream_tokens_per_s=int(1 / single.tpot_p50_s) if single.tpot_p50_s > 0 else 0,
+        single_stream_tokens_per_s=int(1 / alone.tpot_p50_s) if alone.tpot_p50_s > 0 else 0,
         active_weight_bytes_per_gpu=int(model.shared_bytes + model.expert_bytes * model.experts_per_token),
         kv_bytes_read_per_sequence_per_gpu=kv_read,
         tp_efficiency=tp_efficiency(step=perf.decode_step, hw=hw, layers=model.layers),
@@ -757,7 +765,7 @@ def throughput_compute(
         input_tokens=prompt,
         output_tokens=output,
         performance=perf,
-        single=single,
+        single=alone,
         compute_format=hw.compute_format,
     )
 

@@ -291,6 +291,26 @@ class Performance:
     prefill_share: float  # of the time, in steps that carry prompt tokens
     limited_by: str  # "concurrency", "max_num_seqs" or "kv_cache"
     bound: str  # "memory" or "compute": what the decode step's linear layers wait on
+    # The grids the percentiles are read from: TTFT at GRID quantiles, and the
+    # decode time of OUTPUT_GRID output lengths; a request of the grid takes
+    # one of each (E2E = TTFT + decode), every pair equally likely.
+    ttft_grid: tuple[float, ...] = ()
+    decode_grid: tuple[float, ...] = ()
+
+    def share_within(self, *, ttft_s: float | None = None, e2e_s: float | None = None) -> float:
+        """The share of requests whose TTFT is at most `ttft_s` and whose E2E
+        is at most `e2e_s` (None: no bound), read off the same grids as the
+        percentiles."""
+        if not self.ttft_grid or not self.decode_grid:
+            return 1.0
+        within = sum(
+            1
+            for t in self.ttft_grid
+            if ttft_s is None or t <= ttft_s
+            for o in self.decode_grid
+            if e2e_s is None or t + o <= e2e_s
+        )
+        return within / (len(self.ttft_grid) * len(self.decode_grid))
 
 
 def footprint_tokens(serving: Serving) -> int:
@@ -433,4 +453,6 @@ def serve(*, model: ModelCost, hw: Hardware, serving: Serving) -> Performance:
         prefill_share=flow.prefill_share,
         limited_by=limited,
         bound="compute" if flow.pure.compute_bound else "memory",
+        ttft_grid=tuple(ttft_q),
+        decode_grid=tuple(outs),
     )

@@ -7,7 +7,7 @@ get a `Workload` in `validated_data["workload"]`, with the same error codes.
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.conf import settings
@@ -26,6 +26,7 @@ from .arithmetic import (
     kv_cache_bytes_per_token,
     requirement_compute,
 )
+from .compare import OOM_LOW, OOM_NEAR, OOM_OVER, Comparison
 from .engine import (
     PROFILE_GUIDE,
     PROFILE_VLLM,
@@ -34,8 +35,10 @@ from .engine import (
     newest_version,
     requirement_one_gpu,
     template_version,
+    workload_lengths,
 )
 from .hf_config import architecture_from_hf_config
+from .matrix import USES, placement_payload
 from .models import Architecture, AttentionKind
 from .selectors import architecture_get
 from .services import breakdown_per_gpu, breakdown_total
@@ -44,6 +47,7 @@ from .weights import FORMAT_ALIASES, FORMATS
 MAX_CONTEXT = 10_000_000
 MAX_CONCURRENCY = 100_000
 MAX_GPUS = 64
+MAX_GPUS_PER_INSTANCE = max(ALLOWED_COUNTS)
 
 
 def params_in_billions(params: int | None) -> float | None:
@@ -245,6 +249,11 @@ class RecommendInput(WorkloadInput):
         min_value=0, max_value=10**16, required=False, help_text="Expected volume, for the advice."
     )
     traffic = serializers.ChoiceField(choices=["steady", "bursty"], required=False)
+    use = serializers.ChoiceField(
+        choices=list(USES),
+        required=False,
+        help_text="What the workload is for, for the guide's decision-matrix class (`workload_class`).",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)
@@ -257,6 +266,82 @@ class RecommendInput(WorkloadInput):
                 details={"gpu_count": count, "allowed_counts": list(ALLOWED_COUNTS)},
             )
         return attrs
+
+
+class CompareCandidateInput(serializers.Serializer):
+    gpu = serializers.CharField(max_length=32, help_text="A card slug, e.g. h100-sxm.")
+    gpu_count = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_GPUS_PER_INSTANCE,
+        required=False,
+        help_text="Leave out for the card's cheapest count that carries the load within the targets. A count the "
+        "card does not come in is answered in its row (fits false, reason invalid_gpu_count or min_gpus).",
+    )
+
+
+class CompareInput(WorkloadInput):
+    """A workload (always sized as the engine serves it: the vllm profile), its
+    load (`concurrency` clients, or `requests_per_s`), p95 targets, the busy
+    share of the hours, and 2-5 candidates."""
+
+    profile = serializers.HiddenField(default=PROFILE_VLLM)
+    requests_per_s = serializers.FloatField(
+        required=False,
+        min_value=0.001,
+        max_value=100_000,
+        help_text="A target request rate instead of `concurrency` (give one of them).",
+    )
+    ttft_p95_ms = serializers.IntegerField(
+        required=False, min_value=1, max_value=3_600_000, help_text="Time-to-first-token target, p95, ms."
+    )
+    e2e_p95_ms = serializers.IntegerField(
+        required=False, min_value=1, max_value=86_400_000, help_text="End-to-end latency target, p95, ms."
+    )
+    utilization = serializers.FloatField(
+        default=1.0,
+        min_value=0.01,
+        max_value=1.0,
+        help_text="The share of the hours the configuration is busy (1: every hour). Effective hourly cost = "
+        "hourly price / utilization.",
+    )
+    term = serializers.ChoiceField(
+        choices=[c for c, _ in TERM_CHOICES], default=TERM_MONTHLY, help_text="Prices the hours."
+    )
+    region = serializers.CharField(max_length=16, required=False, help_text="Stock in this region (default: all).")
+    candidates = CompareCandidateInput(many=True, min_length=2, max_length=5)
+    api_usd_per_million_input = serializers.DecimalField(
+        max_digits=10,
+        decimal_places=4,
+        min_value=Decimal(0),
+        required=False,
+        help_text="A per-token API's price per million prompt tokens (with either API price: rent or call an API).",
+    )
+    api_usd_per_million_output = serializers.DecimalField(
+        max_digits=10,
+        decimal_places=4,
+        min_value=Decimal(0),
+        required=False,
+        help_text="The same per million output tokens (the other one left out counts as 0).",
+    )
+    output_tokens_per_month = serializers.IntegerField(
+        min_value=1,
+        max_value=10**15,
+        required=False,
+        help_text="Your monthly volume, output tokens (default with `requests_per_s`: that rate over the busy hours).",
+    )
+    use = serializers.ChoiceField(
+        choices=list(USES), required=False, help_text="What the workload is for, for the guide's class."
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "requests_per_s" in attrs and "concurrency" in self.initial_data:
+            raise DomainError(
+                "invalid",
+                "Give `concurrency` or `requests_per_s`, not both.",
+                status=400,
+                details={"fields": {"requests_per_s": ["Give concurrency or requests_per_s, not both."]}},
+            )
+        return super().validate(attrs)
 
 
 # --- Outputs ------------------------------------------------------------------
@@ -515,6 +600,23 @@ class AdviceOutput(serializers.Serializer):
     details = serializers.DictField()
 
 
+class WorkloadClassAlsoOutput(serializers.Serializer):
+    code = serializers.CharField()
+    workload = serializers.CharField()
+    watch_point = serializers.CharField()
+
+
+class WorkloadClassOutput(serializers.Serializer):
+    code = serializers.CharField(help_text="A row of the guide's decision matrix (docs/sizing.md).")
+    workload = serializers.CharField()
+    guide_gpus = serializers.CharField(help_text="The guide's column, as written.")
+    start_with = serializers.ListField(child=serializers.CharField(), help_text="Those cards in this catalog.")
+    why = serializers.CharField()
+    watch_point = serializers.CharField()
+    because = serializers.CharField(help_text="What put the workload in this class.")
+    also = WorkloadClassAlsoOutput(many=True, help_text="The size class, when another was chosen.")
+
+
 class RecommendOutput(serializers.Serializer):
     model = ModelSummaryOutput()
     profile = serializers.CharField()
@@ -528,6 +630,142 @@ class RecommendOutput(serializers.Serializer):
     considered = serializers.IntegerField(help_text="Configurations checked.")
     candidates = CandidateOutput(many=True)
     advice = AdviceOutput(many=True)
+    workload_class = WorkloadClassOutput(help_text="The guide's decision-matrix class of the workload.")
+
+
+class LoadOutput(serializers.Serializer):
+    concurrency = serializers.IntegerField(allow_null=True)
+    requests_per_s = serializers.FloatField(allow_null=True)
+
+
+class TargetsOutput(serializers.Serializer):
+    ttft_p95_ms = serializers.IntegerField(allow_null=True)
+    e2e_p95_ms = serializers.IntegerField(allow_null=True)
+
+
+class CompareMemoryOutput(serializers.Serializer):
+    headroom_gb = serializers.FloatField(
+        help_text="Per GPU: what vLLM may use at the launch line's setting, less "
+        "what it needs at the operating concurrency."
+    )
+    kv_cache_needed_gb = serializers.FloatField(help_text="Per GPU: the operating concurrency at the full context.")
+    kv_cache_available_gb = serializers.FloatField(help_text="Per GPU: what the launch line leaves the KV cache.")
+    kv_cache_share = serializers.FloatField(help_text="needed / available.")
+    gpu_memory_utilization = serializers.FloatField(help_text="The launch line's setting.")
+    oom_risk = serializers.ChoiceField(
+        choices=[OOM_LOW, OOM_NEAR, OOM_OVER],
+        help_text="low; near_limit: the KV cache takes 80 % or more of its room, or the line sets "
+        "gpu_memory_utilization above vLLM's default 0.90; over_limit: it does not fit.",
+    )
+
+
+class CompareStockOutput(serializers.Serializer):
+    region = serializers.CharField(allow_null=True, help_text="null: every region together.")
+    available = serializers.IntegerField(help_text="Free cards of this kind now.")
+    max_per_host = serializers.IntegerField(help_text="The largest instance one host can give now.")
+    deliverable_now = serializers.BooleanField(help_text="A host has this many free now.")
+    regions = serializers.ListField(child=serializers.CharField(), help_text="Regions that can deliver it now.")
+
+
+class RentOrApiOutput(serializers.Serializer):
+    api_usd_per_million_output = serializers.CharField(
+        help_text="The API's price per million output tokens, the prompts' tokens included (4 decimals)."
+    )
+    rent_usd_per_month = serializers.CharField(help_text="The term's hourly price x 720.")
+    break_even_output_tokens_per_month = serializers.IntegerField(
+        allow_null=True, help_text="Above this monthly volume renting is cheaper (null: the API is free)."
+    )
+    break_even_utilization = serializers.FloatField(
+        allow_null=True,
+        help_text="Busy share of the hours above which renting is cheaper; above 1: never on one instance.",
+    )
+    renting_can_win = serializers.BooleanField()
+    cheaper_at_utilization = serializers.CharField(
+        allow_null=True, help_text="rent, api or same, at the stated utilization."
+    )
+    volume_output_tokens_per_month = serializers.IntegerField(allow_null=True)
+    instances_at_volume = serializers.IntegerField(allow_null=True, help_text="Instances that volume needs.")
+    rent_usd_at_volume = serializers.CharField(allow_null=True)
+    api_usd_at_volume = serializers.CharField(allow_null=True)
+    cheaper_at_volume = serializers.CharField(allow_null=True, help_text="rent, api or same (null: no volume).")
+
+
+class CompareRowOutput(serializers.Serializer):
+    index = serializers.IntegerField(help_text="The candidate's place in the request, from 0.")
+    gpu = serializers.CharField()
+    gpu_name = serializers.CharField()
+    vendor = serializers.CharField()
+    gpu_count = serializers.IntegerField()
+    count_chosen = serializers.BooleanField(help_text="The candidate named a card alone: this count was chosen.")
+    fits = serializers.BooleanField(help_text="Runs the workload (at least one sequence of its context).")
+    reasons = ReasonOutput(many=True)
+    term = serializers.CharField()
+    price_usd = serializers.CharField(allow_null=True, help_text="The term's price after discounts.")
+    hourly_usd = serializers.CharField(allow_null=True, help_text="The term's price over its hours.")
+    effective_hourly_usd = serializers.CharField(allow_null=True, help_text="hourly_usd / utilization.")
+    concurrency = serializers.IntegerField(allow_null=True, help_text="The operating concurrency.")
+    limited_by = serializers.CharField(allow_null=True, help_text="load, targets or memory.")
+    meets_targets = serializers.BooleanField(allow_null=True)
+    meets_load = serializers.BooleanField(allow_null=True)
+    most_that_fit = serializers.IntegerField(allow_null=True, help_text="Sequences of the context memory holds.")
+    accepted_share = serializers.FloatField(allow_null=True, help_text="Requests inside the targets.")
+    output_tokens_per_s = serializers.FloatField(allow_null=True, help_text="At the operating concurrency.")
+    accepted_output_tokens_per_hour = serializers.IntegerField()
+    cost_per_million_accepted_usd = serializers.CharField(allow_null=True)
+    latency = LatencyOutput(allow_null=True, help_text="At the operating concurrency.")
+    memory = CompareMemoryOutput(allow_null=True)
+    stock = CompareStockOutput()
+    interconnect = serializers.CharField(help_text="nvswitch, infinity_fabric, pcie or pcie_no_p2p.")
+    templates = serializers.ListField(child=serializers.CharField())
+    in_guide_shortlist = serializers.BooleanField(help_text="Among the cards the guide starts this class with.")
+    launch_command = serializers.CharField(allow_null=True)
+    notes = serializers.ListField(child=serializers.CharField())
+    rent_or_api = RentOrApiOutput(allow_null=True, help_text="With an API price.")
+
+
+class CompareVersusOutput(serializers.Serializer):
+    index = serializers.IntegerField()
+    gpu = serializers.CharField()
+    gpu_count = serializers.IntegerField()
+    price_ratio = serializers.FloatField(help_text="The winner's hourly price over this row's, 1 decimal.")
+    accepted_throughput_ratio = serializers.FloatField()
+    cost_per_million_ratio = serializers.FloatField()
+
+
+class CompareWinnerOutput(serializers.Serializer):
+    index = serializers.IntegerField()
+    gpu = serializers.CharField()
+    gpu_count = serializers.IntegerField()
+    reason = serializers.CharField()
+    versus = CompareVersusOutput(many=True)
+
+
+class CompareApiOutput(serializers.Serializer):
+    usd_per_million_input = serializers.CharField()
+    usd_per_million_output = serializers.CharField()
+    usd_per_million_output_with_prompts = serializers.CharField()
+    volume_output_tokens_per_month = serializers.IntegerField(allow_null=True)
+    volume_source = serializers.CharField(allow_null=True, help_text="stated, request_rate, or null.")
+
+
+class CompareOutput(serializers.Serializer):
+    model = ModelSummaryOutput()
+    profile = serializers.CharField()
+    precision = serializers.CharField()
+    kv_precision = serializers.CharField()
+    context = serializers.IntegerField()
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    load = LoadOutput()
+    targets = TargetsOutput()
+    utilization = serializers.FloatField()
+    term = serializers.CharField()
+    region = serializers.CharField(allow_null=True)
+    workload_class = WorkloadClassOutput()
+    rows = CompareRowOutput(many=True)
+    winner = CompareWinnerOutput(allow_null=True)
+    no_winner_reason = serializers.CharField(allow_null=True)
+    api = CompareApiOutput(allow_null=True)
 
 
 def money(amount: Decimal | None) -> str | None:
@@ -579,6 +817,15 @@ def _split(wb) -> dict[str, float]:
 
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 1)
+
+
+def latency_payload(perf) -> dict[str, Any]:
+    """LatencyOutput of a sizing.performance.Performance."""
+    return {
+        "ttft_ms": {"p50": _ms(perf.ttft_p50_s), "p95": _ms(perf.ttft_p95_s)},
+        "tpot_ms": {"p50": _ms(perf.tpot_p50_s)},
+        "e2e_ms": {"p50": _ms(perf.e2e_p50_s), "p95": _ms(perf.e2e_p95_s), "p99": _ms(perf.e2e_p99_s)},
+    }
 
 
 def engine_payload(check) -> dict[str, Any]:
@@ -637,11 +884,7 @@ def engine_payload(check) -> dict[str, Any]:
             "pcie_without_p2p": speed.pcie_without_p2p,
             "tp_efficiency": float(speed.tp_efficiency),
         },
-        "latency": {
-            "ttft_ms": {"p50": _ms(perf.ttft_p50_s), "p95": _ms(perf.ttft_p95_s)},
-            "tpot_ms": {"p50": _ms(perf.tpot_p50_s)},
-            "e2e_ms": {"p50": _ms(perf.e2e_p50_s), "p95": _ms(perf.e2e_p95_s), "p99": _ms(perf.e2e_p99_s)},
-        },
+        "latency": latency_payload(perf),
         "launch": None
         if launch is None
         else {
@@ -712,4 +955,134 @@ def recommend_payload(rec) -> dict[str, Any]:
             candidate_payload(c, stock.get(c.gpu.slug) if rec.stock is not None else None) for c in rec.candidates
         ],
         "advice": [a.as_dict() for a in rec.advice],
+        "workload_class": placement_payload(rec.placement),
+    }
+
+
+def _usd4(amount: Decimal) -> str:
+    """A per-million API price: to 4 decimals, half up (they run below a cent)."""
+    return f"{amount.quantize(Decimal('0.0001'), ROUND_HALF_UP):.4f}"
+
+
+def _ratio(value: Decimal | None, places: str = "0.001") -> float | None:
+    return None if value is None else float(value.quantize(Decimal(places), ROUND_HALF_UP))
+
+
+def _compare_row(row, term: str) -> dict[str, Any]:
+    result, point, memory, supply = row.result, row.point, row.memory, row.supply
+    detail = result.check.engine
+    rent = row.rent_or_api
+    return {
+        "index": row.index,
+        "gpu": row.gpu.slug,
+        "gpu_name": row.gpu.name,
+        "vendor": row.gpu.vendor,
+        "gpu_count": row.gpu_count,
+        "count_chosen": row.count_chosen,
+        "fits": row.fits,
+        "reasons": [r.as_dict() for r in result.reasons] if not row.fits else [],
+        "term": term,
+        "price_usd": money(result.quote.total_usd) if result.quote else None,
+        "hourly_usd": money(row.hourly_usd),
+        "effective_hourly_usd": money(row.effective_hourly_usd),
+        "concurrency": point.concurrency if point else None,
+        "limited_by": point.limited_by if point else None,
+        "meets_targets": point.meets_targets if point else None,
+        "meets_load": point.meets_load if point else None,
+        "most_that_fit": point.most_that_fit if point else None,
+        "accepted_share": round(point.accepted_share, 3) if point else None,
+        "output_tokens_per_s": round(point.performance.output_tokens_per_s, 1) if point else None,
+        "accepted_output_tokens_per_hour": row.accepted_tokens_per_hour,
+        "cost_per_million_accepted_usd": money(row.cost_per_million_accepted_usd),
+        "latency": latency_payload(point.performance) if point else None,
+        "memory": None
+        if memory is None
+        else {
+            "headroom_gb": gb_number(memory.headroom_bytes),
+            "kv_cache_needed_gb": gb_number(memory.kv_needed_bytes),
+            "kv_cache_available_gb": gb_number(memory.kv_available_bytes),
+            "kv_cache_share": _ratio(memory.kv_share, "0.01"),
+            "gpu_memory_utilization": float(memory.utilization),
+            "oom_risk": memory.oom_risk,
+        },
+        "stock": {
+            "region": supply.region,
+            "available": supply.available,
+            "max_per_host": supply.max_per_host,
+            "deliverable_now": bool(supply.regions),
+            "regions": list(supply.regions),
+        },
+        "interconnect": row.interconnect,
+        "templates": list(row.templates),
+        "in_guide_shortlist": row.in_guide_shortlist,
+        "launch_command": detail.launch.command if point and detail and detail.launch else None,
+        "notes": list(row.notes),
+        "rent_or_api": None
+        if rent is None
+        else {
+            "api_usd_per_million_output": _usd4(rent.api_usd_per_million_output),
+            "rent_usd_per_month": money(rent.rent_usd_per_month),
+            "break_even_output_tokens_per_month": rent.break_even_output_tokens_per_month,
+            "break_even_utilization": _ratio(rent.break_even_utilization),
+            "renting_can_win": rent.renting_can_win,
+            "cheaper_at_utilization": rent.cheaper_at_utilization,
+            "volume_output_tokens_per_month": rent.volume_output_tokens_per_month,
+            "instances_at_volume": rent.instances_at_volume,
+            "rent_usd_at_volume": money(rent.rent_usd_at_volume),
+            "api_usd_at_volume": money(rent.api_usd_at_volume),
+            "cheaper_at_volume": rent.cheaper_at_volume,
+        },
+    }
+
+
+def compare_payload(comparison: Comparison) -> dict[str, Any]:
+    """CompareOutput of a sizing.compare.Comparison."""
+    workload = comparison.workload
+    input_tokens, output_tokens = workload_lengths(workload)
+    winner = comparison.winner
+    api = comparison.api_price
+    return {
+        "model": model_summary(workload),
+        "profile": workload.profile,
+        "precision": workload.precision,
+        "kv_precision": workload.kv_precision,
+        "context": workload.context,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "load": {"concurrency": comparison.load.concurrency, "requests_per_s": comparison.load.requests_per_s},
+        "targets": {"ttft_p95_ms": comparison.targets.ttft_p95_ms, "e2e_p95_ms": comparison.targets.e2e_p95_ms},
+        "utilization": float(comparison.utilization),
+        "term": comparison.term,
+        "region": comparison.region,
+        "workload_class": placement_payload(comparison.placement),
+        "rows": [_compare_row(row, comparison.term) for row in comparison.rows],
+        "winner": None
+        if winner is None
+        else {
+            "index": winner.row.index,
+            "gpu": winner.row.gpu.slug,
+            "gpu_count": winner.row.gpu_count,
+            "reason": winner.reason,
+            "versus": [
+                {
+                    "index": v["index"],
+                    "gpu": v["gpu"],
+                    "gpu_count": v["gpu_count"],
+                    "price_ratio": float(v["price_ratio"]),
+                    "accepted_throughput_ratio": float(v["accepted_throughput_ratio"]),
+                    "cost_per_million_ratio": float(v["cost_per_million_ratio"]),
+                }
+                for v in winner.versus
+            ],
+        },
+        "no_winner_reason": comparison.no_winner_reason,
+        "api": None
+        if api is None
+        else {
+            "usd_per_million_input": _usd4(api.usd_per_million_input),
+            "usd_per_million_output": _usd4(api.usd_per_million_output),
+            "usd_per_million_output_with_prompts": _usd4(comparison.api_per_million_output),
+            "volume_output_tokens_per_month": comparison.volume,
+            "volume_source": comparison.volume_source,
+        },
     }

@@ -22,6 +22,7 @@ from core.money import cents
 from .advice import Advice, advice_for
 from .arithmetic import Card, Check, Reason, Requirement, Workload, fit_check, requirement_compute, to_gb
 from .engine import PROFILE_VLLM, engine_check
+from .matrix import Placement, workload_class
 
 # The request type of a sizing: what is served, at which precision, context and concurrency.
 
@@ -64,6 +65,7 @@ class Recommendation:
     region: str | None
     term: str
     stock: dict[str, StockRow] | None  # by card slug, when a region was asked for
+    placement: Placement | None = None  # the guide's decision-matrix class of the workload
 
 
 def card_from_gpu(gpu: GpuModel) -> Card:
@@ -293,6 +295,7 @@ def sizing_recommend(
     term: str = TERM_MONTHLY,
     tokens_per_month: int | None = None,
     traffic: str | None = None,
+    use: str | None = None,
     memo_key: str | None = None,
     catalog_now: CatalogSnapshot | None = None,
     stock_rows: list[StockRow] | None = None,
@@ -305,7 +308,8 @@ def sizing_recommend(
     `memo_key` names the workload (e.g. its request body without the filters):
     with it, the arithmetic of every configuration is kept per workload, term
     and catalog version in this process, and a repeated request only filters it
-    by what is free now. `catalog_now`: the caller's catalog_current(), and
+    by what is free now. `use` (chat, rag, batch, local, regulated) helps
+    place the workload in the guide's decision matrix. `catalog_now`: the caller's catalog_current(), and
     `stock_rows`: the region's stock, when the caller has read them."""
     if term not in TERM_HOURS:
         raise DomainError("invalid_term", f"Terms are {', '.join(TERM_HOURS)}.", details={"term": term})
@@ -370,6 +374,7 @@ def sizing_recommend(
         region=region,
         term=term,
         stock=supply,
+        placement=workload_class(workload=request, use=use),
     )
 
 

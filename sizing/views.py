@@ -1,6 +1,7 @@
 """Sizing endpoints: public, like the catalog (a customer sizes before signing up)."""
 
 import json
+from decimal import Decimal
 
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
@@ -9,8 +10,9 @@ from rest_framework.response import Response
 
 from catalog.selectors import catalog_current, catalog_memo, gpu_get, stock
 from catalog.views import PublicView
+from core.api import error_doc
 
-from . import selectors, serializers, services
+from . import compare, selectors, serializers, services
 
 
 class ModelListView(PublicView):
@@ -36,7 +38,7 @@ class CheckView(PublicView):
 
 
 # Fields of a recommendation that filter or advise; the rest names the workload.
-RECOMMEND_FILTERS = ("region", "vendor", "max_gpus", "gpu_count", "term", "tokens_per_month", "traffic")
+RECOMMEND_FILTERS = ("region", "vendor", "max_gpus", "gpu_count", "term", "tokens_per_month", "traffic", "use")
 
 
 def _workload_key(body) -> str:
@@ -79,6 +81,7 @@ class RecommendView(PublicView):
                 term=v["term"],
                 tokens_per_month=v.get("tokens_per_month"),
                 traffic=v.get("traffic"),
+                use=v.get("use"),
                 memo_key=_workload_key(request.data),
                 catalog_now=catalog_now,
                 stock_rows=rows,
@@ -92,3 +95,43 @@ class RecommendView(PublicView):
         # stock as just read: asked again while nothing changed, it is sent as it was.
         key = ("recommend", request.body, tuple(rows) if rows is not None else None)
         return HttpResponse(catalog_memo(catalog_now, key, answer), content_type="application/json")
+
+
+class CompareView(PublicView):
+    @extend_schema(
+        request=serializers.CompareInput,
+        responses={
+            200: serializers.CompareOutput,
+            400: error_doc(
+                "Invalid input: `invalid` (details.fields: fewer than 2 or more than 5 `candidates`, "
+                "`concurrency` and `requests_per_s` together), `unknown_gpu` (a candidate's card), "
+                "`unknown_region`, and the sizing body's codes. A candidate that does not run the workload is "
+                "a row with `fits` false and its reasons, not a refusal."
+            ),
+        },
+        summary="The buyer's table: 2-5 candidates by cost per accepted output token under a latency target",
+    )
+    def post(self, request):
+        data = serializers.CompareInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        api_price = None
+        if "api_usd_per_million_input" in v or "api_usd_per_million_output" in v:
+            api_price = compare.ApiPrice(
+                usd_per_million_input=v.get("api_usd_per_million_input", Decimal(0)),
+                usd_per_million_output=v.get("api_usd_per_million_output", Decimal(0)),
+            )
+        rate = v.get("requests_per_s")
+        result = compare.sizing_compare(
+            request=v["workload"],
+            candidates=[(c["gpu"], c.get("gpu_count")) for c in v["candidates"]],
+            load=compare.Load(concurrency=None if rate is not None else v["concurrency"], requests_per_s=rate),
+            targets=compare.Targets(ttft_p95_ms=v.get("ttft_p95_ms"), e2e_p95_ms=v.get("e2e_p95_ms")),
+            utilization=Decimal(str(v["utilization"])),
+            term=v["term"],
+            region=v.get("region"),
+            api_price=api_price,
+            output_tokens_per_month=v.get("output_tokens_per_month"),
+            use=v.get("use"),
+        )
+        return Response(serializers.CompareOutput(serializers.compare_payload(result)).data)
