@@ -91,6 +91,9 @@ ENUMS: dict[tuple[str, ...], str] = {
     ("RecommendInputRequest", "region"): "catalog.serializers.schema_regions",
     ("CheckInputRequest", "model"): "rentals.serializers.schema_models",
     ("RecommendInputRequest", "model"): "rentals.serializers.schema_models",
+    ("CompareInputRequest", "model"): "rentals.serializers.schema_models",
+    ("CompareInputRequest", "region"): "catalog.serializers.schema_regions",
+    ("CompareCandidateInputRequest", "gpu"): "catalog.serializers.schema_gpus",
 }
 
 # (component, property) -> keywords that property's schema gains.
@@ -111,6 +114,8 @@ KEYWORDS: dict[tuple[str, str], dict[str, Any]] = {
     ("AccountCreateInputRequest", "username"): USERNAME_RULES,
     ("CheckInputRequest", "architecture"): OBJECT,
     ("RecommendInputRequest", "architecture"): OBJECT,
+    ("CompareInputRequest", "architecture"): OBJECT,
+    ("CompareInputRequest", "candidates"): {"minItems": 2, "maxItems": 5},
     ("OrderCreateInputRequest", "addons"): {"uniqueItems": True},
     ("OrderCreateInputRequest", "ssh_keys"): {"minItems": 1},
     ("QuoteInputRequest", "addons"): {"uniqueItems": True},
@@ -124,10 +129,14 @@ KEYWORDS: dict[tuple[str, str], dict[str, Any]] = {
 # these admit what the fields' bounds do (sizing.serializers.WorkloadInput).
 POSITIVE_12_4 = r"^(0*[1-9]\d{0,7}(\.\d{0,4})?|0*\.([1-9]\d{0,3}|0[1-9]\d{0,2}|00[1-9]\d?|000[1-9]))$"  # > 0, at most 8 digits and 4 decimals
 OVERHEAD_GB = r"^0*(\d{1,3}(\.\d{0,2})?|1000(\.0{0,2})?|\.\d{1,2})$"  # 0 to 1000, 2 decimals
+API_PRICE = r"^0*(\d{1,6}(\.\d{0,4})?|\.\d{1,4})$"  # 0 to 999999.9999, 4 decimals
 DECIMALS: dict[tuple[str, str], str] = {
     (component, name): pattern
-    for component in ("CheckInputRequest", "RecommendInputRequest")
+    for component in ("CheckInputRequest", "RecommendInputRequest", "CompareInputRequest")
     for name, pattern in (("params_b", POSITIVE_12_4), ("active_params_b", POSITIVE_12_4), ("overhead_gb", OVERHEAD_GB))
+} | {
+    ("CompareInputRequest", "api_usd_per_million_input"): API_PRICE,
+    ("CompareInputRequest", "api_usd_per_million_output"): API_PRICE,
 }
 
 # (component, property) -> the setting (a timedelta) that bounds it from above, in seconds.
@@ -143,6 +152,7 @@ CONFIG_RULES = (
 DESCRIPTIONS: dict[tuple[str, str], str] = {
     ("CheckInputRequest", "architecture"): CONFIG_RULES,
     ("RecommendInputRequest", "architecture"): CONFIG_RULES,
+    ("CompareInputRequest", "architecture"): CONFIG_RULES,
 }
 
 # (path, method) -> the refusals an operation answers for rules JSON Schema cannot say (its 400's text).
@@ -159,6 +169,9 @@ SIZING_RULES = (
 OPERATION_RULES: dict[tuple[str, str], str] = {
     ("/api/v1/sizing/check", "post"): SIZING_RULES + " `invalid_gpu_count`: a count the card does not come in.",
     ("/api/v1/sizing/recommend", "post"): SIZING_RULES,
+    # compare answers a candidate that does not run the workload in its row, not with a refusal.
+    ("/api/v1/sizing/compare", "post"): SIZING_RULES.split(", and a model that does not fit")[0]
+    + ". A candidate that does not run the workload is a row with `fits` false and its reasons.",
 }
 
 # component -> keywords the component gains: a sizing body names `model` or
@@ -174,6 +187,8 @@ MODEL_OR_ARCHITECTURE = {
 COMPONENT_KEYWORDS: dict[str, dict[str, Any]] = {
     "CheckInputRequest": MODEL_OR_ARCHITECTURE,
     "RecommendInputRequest": MODEL_OR_ARCHITECTURE,
+    # A load is `concurrency` clients or a `requests_per_s` target, not both.
+    "CompareInputRequest": {**MODEL_OR_ARCHITECTURE, "not": {"required": ["concurrency", "requests_per_s"]}},
     "PatchedRentalUpdateInputRequest": {"required": ["auto_renew"]},
 }
 # Header parameters -> keywords: an Idempotency-Key is 1 to 255 printable characters
