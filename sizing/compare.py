@@ -21,11 +21,11 @@ from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 from typing import Any
 
 from catalog.models import TERM_HOURS, TERM_MONTHLY, GpuModel, SoftwareStack
-from catalog.selectors import CatalogSnapshot, StockRow, catalog_current
+from catalog.selectors import CatalogSnapshot, StockRow, catalog_current, stock
 from core.errors import DomainError
 
 from .arithmetic import Workload
-from .engine import budget_compute, max_concurrency, throughput_compute, workload_lengths
+from .engine import LAUNCH_UTILIZATION_FLOOR, budget_compute, max_concurrency, throughput_compute, workload_lengths
 from .matrix import Placement, workload_class
 from .performance import Performance
 from .performance import data as performance_data
@@ -42,9 +42,10 @@ CONCURRENCY_LIMIT = 100_000
 # words ("holgura suficiente", "cerca del limite", "por encima del limite").
 # decided: near the limit once the sequences' KV cache takes this share of what the
 # launch line leaves for it, or the line must raise gpu_memory_utilization past
-# vLLM's own default (0.90): no room left for a longer request or a larger engine.
+# vLLM's own default (0.90: vllm/engine/arg_utils.py, EngineArgs.gpu_memory_utilization;
+# the launch line's floor): no room left for a longer request or a larger engine.
 OOM_NEAR_SHARE = Decimal("0.80")
-VLLM_DEFAULT_UTILIZATION = Decimal("0.90")
+VLLM_DEFAULT_UTILIZATION = LAUNCH_UTILIZATION_FLOOR
 OOM_LOW, OOM_NEAR, OOM_OVER = "low", "near_limit", "over_limit"
 
 # What stopped the search for the operating concurrency.
@@ -594,8 +595,6 @@ def sizing_compare(
     a card alone for its cheapest count that carries the load): one row each,
     in the order asked, and the winner. A candidate that does not run the
     workload is a row that says why, not a refusal of the call."""
-    from catalog.selectors import stock
-
     targets = targets or Targets()
     if not MIN_CANDIDATES <= len(candidates) <= MAX_CANDIDATES:
         raise DomainError(
