@@ -141,6 +141,8 @@ def test_a_candidate_that_does_not_run_is_a_row_not_a_refusal(api):
     # B200 comes two at least: the catalog's refusal, in the row, unpriced.
     assert not b200["fits"] and b200["reasons"][0]["code"] == "min_gpus" and b200["price_usd"] is None
     assert h200["fits"] and body["winner"]["index"] == 2
+    odd = ok(compare(api, concurrency=8, candidates=[{"gpu": "l40s", "gpu_count": 3}, {"gpu": "h200-sxm"}]))
+    assert not odd["rows"][0]["fits"] and odd["rows"][0]["reasons"][0]["code"] == "invalid_gpu_count"
     assert "only candidate" in body["winner"]["reason"]
     none = ok(
         compare(api, concurrency=8, candidates=[{"gpu": "rtx-4090", "gpu_count": 1}, {"gpu": "l4", "gpu_count": 2}])
