@@ -152,7 +152,7 @@ def operating_point(
             w = replace(workload, concurrency=c)
             budget = budget_compute(workload=w, card=card, gpu_count=gpu_count, weights_per_gpu=weights_per_gpu)
             cache[c] = throughput_compute(
-                workload=w, card=card, gpu_count=gpu_count, budget=budget, single=False
+                workload=w, card=card, gpu_count=gpu_count, budget=budget, single=False, grids=True
             ).performance
         return cache[c]
 

@@ -713,12 +713,14 @@ def throughput_compute(
     concurrency: int | None = None,
     budget: Budget | None = None,
     single: bool = True,
+    grids: bool = False,
 ) -> Throughput:
     """Steady-state speed of the launch line at `concurrency` clients (the
     workload's by default): vLLM holds at most that many sequences
     (--max-num-seqs) and what its KV cache holds at the mean context in flight.
     `single=False` skips the single-stream figure (a search over concurrencies
-    reads only `performance`): it is then the figure at `concurrency`."""
+    reads only `performance`): it is then the figure at `concurrency`.
+    `grids`: the performance keeps its percentile grids (share_within)."""
     from .performance import Serving, kv_read_bytes, serve
 
     c = workload.concurrency if concurrency is None else concurrency
@@ -748,7 +750,7 @@ def throughput_compute(
             # The spread stops where the longest request would pass the context.
             range_ratio=max(0.0, min(API_RANGE_RATIO, workload.context / (prompt + output) - 1)),
         )
-        return serve(model=model, hw=hw, serving=serving)
+        return serve(model=model, hw=hw, serving=serving, grids=grids)
 
     perf = at(c)
     alone = perf if c == 1 or not single else at(1)

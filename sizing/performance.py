@@ -291,9 +291,10 @@ class Performance:
     prefill_share: float  # of the time, in steps that carry prompt tokens
     limited_by: str  # "concurrency", "max_num_seqs" or "kv_cache"
     bound: str  # "memory" or "compute": what the decode step's linear layers wait on
-    # The grids the percentiles are read from: TTFT at GRID quantiles, and the
-    # decode time of OUTPUT_GRID output lengths; a request of the grid takes
-    # one of each (E2E = TTFT + decode), every pair equally likely.
+    # The grids the percentiles are read from (serve(grids=True) only: kept
+    # answers stay small): TTFT at GRID quantiles, and the decode time of
+    # OUTPUT_GRID output lengths; a request of the grid takes one of each
+    # (E2E = TTFT + decode), every pair equally likely.
     ttft_grid: tuple[float, ...] = ()
     decode_grid: tuple[float, ...] = ()
 
@@ -302,7 +303,7 @@ class Performance:
         is at most `e2e_s` (None: no bound), read off the same grids as the
         percentiles."""
         if not self.ttft_grid or not self.decode_grid:
-            return 1.0
+            raise ValueError("computed without its grids: serve(..., grids=True)")
         within = sum(
             1
             for t in self.ttft_grid
@@ -377,8 +378,9 @@ def _percentile(values: list[float], p: float) -> float:
     return ordered[k]
 
 
-def serve(*, model: ModelCost, hw: Hardware, serving: Serving) -> Performance:
-    """The steady state of `serving.concurrency` clients in a closed loop."""
+def serve(*, model: ModelCost, hw: Hardware, serving: Serving, grids: bool = False) -> Performance:
+    """The steady state of `serving.concurrency` clients in a closed loop.
+    `grids`: keep the grids the percentiles come from (Performance.share_within)."""
     cap, limited = in_flight_cap(serving)
     decode_steps = serving.output_tokens - 1
     prompt = serving.input_tokens
@@ -453,6 +455,6 @@ def serve(*, model: ModelCost, hw: Hardware, serving: Serving) -> Performance:
         prefill_share=flow.prefill_share,
         limited_by=limited,
         bound="compute" if flow.pure.compute_bound else "memory",
-        ttft_grid=tuple(ttft_q),
-        decode_grid=tuple(outs),
+        ttft_grid=tuple(ttft_q) if grids else (),
+        decode_grid=tuple(outs) if grids else (),
     )

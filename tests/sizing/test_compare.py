@@ -67,7 +67,7 @@ def perf_at(w: Workload, g: GpuModel, count: int, concurrency: int):
     card = card_from_gpu(g)
     at = replace(w, concurrency=concurrency)
     budget = budget_compute(workload=at, card=card, gpu_count=count)
-    return throughput_compute(workload=at, card=card, gpu_count=count, budget=budget).performance
+    return throughput_compute(workload=at, card=card, gpu_count=count, budget=budget, grids=True).performance
 
 
 def point(w, slug, count, load, targets=None):
@@ -91,6 +91,13 @@ def test_the_share_inside_a_target_agrees_with_the_percentiles():
     # Both bounds: never more than either alone.
     both = perf.share_within(ttft_s=perf.ttft_p50_s, e2e_s=perf.e2e_p95_s)
     assert both <= min(perf.share_within(ttft_s=perf.ttft_p50_s), perf.share_within(e2e_s=perf.e2e_p95_s))
+    # What recommend keeps carries no grids, and cannot be asked.
+    bare = throughput_compute(
+        workload=replace(workload(), concurrency=16), card=card_from_gpu(gpu("h100-sxm")), gpu_count=2
+    )
+    assert bare.performance.ttft_grid == ()
+    with pytest.raises(ValueError):
+        bare.performance.share_within(e2e_s=1.0)
 
 
 # --- The operating point ---------------------------------------------------------------------
