@@ -251,3 +251,27 @@ def test_recommend_names_the_workloads_class(api):
     assert placed["start_with"][0] == "h200-sxm"
     plain = api.post("/api/v1/sizing/recommend", {"model": "llama-3.1-8b", "precision": "bf16"}, format="json").json()
     assert plain["workload_class"]["code"] == "chat_7b_13b" and plain["workload_class"]["also"] == []
+
+
+def test_a_config_json_and_a_use(api):
+    from .conftest import hf_config
+
+    body = ok(
+        api.post(
+            "/api/v1/sizing/compare",
+            {
+                "architecture": hf_config("qwen2.5-7b"),
+                "precision": "bf16",
+                "context": 4096,
+                "concurrency": 16,
+                "use": "batch",
+                "candidates": [{"gpu": "l4"}, {"gpu": "l40s", "gpu_count": 1}],
+            },
+            format="json",
+        )
+    )
+    assert body["workload_class"]["code"] == "batch" and body["workload_class"]["because"] == "use: batch"
+    assert body["workload_class"]["also"][0]["code"] == "chat_7b_13b"
+    assert all(r["fits"] for r in body["rows"]) and body["winner"] is not None
+    # The batch class starts with the L40S, not the L4.
+    assert [r["in_guide_shortlist"] for r in body["rows"]] == [False, True]
