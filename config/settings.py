@@ -92,6 +92,7 @@ INSTALLED_APPS = [
     "billing",
     "webhooks",
     "rentals",
+    "observability",
 ]
 
 # Development and test tooling (regtest nodes, the sandbox, serve_local, sandbox_pay):
@@ -100,6 +101,8 @@ if DEBUG:
     INSTALLED_APPS.append("devtools")
 
 MIDDLEWARE = [
+    # Outermost: the request id and the request metrics (observability/middleware.py).
+    "observability.middleware.ObservabilityMiddleware",
     "core.middleware.ApiJsonErrorsMiddleware",  # outermost: sees every answer under /api/
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -344,19 +347,46 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Logging ------------------------------------------------------------------
+# Everything goes to stdout (the journal in production), one JSON object a line
+# (LOG_FORMAT=json, the default with DEBUG off) or a line of text (LOG_FORMAT=plain,
+# the default with DEBUG), each with the request id of the request or task that
+# wrote it, secrets masked (observability/logs.py). Celery's worker and beat use
+# this too (config/celery.py); their per-task lines ("Task ... received",
+# "succeeded", beat's "Sending due task") are below the default level.
 
-LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO").upper()
+LOG_FORMAT = env.str("LOG_FORMAT", default="plain" if DEBUG else "json").lower()
+if LOG_FORMAT not in ("json", "plain"):
+    raise ImproperlyConfigured(f"LOG_FORMAT is json or plain; got {LOG_FORMAT!r}.")
+_CELERY_CHATTER_LEVEL = "DEBUG" if LOG_LEVEL == "DEBUG" else "WARNING"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"request_id": {"()": "observability.logs.RequestIdFilter"}},
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "plain": {
+            "()": "observability.logs.PlainFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s%(rid)s %(message)s",
+        },
+        "json": {"()": "observability.logs.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "stream": "ext://sys.stdout",
+            "formatter": LOG_FORMAT,
+            "filters": ["request_id"],
+        }
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
+        # The access line of every request comes from observability.middleware.
+        "django.server": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        "celery.worker.strategy": {"level": _CELERY_CHATTER_LEVEL},
+        "celery.app.trace": {"level": _CELERY_CHATTER_LEVEL},
+        "celery.beat": {"level": _CELERY_CHATTER_LEVEL},
     },
 }
 
@@ -642,3 +672,15 @@ if not WEBHOOK_ALLOWED_PORTS or not all(0 < port < 65536 for port in WEBHOOK_ALL
     raise ImproperlyConfigured(
         f"WEBHOOK_ALLOWED_PORTS is a list of port numbers (1-65535), e.g. 443,8443; got {_webhook_ports!r}."
     )
+
+# --- Metrics ------------------------------------------------------------------
+# GET /metrics: Prometheus's exposition (observability/, docs/operations.md#metrics).
+# A scrape sends `Authorization: Bearer <METRICS_TOKEN>`; without a token the
+# endpoint is off (404), except to a client on this machine with DEBUG (make run).
+# Web processes count requests and orders in prometheus_client's multiprocess mode
+# when PROMETHEUS_MULTIPROC_DIR is set in their environment (the web unit sets it).
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+if METRICS_TOKEN and len(METRICS_TOKEN) < 32:
+    raise ImproperlyConfigured("METRICS_TOKEN is at least 32 characters (e.g. `openssl rand -hex 32`).")
+# Prometheus on the same machine may scrape gunicorn over plain HTTP on loopback.
+SECURE_REDIRECT_EXEMPT = [*SECURE_REDIRECT_EXEMPT, r"^metrics$"]

@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from core import views as core_views
 from core.csp import content_security_policy
+from observability.views import metrics
 
 # The API docs page under the strict policy (core/csp.py): its script comes as a
 # file (/api/docs/?script=, the split view) instead of inline, its styles from
@@ -14,6 +15,8 @@ api_docs = content_security_policy(img_src=["'self'", "data:"])(SpectacularSwagg
 urlpatterns = [
     path("healthz", core_views.healthz, name="healthz"),
     path("readyz", core_views.readyz, name="readyz"),
+    # Prometheus (docs/operations.md#metrics): METRICS_TOKEN, and nginx lets in only the allowed addresses.
+    path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", api_docs, name="docs"),

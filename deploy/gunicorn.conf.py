@@ -53,7 +53,9 @@ preload_app = True
 limit_request_line = 8190
 limit_request_field_size = 16384
 limit_request_fields = 32768
-accesslog = "-"
+# No access log of gunicorn's own: the application writes one JSON line per request,
+# with its request id (observability/middleware.py, logger gpurenthub.access).
+accesslog = None
 errorlog = "-"
 forwarded_allow_ips = "127.0.0.1"
 
@@ -74,3 +76,16 @@ def post_worker_init(worker):
     from catalog import feed
 
     feed.start()
+
+
+def child_exit(server, worker):
+    """A worker that ended leaves its multiprocess metric files behind; its live
+    gauges are dropped (prometheus_client.multiprocess.mark_process_dead, as
+    https://prometheus.github.io/client_python/multiprocess/ asks of gunicorn).
+    Counters and histograms stay: a scrape keeps adding them up."""
+    import os
+
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
