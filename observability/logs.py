@@ -125,6 +125,8 @@ class JsonFormatter(_JsonFormatter):
     method and masked path."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if not args:
+            kwargs.setdefault("fmt", "%(levelname)s %(name)s %(message)s %(request_id)s %(task_id)s")
         kwargs.setdefault("timestamp", "time")
         kwargs.setdefault("rename_fields", {"levelname": "level", "name": "logger", "exc_info": "exception"})
         super().__init__(*args, **kwargs)
@@ -134,6 +136,9 @@ class JsonFormatter(_JsonFormatter):
         if request is not None and hasattr(request, "path"):
             log_data["method"], log_data["path"] = getattr(request, "method", ""), request.path
         out = {}
+        stamp = log_data.get("time")
+        if hasattr(stamp, "isoformat"):
+            log_data["time"] = stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         for key, value in log_data.items():
             out[key] = MASK if _secret_name(key) else _masked(value)
         return out
