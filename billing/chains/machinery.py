@@ -254,7 +254,8 @@ class ScanRun:
             self._renew()
 
     def line(self, text: str) -> None:
-        log.info("%s", text)
+        # A step's progress: for the operator watching `scan_chain`, not the log of every pass.
+        log.debug("%s", text)
         if self.progress is not None:
             self.progress(text)
 
@@ -534,8 +535,20 @@ def chain_run(
     else:
         health_ok(watcher.chain, tip_height=report.tip_height, now=now or timezone.now())
     report.seconds = time.monotonic() - started
-    if report.error or report.blocks or report.unconfirmed or report.uncounted or report.recorded:
+    # A pass logs when it found or changed something (its failure is logged above); a
+    # pass over empty blocks is DEBUG, so an idle chain writes nothing at INFO.
+    eventful = (
+        report.recorded
+        or report.unconfirmed
+        or report.uncounted
+        or report.confirmations_updated
+        or report.reorgs
+        or report.strays
+    )
+    if eventful and not report.error:
         log.info("%s", report.summary())
+    else:
+        log.debug("%s", report.summary())
     return report
 
 
