@@ -20,7 +20,7 @@ TEST_WORKERS ?= 2
 PO_FILES := $(wildcard */locale/*/LC_MESSAGES/*.po)
 MO_FILES := $(PO_FILES:.po=.mo)
 
-.PHONY: run test install lock check lint clean services chain-nodes browser nginx messages screenshots bench
+.PHONY: run test install lock check lint clean services chain-nodes browser nginx promtool messages screenshots bench
 
 # requirements.lock is the whole resolved set (make lock), so pip installs it as listed
 # (--no-deps: nothing to resolve) and `pip check` then proves nothing is missing; modules
@@ -62,7 +62,12 @@ browser:
 nginx:
 	@bash tests/deploy/ensure-nginx.sh
 
-test: install services chain-nodes browser nginx
+# Debian's prometheus package for its promtool: tests/observability/test_alerts.py checks and
+# unit-tests deploy/prometheus/alerts.yml with it.
+promtool:
+	@bash tests/observability/ensure-promtool.sh
+
+test: install services chain-nodes browser nginx promtool
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 	  $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
