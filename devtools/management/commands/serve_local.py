@@ -202,8 +202,8 @@ class Command(BaseCommand):
                 "1",
                 "--threads",
                 "8",
-                "--access-logfile",
-                "-",
+                # No access log of gunicorn's: the application writes one line per request,
+                # with its request id (observability/middleware.py).
             ],
             "worker": [
                 py,
