@@ -68,7 +68,13 @@ class ObservabilityMiddleware:
                 request.path,
                 status,
                 seconds * 1000,
-                extra={"route": route, "status": status, "duration_ms": round(seconds * 1000, 1)},
+                extra={
+                    "method": method,
+                    "path": request.path,
+                    "route": route,
+                    "status": status,
+                    "duration_ms": round(seconds * 1000, 1),
+                },
             )
             return response
         finally:

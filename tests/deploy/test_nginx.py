@@ -185,9 +185,10 @@ class Answer:
         return json.loads(self.body)
 
 
-def send(port: int, head: bytes, *, tls: bool = True) -> Answer:
-    """Send `head` (a request line and headers; Connection: close added) and read the answer."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=15)
+def send(port: int, head: bytes, *, tls: bool = True, source: str | None = None) -> Answer:
+    """Send `head` (a request line and headers; Connection: close added) and read the answer,
+    from the loopback address `source` when given (127.0.0.2: a client nginx does not know)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=15, source_address=(source, 0) if source else None)
     if tls:
         context = ssl.create_default_context()
         context.check_hostname = False
@@ -411,3 +412,18 @@ def test_http2_requests_pass_or_are_refused_in_the_error_shape(stack):
         assert ("x-upstream: reached" in out.lower()) == (expected == 200)
         if expected == 414:
             assert '"code": "uri_too_long"' in out
+
+
+def test_metrics_are_served_only_to_the_addresses_nginx_allows(stack):
+    """/metrics (docs/operations.md#metrics): passed on from loopback (the allow list),
+    refused by nginx itself, in the error shape, from any other address."""
+    allowed = request(stack, "/metrics")
+    assert allowed.upstream and allowed.status == 200
+    assert allowed.json()["path"] == "/metrics"
+    refused = request(stack, "/metrics", source="127.0.0.2")
+    assert not refused.upstream
+    assert refused.status == 403
+    assert refused.headers["content-type"] == "application/json"
+    assert refused.json()["error"]["code"] == "forbidden"
+    # The rest of the site answers that address as before.
+    assert request(stack, "/api/v1/catalog/gpus", source="127.0.0.2").upstream
