@@ -347,7 +347,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Logging ------------------------------------------------------------------
-# Everything goes to stdout (the journal in production), one JSON object a line
+# Everything goes to stderr (the journal in production), one JSON object a line
 # (LOG_FORMAT=json, the default with DEBUG off) or a line of text (LOG_FORMAT=plain,
 # the default with DEBUG), each with the request id of the request or task that
 # wrote it, secrets masked (observability/logs.py). Celery's worker and beat use
@@ -372,8 +372,9 @@ LOGGING = {
     },
     "handlers": {
         "console": {
+            # stderr, as before: a command's own output on stdout (dumpdata, JSON reports) stays clean.
             "class": "logging.StreamHandler",
-            "stream": "ext://sys.stdout",
+            "stream": "ext://sys.stderr",
             "formatter": LOG_FORMAT,
             "filters": ["request_id"],
         }
