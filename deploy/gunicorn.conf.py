@@ -57,6 +57,21 @@ limit_request_fields = 32768
 # with its request id (observability/middleware.py, logger gpurenthub.access).
 accesslog = None
 errorlog = "-"
+# gunicorn's own lines (starting, a worker booted or timed out) as JSON objects too, like
+# the application's (observability/logs.py), to stderr. gunicorn merges this into its
+# defaults (gunicorn/glogging.py, CONFIG_DEFAULTS) and, given a dictionary, turns its
+# access logger on: it is silenced here, the application's line is the access line.
+logconfig_dict = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "root": {"level": "INFO", "handlers": ["json"]},
+    "loggers": {
+        "gunicorn.error": {"level": "INFO", "handlers": ["json"], "propagate": False, "qualname": "gunicorn.error"},
+        "gunicorn.access": {"level": "CRITICAL", "handlers": [], "propagate": False, "qualname": "gunicorn.access"},
+    },
+    "handlers": {"json": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
+    "formatters": {"json": {"()": "observability.logs.JsonFormatter"}},
+}
 forwarded_allow_ips = "127.0.0.1"
 
 

@@ -234,3 +234,32 @@ def test_requests_with_credentials_leave_none_in_the_logs(captured, customer):
     assert "gpurenthub.access" in text  # the requests were logged
     for secret in (*SECRETS.values(), token, "correct horse battery staple"):
         assert secret not in text
+
+
+def test_gunicorn_writes_its_own_lines_as_json_and_no_access_line(capfd):
+    """deploy/gunicorn.conf.py's logconfig_dict, as gunicorn applies it (gunicorn.glogging.Logger)."""
+    from gunicorn.app.base import Application
+    from gunicorn.config import Config
+    from gunicorn.glogging import Logger
+
+    class _App(Application):
+        def init(self, parser, opts, args):
+            return None
+
+        def load(self):
+            return None
+
+    app_ = _App.__new__(_App)
+    app_.cfg = Config()
+    app_.load_config_from_file(str(ROOT / "deploy" / "gunicorn.conf.py"))
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        logger = Logger(app_.cfg)
+        logger.info("Listening at: %s (%s)", "http://127.0.0.1:8000", 4242)
+        logger.access_log.info("an access line")
+    finally:
+        root.handlers, root.level = handlers, level
+    err = capfd.readouterr().err.strip().splitlines()
+    assert [json.loads(line)["message"] for line in err] == ["Listening at: http://127.0.0.1:8000 (4242)"]
+    assert json.loads(err[0])["logger"] == "gunicorn.error"
