@@ -176,6 +176,8 @@ class Bench:
             SITE_URL="http://127.0.0.1",  # production settings want it; the answers measured carry no links
             SECURE_SSL_REDIRECT="false",
             LOG_LEVEL="WARNING",
+            # The memory reading counts requests answered from /metrics (gunicorn writes no access log).
+            METRICS_TOKEN=METRICS_TOKEN,
             DATA_DIR=str(self.tmp / "data"),
             STATIC_ROOT=str(self.tmp / "static"),
             MANUAL_RATES_USD=RATES,
@@ -393,9 +395,8 @@ class Bench:
 
     def memory_after(self, port: int) -> list[tuple[int, float]]:
         """Resident MB of one worker (never recycled) as it passes 10,000
-        mixed requests and --memory-requests, counted in its access log."""
+        mixed requests and --memory-requests, counted from its /metrics."""
         proc = self.gunicorn(port, "--workers", "1", "--max-requests", "0")
-        log = self.tmp / f"gunicorn-{port}.log"
         reads = [
             get("/api/v1/catalog/gpus"),
             get("/api/v1/catalog/stock?region=DFW-1"),
@@ -429,8 +430,8 @@ class Bench:
         readings: list[tuple[int, float]] = []
         served, deadline = 0, time.monotonic() + 600
         while checkpoints and time.monotonic() < deadline and load.poll() is None:
-            time.sleep(0.5)  # a count in a file another process writes: nothing to wait on but time
-            served = log.read_bytes().count(b' HTTP/1.1" ')  # access log lines: requests answered
+            time.sleep(0.5)  # a count the server keeps: nothing to wait on but time
+            served = requests_answered(port)
             while checkpoints and served >= checkpoints[0]:
                 checkpoints.pop(0)
                 readings.append((served, max(rss_mb(int(pid)) for pid in children)))
@@ -661,6 +662,23 @@ def stop(proc: subprocess.Popen) -> None:
     except (ProcessLookupError, subprocess.TimeoutExpired):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+METRICS_TOKEN = secrets.token_hex(32)
+
+
+def requests_answered(port: int) -> int:
+    """Requests the server on `port` has answered but its own scrapes (/metrics, one process)."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        text = resp.read().decode()
+    return sum(
+        int(float(match.group(2)))
+        for match in re.finditer(r"^gpurenthub_http_requests_total\{([^}]*)\} (\S+)$", text, re.M)
+        if 'route="metrics"' not in match.group(1)
+    )
 
 
 def wait_http(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
