@@ -62,15 +62,19 @@ class RequestIdFilter(logging.Filter):
 # --- Secrets ------------------------------------------------------------------------------
 
 MASK = "********"
-_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+# Each pattern with a cheap test of the text (lower-cased) that must pass before the
+# pattern runs: most lines hold none of these words, and a line is written per request.
+_PATTERNS: list[tuple[tuple[str, ...], re.Pattern[str], str]] = [
     # Authorization: Bearer <token> / Basic <b64>, and a bare "Bearer <token>".
     (
+        ("authorization",),
         re.compile(r"(?i)\b(authorization\b[\"']?\s*[:=]\s*[\"']?)(?:(bearer|basic|digest|token)\s+)?[^\s\"',;}]+"),
         r"\1\2 " + MASK,
     ),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + MASK),
+    (("bearer", "basic"), re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + MASK),
     # name=value and "name": "value" where the name says it is a secret.
     (
+        ("pass", "secret", "token", "key", "signature", "recovery", "prv", "mnemonic"),
         re.compile(
             r"(?i)\b([\w-]*(?:password|passwd|secret|token|api[_-]?key|private[_-]?key|view[_-]?key|"
             r"spend[_-]?key|signature|recovery[_-]?codes?|xprv|mnemonic)[\w-]*)"
@@ -79,9 +83,9 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
         r"\1\2" + MASK,
     ),
     # A checkout page's path is its key (billing: /pay/<token>).
-    (re.compile(r"(/pay/)[A-Za-z0-9_-]{16,}"), r"\1" + MASK),
+    (("/pay/",), re.compile(r"(/pay/)[A-Za-z0-9_-]{16,}"), r"\1" + MASK),
     # Extended private keys, whatever they are called.
-    (re.compile(r"\b[xyztuv]prv[1-9A-HJ-NP-Za-km-z]{50,}"), MASK),
+    (("prv",), re.compile(r"\b[xyztuv]prv[1-9A-HJ-NP-Za-km-z]{50,}"), MASK),
 ]
 
 
@@ -92,9 +96,17 @@ def mask_secrets(text: str) -> str:
         from core.reporting import CredentialsMaskingFilter
 
         text = CredentialsMaskingFilter().mask(text)
-    for pattern, replacement in _PATTERNS:
-        text = pattern.sub(replacement, text)
+    lowered = text.lower()
+    for words, pattern, replacement in _PATTERNS:
+        if any(word in lowered for word in words):
+            text = pattern.sub(replacement, text)
     return text
+
+
+# Fields the formatter writes itself, never from user input: not searched for secrets.
+_PLAIN_FIELDS = frozenset(
+    {"time", "level", "logger", "request_id", "task_id", "route", "method", "status", "duration_ms"}
+)
 
 
 def _masked(value: Any, depth: int = 0) -> Any:
@@ -140,7 +152,10 @@ class JsonFormatter(_JsonFormatter):
         if hasattr(stamp, "isoformat"):
             log_data["time"] = stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         for key, value in log_data.items():
-            out[key] = MASK if _secret_name(key) else _masked(value)
+            if key in _PLAIN_FIELDS and (value is None or isinstance(value, str | int | float)):
+                out[key] = value
+            else:
+                out[key] = MASK if _secret_name(key) else _masked(value)
         return out
 
 
