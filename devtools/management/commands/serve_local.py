@@ -289,6 +289,7 @@ class Command(BaseCommand):
                     f"    Admin:     {base}/admin/\n"
                     f"    Checkout:  {base}/pay/<token>  (each invoice's checkout_url)\n"
                     f"    Health:    {base}/healthz  {base}/readyz\n"
+                    f"    Metrics:   {base}/metrics  (Prometheus; from this machine only)\n"
                     "Press Ctrl-C to stop.\n"
                 )
             )
