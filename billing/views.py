@@ -42,7 +42,11 @@ class InvoiceCurrencyView(APIView):
         responses={
             200: serializers.InvoiceOutput,
             400: error_doc("`invalid`, `unknown_currency`, `currency_unavailable`."),
-            409: error_doc("`invoice_not_open`, `invoice_has_payments`, `rate_unavailable`, `stablecoin_depegged`."),
+            409: error_doc(
+                "`invoice_not_open`, `invoice_has_payments` (they pay it all already), `currency_unchanged` (already quoted "
+                "in it), `quote_limit_reached`, "
+                "`rate_unavailable`, `stablecoin_depegged`."
+            ),
         },
         summary="Pay what is left of an open invoice in another currency (new address, new rate, same expiry)",
     )
