@@ -136,7 +136,26 @@ def part_paid(history, customer, customer_api):
     return order
 
 
-def test_screenshots(browser, staff, customer, history, part_paid):
+@pytest.fixture
+def calibrated(history, customer, customer_api, staff):
+    """A rental of an order with a workload, its three benchmark runs uploaded (the recorded files)."""
+    from tests.rentals.helpers import T0, committed, pay
+    from tests.rentals.test_benchmarks import order, upload
+
+    placed = order(customer, customer_api)
+    with time_machine.travel(T0 + timedelta(minutes=5), tick=False):
+        pay(placed["invoice"]["number"], int(placed["invoice"]["amount"]), txid="tx-benchmarks")
+    rental = Rental.objects.get(order_id=placed["id"])
+    with committed():
+        services.rental_activate(
+            rental_id=rental.pk, ipv4="203.0.113.40", ipv6_prefix="2001:db8:40::/64", actor=staff, now=T0
+        )
+    for trace in ("chat", "rag", "batch"):
+        assert upload(customer_api, rental.pk, trace).status_code == 201
+    return rental
+
+
+def test_screenshots(browser, staff, customer, history, part_paid, calibrated):
     browser.size(WIDTH, HEIGHT)
     browser.open("/admin/login/")
     browser.screenshot(DOCS / "login.png", full_page=False)
@@ -151,6 +170,7 @@ def test_screenshots(browser, staff, customer, history, part_paid):
         "account": f"/admin/accounts/account/{customer.pk}/change/",
         "cards": "/admin/catalog/gpumodel/",
         "two-factor": "/admin/two-factor/",
+        "benchmarks": "/admin/rentals/benchmarkcalibration/",
     }
     for name, path in pages.items():
         browser.open(path)
