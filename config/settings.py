@@ -104,6 +104,8 @@ MIDDLEWARE = [
     # Outermost: the request id and the request metrics (observability/middleware.py).
     "observability.middleware.ObservabilityMiddleware",
     "core.middleware.ApiJsonErrorsMiddleware",  # outermost: sees every answer under /api/
+    # A database that is gone (restarting, failing over) is a 503 with Retry-After, not a 500.
+    "core.middleware.DatabaseUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -6,14 +6,20 @@ gets JSON instead: {"error": {"code", "message", "details"}}. A URL that only
 differs by a trailing slash says which one exists.
 
 A NUL character in a path or query is refused with 400 before any view sees
-it (NulCharacterRefusedMiddleware).
+it (NulCharacterRefusedMiddleware). A view that finds the database gone
+answers 503 with Retry-After (DatabaseUnavailableMiddleware).
 """
 
 from __future__ import annotations
 
-from django.http import HttpResponseBadRequest, JsonResponse
+import logging
+
+from django.db import InterfaceError, OperationalError
+from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 
 from core.api import error_body, not_found_details
+
+log = logging.getLogger(__name__)
 
 _CODES = {
     400: ("bad_request", "Bad request."),
@@ -73,3 +79,32 @@ class NulCharacterRefusedMiddleware:
                 return JsonResponse(error_body("bad_request", message, {"reason": "nul_character"}), status=400)
             return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
         return self.get_response(request)
+
+
+class DatabaseUnavailableMiddleware:
+    """A view that finds the database gone (it restarts, fails over, refuses
+    connections) answers 503 with `Retry-After`, not 500: the request did
+    nothing and may be sent again. Under /api/ (and the checkout page's status)
+    in the error shape, code `service_unavailable`; elsewhere plain text. Every
+    other exception is left to Django's 500 handler."""
+
+    RETRY_AFTER_SECONDS = 5
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if not isinstance(exception, (OperationalError, InterfaceError)):
+            return None
+        log.warning("database unavailable on %s %s: %s", request.method, request.path, exception)
+        message = "The database is not answering; nothing was done. Try again in a few seconds."
+        if request.path.startswith("/api/") or request.path.endswith("/status"):
+            details = {"retry_after_seconds": self.RETRY_AFTER_SECONDS}
+            response = JsonResponse(error_body("service_unavailable", message, details), status=503)
+        else:
+            response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = str(self.RETRY_AFTER_SECONDS)
+        return response
