@@ -79,8 +79,11 @@ class RentalBenchmarksView(APIView):
         summary="Upload a vllm bench serve --save-result file for one trace of the plan",
     )
     def post(self, request, rental_id: int):
-        selectors.rental_get(account=request.user, rental_id=rental_id)  # another account's: 404 before reading
-        data = BenchmarkUploadInput(data=request.data)
+        body = request.data  # parsed first, as on every endpoint: malformed or too deeply nested JSON is a 400
+        selectors.rental_get(
+            account=request.user, rental_id=rental_id
+        )  # another account's: 404 before the file is read
+        data = BenchmarkUploadInput(data=body)
         data.valid_or_refuse()
         run = benchmarks.benchmark_upload(
             account=request.user,

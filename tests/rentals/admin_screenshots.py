@@ -139,8 +139,8 @@ def part_paid(history, customer, customer_api):
 @pytest.fixture
 def calibrated(history, customer, customer_api, staff):
     """A rental of an order with a workload, its three benchmark runs uploaded (the recorded files)."""
+    from tests.rentals.benchmark_runs import order, upload
     from tests.rentals.helpers import T0, committed, pay
-    from tests.rentals.test_benchmarks import order, upload
 
     placed = order(customer, customer_api)
     with time_machine.travel(T0 + timedelta(minutes=5), tick=False):

@@ -3,7 +3,6 @@ endpoints, with the result files vLLM 0.9.2's own bench code wrote
 (tests/fixtures/vllm_bench/README.md says how)."""
 
 import copy
-import json
 import shlex
 from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -17,43 +16,11 @@ from core.audit import AuditEntry
 from rentals import services
 from rentals.models import BenchmarkRun, Order, Rental
 from rentals.services import benchmarks as bench_services
+from tests.rentals.benchmark_runs import WORKLOAD, order, recorded, upload
 from tests.rentals.helpers import T0, committed, new_key_line, pay
-from tests.sizing.bench_lines import FIXTURES, check_bench_line
+from tests.sizing.bench_lines import check_bench_line
 
 pytestmark = pytest.mark.django_db
-
-WORKLOAD = {
-    "model": "llama-3.1-8b",
-    "precision": "fp8",
-    "context": 8192,
-    "concurrency": 8,
-    "input_tokens": 1000,
-    "output_tokens": 200,
-}
-
-
-def recorded(trace: str) -> dict:
-    return json.loads((FIXTURES / "0.9.2" / f"{trace}.json").read_text())
-
-
-def order(customer, customer_api, **overrides) -> dict:
-    key = ssh_key_add(account=customer, public_key=new_key_line(), name="k")
-    body = {
-        "region": "DFW-1",
-        "gpu": "l4",
-        "gpu_count": 1,
-        "term": "monthly",
-        "terms": 1,
-        "template": "vllm-0.9-ubuntu-24.04",
-        "addons": [],
-        "ssh_keys": [key.pk],
-        "pay_currency": "LTC",
-        "workload": WORKLOAD,
-    } | overrides
-    with time_machine.travel(T0, tick=False):
-        resp = customer_api.post("/api/v1/orders", body, format="json")
-    assert resp.status_code == 201, resp.json()
-    return resp.json()
 
 
 @pytest.fixture
@@ -71,12 +38,6 @@ def rental(sized, staff):
             rental_id=rental.pk, ipv4="203.0.113.12", ipv6_prefix="2001:db8:12::/64", actor=staff, now=T0
         )
     return rental
-
-
-def upload(client, rental_id: int, trace: str, **body):
-    return client.post(
-        f"/api/v1/rentals/{rental_id}/benchmarks", {"trace": trace, "result": recorded(trace), **body}, format="json"
-    )
 
 
 def test_the_plan_of_an_order_before_paying(sized, customer_api):
