@@ -27,10 +27,13 @@ import importlib
 import re
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import CodeType, FrameType
 
 import pytest
+from rest_framework.test import APIClient
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "architecture.md"
@@ -207,7 +210,7 @@ def arrows(page: Page) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
 
 def forbidden_by_contracts() -> set[tuple[str, str]]:
     """(importer, imported) app pairs that .importlinter's forbidden contracts refuse."""
-    pairs = set()
+    pairs: set[tuple[str, str]] = set()
     for section in IMPORT_LINTER.sections():
         contract = IMPORT_LINTER[section]
         if not section.startswith("importlinter:contract:") or contract.get("type") != "forbidden":
@@ -265,22 +268,27 @@ def test_every_signal_arrow_has_a_listener():
 
 
 def app_of(module: str | None) -> str | None:
+    """The app a module belongs to; None for a module of no app (Django's, the standard library's)."""
     head = (module or "").split(".")[0]
     return head if head in APPS else None
+
+
+def app(module: str) -> str:
+    return module.split(".")[0]
 
 
 @dataclass
 class Hops:
     """Python calls into the project's modules, and the calls from one app into another."""
 
-    modules: Counter = field(default_factory=Counter)
-    hops: Counter = field(default_factory=Counter)  # (caller module, called module) across apps -> calls
+    modules: Counter[str] = field(default_factory=Counter)
+    hops: Counter[tuple[str, str]] = field(default_factory=Counter)  # (caller, called module) across apps -> calls
 
     def apps(self) -> set[str]:
-        return {app_of(module) for module in self.modules}
+        return {app(module) for module in self.modules}
 
     def app_hops(self) -> set[tuple[str, str]]:
-        return {(app_of(a), app_of(b)) for a, b in self.hops}
+        return {(app(a), app(b)) for a, b in self.hops}
 
     def summary(self, name: str) -> str:
         lines = [
@@ -298,17 +306,18 @@ class Tracer:
     frames of Django, DRF and the standard library in between are skipped); it is a hop when that frame's
     app is another. Calls made while `scope`'s code is on the stack go to `inside` as well."""
 
-    def __init__(self, scope) -> None:
-        self.scope = scope.__code__
+    def __init__(self, scope: Callable[..., object]) -> None:
+        self.scope: CodeType = scope.__code__
         self.request, self.inside = Hops(), Hops()
 
-    def __call__(self, frame, event, arg) -> None:
+    def __call__(self, frame: FrameType, event: str, arg: object) -> None:
         if event != "call":
             return
-        module = frame.f_globals.get("__name__")
+        module: str = frame.f_globals.get("__name__") or ""
         if app_of(module) is None:
             return
-        caller, within, below = frame.f_back, frame.f_code is self.scope, None
+        caller, within = frame.f_back, frame.f_code is self.scope
+        below: str | None = None
         while caller is not None:
             if below is None and app_of(caller.f_globals.get("__name__")) is not None:
                 below = caller.f_globals["__name__"]
@@ -322,7 +331,7 @@ class Tracer:
                 hops.hops[(below, module)] += 1
 
 
-def order_traced(client, body: dict) -> Tracer:
+def order_traced(client: APIClient, body: dict[str, object]) -> Tracer:
     from rentals.services.orders import order_create
 
     tracer = Tracer(order_create)
@@ -338,8 +347,6 @@ def order_traced(client, body: dict) -> Tracer:
 @pytest.mark.django_db
 @pytest.mark.parametrize("workload", [True, False], ids=["with-workload", "without-workload"])
 def test_order_create_hops_follow_the_picture(chains, catalog, customer, settings, workload):
-    from rest_framework.test import APIClient
-
     from accounts.services import ssh_key_add, token_create
     from tests.rentals.helpers import new_key_line
 
@@ -365,7 +372,7 @@ def test_order_create_hops_follow_the_picture(chains, catalog, customer, setting
     imports, _ = arrows(page_read(PAGE))
     inside = tracer.inside
     assert inside.apps() == {"rentals", "catalog", "billing", "webhooks", "core"} | ({"sizing"} if workload else set())
-    against = sorted(f"{a} -> {b}" for a, b in inside.hops if (app_of(a), app_of(b)) not in imports)
+    against = sorted(f"{a} -> {b}" for a, b in inside.hops if (app(a), app(b)) not in imports)
     assert against == [], "a call inside order_create from one app into another that no arrow draws"
     print(f"\n{'with' if workload else 'without'} a workload")
     print(tracer.request.summary("POST /api/v1/orders") + "\n" + inside.summary("order_create"))
