@@ -6,16 +6,17 @@ all in code spans. These tests fail on a dotted name that does not import or has
 that reaches into a private helper (a leading underscore: such names move without notice), on a file that is
 missing, on an endpoint no URL route answers, on a setting (`RENTAL_GRACE_DAYS`) Django does not have, on a
 webhook event (`rental.active`) webhooks.models.WEBHOOK_EVENTS does not list, and on a periodic job of
-CELERY_BEAT_SCHEDULE the page does not name.
+CELERY_BEAT_SCHEDULE or a webhook event the page does not name.
 
 The picture (the page's mermaid block) draws an arrow `a --> b` for "a imports b". Every arrow must be
 allowed by .importlinter's contracts, and every import between two apps in the code (grimp's graph, the
 one `lint-imports` reads; migrations left out) must be drawn. A dotted arrow `a -. signals .-> b` says b
-listens to a's signals: b must import a's signals module. Lines inside code spans and fences are read as
-they are written; the checks of links and headings are tests/core/test_docs.py's.
+listens to a's signals: b must import a's signals module. What fenced blocks hold is not read as
+references; the links and headings are tests/core/test_docs.py's to check.
 
-`test_order_create_hops_follow_the_picture` places one order through the API and records every Python
-function the project runs meanwhile (sys.setprofile): each call from one app into another inside
+`test_order_create_hops_follow_the_picture` places an order through the API (after a first one that warms
+the process), with and without a workload, and records every Python function the project runs meanwhile
+(sys.setprofile): each call from one app into another inside
 `order_create` must follow an arrow of the picture. Run with `-s` it prints the figures the page quotes
 (modules entered, hops between apps), counted as the page says.
 """
@@ -192,6 +193,13 @@ def test_every_periodic_job_is_on_the_page():
         if dotted not in named:
             missing.add(f"{entry['task']} ({dotted})")
     assert sorted(missing) == []
+
+
+def test_every_webhook_event_is_on_the_page():
+    from webhooks.models import WEBHOOK_EVENTS
+
+    named = {text for _, text in page_read(PAGE).spans}
+    assert sorted(set(WEBHOOK_EVENTS) - named) == []
 
 
 # --- The picture ------------------------------------------------------------------------------
