@@ -110,3 +110,11 @@ lock:
 
 clean:
 	rm -rf $(VENV) staticfiles .pytest_cache $(MO_FILES)
+
+# The restore test alone (docs/operations.md#the-restore-test): deploy/backup/'s scripts against a
+# throwaway PostgreSQL with WAL archiving and a litecoind regtest node; about half a minute. make test
+# runs it too.
+.PHONY: backup-test
+backup-test: install services chain-nodes
+	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
+	  $(PY) -m pytest -p no:xdist -q tests/deploy/test_backup.py
