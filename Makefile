@@ -118,3 +118,15 @@ clean:
 backup-test: install services chain-nodes
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 	  $(PY) -m pytest -p no:xdist -q tests/deploy/test_backup.py
+
+# The multi-host trial (docs/operations.md#a-multi-host-trial): network namespaces on this machine
+# for db, web1, web2, work1, work2, edge and the LTC regtest chain, each running what deploy/
+# installs; a light load through edge while web1 is cut off, work1 is killed holding a watcher's
+# lease, PostgreSQL and Redis restart and nginx reloads; per-phase figures and invariants. Root;
+# about 8 minutes; removes its namespaces, processes and files at the end.
+# CLUSTER_ARGS="--phase-seconds 30 --keep-logs DIR".
+CLUSTER_ARGS ?=
+.PHONY: cluster-trial
+cluster-trial: install services chain-nodes nginx
+	bench/ensure-cluster-tools.sh
+	$(PY) bench/cluster.py $(CLUSTER_ARGS)
