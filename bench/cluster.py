@@ -33,6 +33,10 @@ rate (MANUAL_RATES_USD=LTC=90, RATE_PROVIDERS empty: no market sources
 reachable), CONFIRMATIONS_LTC=2 (settles within a phase), and the per-account,
 per-address and sign-up caps lifted (every client is the driver's one address).
 
+Of the chain sandboxes only Litecoin's runs (anvil, monerod and the Solana
+node are left out to keep the load light); every payment and the watcher
+lease taken away are LTC.
+
 Load through edge (https, Host api.example.com), a few requests a second in
 all: catalog and stock reads, orders (1 GPU, ten accounts), each open
 invoice's checkout status polled, the order read back; two orders in three are
@@ -718,10 +722,11 @@ class Cluster:
         )
 
     def web1_cut(self) -> float:
+        down = min(20.0, self.args.phase_seconds / 2)  # back well before the phase ends
         at = time.monotonic()
         run(["ip", "-n", PREFIX + "web1", "link", "set", "eth0", "down"])
-        threading.Timer(20, lambda: run(["ip", "-n", PREFIX + "web1", "link", "set", "eth0", "up"])).start()
-        log("web1: link down for 20 s")
+        threading.Timer(down, lambda: run(["ip", "-n", PREFIX + "web1", "link", "set", "eth0", "up"])).start()
+        log(f"web1: link down for {down:g} s")
         return at
 
     def work1_kill(self) -> float:
@@ -746,13 +751,14 @@ class Cluster:
         beat = self.procs["beat"]
         self.procs["beat"] = Proc("beat", "work1", beat.command, self.env, beat.log_path)
         self.procs["beat"].start()
-        self.lease_dead = holder
         self.lease_moved = None
         while holder and time.monotonic() < at + LEASE_TTL + 40:
             owner = self.lease_owner()
             if owner and owner != holder:
                 self.lease_moved = time.monotonic() - at
-                log(f"lease moved after {self.lease_moved:.1f} s to {owner}")
+                pid = int(owner.split(":")[1])
+                host = next((n for n in ("work1", "work2") if pid in self.procs[n].pids()), "?")
+                log(f"lease moved after {self.lease_moved:.1f} s to {owner} ({host})")
                 break
             time.sleep(0.5)
         return at
