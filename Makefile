@@ -112,7 +112,7 @@ clean:
 	rm -rf $(VENV) staticfiles .pytest_cache $(MO_FILES)
 
 # The restore test alone (docs/operations.md#the-restore-test): deploy/backup/'s scripts against a
-# throwaway PostgreSQL with WAL archiving and a litecoind regtest node; about half a minute. make test
+# throwaway PostgreSQL with WAL archiving and a litecoind regtest node; under a minute. make test
 # runs it too.
 .PHONY: backup-test
 backup-test: install services chain-nodes
