@@ -49,7 +49,8 @@ then started again 2 s later as systemd would (the lease must move to a live
 worker within its TTL, 120 s); PostgreSQL restarted (fast); Redis restarted (no
 persistence: queued tasks are lost and made up by the periodic jobs); nginx on
 edge reloaded. Then the orders stop and the paid invoices are given time to
-settle. Per phase it prints requests answered and failed (5xx, connection
+settle. It exits with 1 when an invariant is broken in any phase or a paid
+invoice is left unsettled. Per phase it prints requests answered and failed (5xx, connection
 errors, timeouts), the longest stall (the longest time without any answer
 succeeding) and the longest single request, the time from the fault to the
 first success after the last failure, and the invariants: slots oversold,
@@ -97,6 +98,7 @@ RPC_PORT = 19443
 LEASE = "chain_scan:litecoin"
 LEASE_TTL = 120  # billing/chains/watchers.py LEASE_TTL
 INVARIANTS = ("slots oversold", "payments credited twice", "payments lost", "invoices stuck")
+BROKEN_IF_ANY = (*INVARIANTS, "paid invoices not settled")
 
 
 def log(message: str) -> None:
@@ -822,7 +824,7 @@ class Cluster:
         for row in rows:
             self.requests_summarise(row)
         self.report(rows, final)
-        return rows
+        return [*rows, final]
 
     def report(self, rows: list[dict], final: dict) -> None:
         columns = ["answered", "failed", "longest stall s", "longest request s", "recovery s"]
@@ -871,11 +873,15 @@ def main() -> int:
     cluster = Cluster(args)
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        cluster.run()
+        rows = cluster.run()
     finally:
         signal.signal(signal.SIGTERM, previous)
         log("cleaning up")
         cluster.close()
+    broken = [row.get("phase", "after the drain") for row in rows if any(row.get(name) for name in BROKEN_IF_ANY)]
+    if broken:
+        print(f"invariants broken: {', '.join(broken)}")
+        return 1
     return 0
 
 
