@@ -218,6 +218,24 @@ def unit_commands(unit: str, var: Path) -> list[list[str]]:
     return commands
 
 
+def unit_environment(unit: str, runtime: Path) -> dict[str, str]:
+    """The Environment= lines of deploy/systemd/<unit>, its RuntimeDirectory (/run/<name>, made
+    afresh at each start as systemd does) mapped into `runtime`."""
+    text = (ROOT / "deploy" / "systemd" / unit).read_text()
+    run_dirs = [line.partition("=")[2].strip() for line in text.splitlines() if line.startswith("RuntimeDirectory=")]
+    env = {}
+    for line in text.splitlines():
+        if line.startswith("Environment="):
+            key, _, value = line.partition("=")[2].partition("=")
+            for name in run_dirs:
+                value = value.replace(f"/run/{name}", str(runtime / name))
+            env[key] = value
+    for name in run_dirs:
+        shutil.rmtree(runtime / name, ignore_errors=True)
+        (runtime / name).mkdir(parents=True, mode=0o700)
+    return env
+
+
 def env_file_read(path: Path) -> dict[str, str]:
     """KEY=VALUE lines, as systemd's EnvironmentFile= reads them (comments and blanks skipped)."""
     values = {}
@@ -307,6 +325,8 @@ class Cluster:
         self.stop_orders = threading.Event()
         self.threads: list[threading.Thread] = []
         self.rpc_auth = ("trial", secrets.token_urlsafe(16))
+        self.metrics_token = secrets.token_urlsafe(32)
+        self.metrics_seen: dict[str, float] | None = None
         self.env: dict[str, str] = {}
         self.accounts: list[str] = []
 
@@ -385,6 +405,7 @@ class Cluster:
             "LTC_XPUB": vpub,
             "LTC_NETWORK": "regtest",
             "LTC_RPC_URL": f"http://{user}:{password}@{addr('chain')}:{RPC_PORT}",
+            "METRICS_TOKEN": self.metrics_token,
         }
         text = env_text((ROOT / "deploy" / "env.example").read_text(), values)
         path = self.tmp / "env"
@@ -454,7 +475,8 @@ class Cluster:
             if host == "web1":  # what deploy/install.sh runs after migrate
                 run(in_ns(host, [str(VENV_BIN / "python"), "manage.py", "seed_catalog"]), cwd=ROOT, env=self.env)
             extra = ["--bind", f"{addr(host)}:8000", "--forwarded-allow-ips", addr("edge")]
-            self.proc(host, host, [*web[-1], *extra])
+            unit_env = unit_environment("gpurenthub-web.service", self.tmp / f"run-{host}")
+            self.proc(host, host, [*web[-1], *extra], env={**self.env, **unit_env})
         [worker] = unit_commands("gpurenthub-worker.service", self.var)
         [beat] = unit_commands("gpurenthub-beat.service", self.var)
         self.worker_command = worker
@@ -635,6 +657,37 @@ class Cluster:
     def chain_scanned(self) -> bool:
         return bool(self.sql("SELECT 1 FROM billing_chainstate WHERE chain = 'litecoin' AND last_ok_at IS NOT NULL"))
 
+    def metrics(self) -> dict[str, float]:
+        """What the web hosts' /metrics say (read as Prometheus scrapes them: each host by its own
+        address, with METRICS_TOKEN): requests answered in all and 5xx, summed over both hosts, and
+        the LTC watcher's lag in blocks. A host that does not answer is left out of the sums."""
+        import requests
+        from prometheus_client.parser import text_string_to_metric_families
+
+        totals = {"requests": 0.0, "5xx": 0.0, "hosts read": 0}
+        lag = None
+        for host in ("web1", "web2"):
+            try:
+                answer = requests.get(
+                    f"http://{addr(host)}:8000/metrics",
+                    headers={"Authorization": f"Bearer {self.metrics_token}", "Host": SITE_HOST},
+                    timeout=5,
+                )
+                answer.raise_for_status()
+            except requests.RequestException:
+                continue
+            totals["hosts read"] += 1
+            for family in text_string_to_metric_families(answer.text):
+                for sample in family.samples:
+                    if sample.name == "gpurenthub_http_requests_total":
+                        totals["requests"] += sample.value
+                        if sample.labels.get("status", "").startswith("5"):
+                            totals["5xx"] += sample.value
+                    elif sample.name == "gpurenthub_chain_lag_blocks" and sample.labels.get("chain") == "litecoin":
+                        lag = sample.value if lag is None else max(lag, sample.value)
+        totals["watcher lag"] = lag
+        return totals
+
     def lease_owner(self) -> str | None:
         rows = self.sql("SELECT owner FROM core_lease WHERE name = %s AND expires_at > now()", (LEASE,))
         return rows[0][0] if rows and rows[0][0] else None
@@ -690,6 +743,13 @@ class Cluster:
             fault_at = fault()
         time.sleep(max(0.0, start + seconds - time.monotonic()))
         row = {"phase": name, "start": start, "end": time.monotonic(), "fault_at": fault_at, **self.invariants()}
+        # The servers' own count of what they answered in the phase (the difference of two scrapes).
+        seen = self.metrics()
+        before, self.metrics_seen = self.metrics_seen, seen
+        both = seen["hosts read"] == 2 and before is not None and before["hosts read"] == 2
+        row["served (metrics)"] = int(seen["requests"] - before["requests"]) if both else None
+        row["5xx (metrics)"] = int(seen["5xx"] - before["5xx"]) if both else None
+        row["LTC lag (metrics)"] = None if seen["watcher lag"] is None else int(seen["watcher lag"])
         log(f"{name}: " + ", ".join(f"{k} {v}" for k, v in row.items() if k in INVARIANTS))
         return row
 
@@ -827,7 +887,16 @@ class Cluster:
         return [*rows, final]
 
     def report(self, rows: list[dict], final: dict) -> None:
-        columns = ["answered", "failed", "longest stall s", "longest request s", "recovery s"]
+        columns = [
+            "answered",
+            "failed",
+            "longest stall s",
+            "longest request s",
+            "recovery s",
+            "served (metrics)",
+            "5xx (metrics)",
+            "LTC lag (metrics)",
+        ]
         checks = list(INVARIANTS)
         print()
         print("| phase | " + " | ".join(columns + checks) + " |")
