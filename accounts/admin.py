@@ -144,8 +144,7 @@ class AccountAdmin(AuditedModelAdmin, UserAdmin):
                 actor=request.user,
             )
             obj.pk = account.pk
-            obj.refresh_from_db()
-            obj._state.adding = False
+            obj.refresh_from_db()  # the admin goes on (its log entry, the redirect) with the stored account
             return
         with transaction.atomic():
             old = Account.objects.select_for_update().get(pk=obj.pk)

@@ -28,6 +28,7 @@ from billing.models import (
     PaymentStatus,
     StrayTransfer,
 )
+from core.db import related_all
 from core.errors import NotFound
 from core.money import ZERO, cents
 
@@ -372,14 +373,20 @@ def invoice_progress(*, invoice: Invoice, now: datetime | None = None) -> dict[s
     expired = invoice.status == InvoiceStatus.EXPIRED or (
         invoice.status == InvoiceStatus.NEW and now >= invoice.expires_at
     )
-    requests = {r.pk: r for r in invoice.requests.all()}
-    counted = [p for p in invoice.payments.all() if p.counted and p.disposition != PaymentDisposition.CREDITED]
+    requests = {r.pk: r for r in related_all(invoice, "requests")}
+    counted = [
+        p for p in related_all(invoice, "payments") if p.counted and p.disposition != PaymentDisposition.CREDITED
+    ]
     open_ = [p for p in counted if p.disposition == PaymentDisposition.OPEN]
     paid = payments_fraction(invoice=invoice, payments=counted, requests=requests)
     seen = payments_fraction(invoice=invoice, payments=open_, requests=requests)
     payable = invoice.status in (InvoiceStatus.NEW, InvoiceStatus.EXPIRED)
     credited = sum(
-        (e.amount_usd for e in invoice.credit_entries.all() if e.kind in _CREDIT_FROM_PAYMENTS and e.amount_usd > 0),
+        (
+            e.amount_usd
+            for e in related_all(invoice, "credit_entries")
+            if e.kind in _CREDIT_FROM_PAYMENTS and e.amount_usd > 0
+        ),
         ZERO,
     )
     return {
@@ -397,7 +404,7 @@ def checkout_status(*, invoice: Invoice, now: datetime | None = None) -> Checkou
 
     now = now or timezone.now()
     request = invoice.active_request
-    counted = [p for p in invoice.payments.all() if p.counted]
+    counted = [p for p in related_all(invoice, "payments") if p.counted]
     progress = invoice_progress(invoice=invoice, now=now)
     seen = progress["seen"]
 

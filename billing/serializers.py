@@ -11,6 +11,8 @@ from billing.currencies import CURRENCIES
 from billing.models import Invoice, Payment, PaymentRequest, PaymentStatus
 from billing.selectors import invoice_progress
 from billing.services import confirmations_required
+from core.api import RelatedRows
+from core.db import related_all
 from core.errors import DomainError
 from core.fields import BaseUnitsField, MoneyField
 
@@ -108,7 +110,7 @@ class InvoiceOutput(serializers.Serializer):
     description = serializers.CharField()
     subject = serializers.CharField()
     amount_usd = MoneyField(source="total_usd")
-    lines = InvoiceLineOutput(many=True)
+    lines = RelatedRows(child=InvoiceLineOutput())
     pay_currency = serializers.SerializerMethodField()
     network = serializers.SerializerMethodField()
     amount = serializers.SerializerMethodField(help_text="Amount due in base units of pay_currency (string).")
@@ -130,8 +132,8 @@ class InvoiceOutput(serializers.Serializer):
     settled_at = serializers.DateTimeField(allow_null=True)
     settled_via = serializers.CharField()
     payment_summary = serializers.SerializerMethodField()
-    requests = PaymentRequestOutput(many=True)
-    payments = PaymentOutput(many=True)
+    requests = RelatedRows(child=PaymentRequestOutput())
+    payments = RelatedRows(child=PaymentOutput())
 
     @extend_schema_field(PaymentSummaryOutput)
     def get_payment_summary(self, inv) -> dict:
@@ -180,7 +182,7 @@ class InvoiceOutput(serializers.Serializer):
         if r is None:
             return None
         total = 0
-        for p in inv.payments.all():
+        for p in related_all(inv, "payments"):
             if p.request_id != r.pk or not p.counted:
                 continue
             if confirmed_only and p.status != PaymentStatus.CONFIRMED:

@@ -9,7 +9,6 @@ writes its audit row in the same transaction and sends signals on commit.
 from __future__ import annotations
 
 import logging
-import secrets
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ from billing.models import (
 )
 from billing.selectors import invoice_has_payments
 from core.audit import audit_record
-from core.db import insert, insert_statement, insert_with_children, locked_or_404, prefetched
+from core.db import locked_or_404, written_keep
 from core.errors import Conflict, DomainError, NotFound
 from core.money import CENT, ZERO, ceil_int, cents
 
@@ -232,61 +231,26 @@ def _request_create(
 
     if numbered:
         return _number_write(invoice=invoice, now=now, request=request)
-    (made,) = insert([request(invoice.number)])
+    made = request(invoice.number)
+    made.save(force_insert=True)
     return made
 
 
 def _number_write(*, invoice: Invoice, now: datetime, request=None) -> PaymentRequest | None:
     """Give the invoice the next number of the year and write it with its
     expiry and monitoring window as they are now; with `request` (the payment
-    request, made for a number), insert that too. On PostgreSQL one statement
-    advances the counter, writes the invoice and inserts the request: the
-    counter's lock, on which every invoice of the year queues until its
-    transaction commits, is held for that statement and the commit. The
-    request is made for the number with its digits as a marker the statement
-    replaces (digits need no escaping in a URI; the prefix and year are
-    escaped as the URI escapes them)."""
-    series = f"{settings.INVOICE_NUMBER_PREFIX}-{now.year}"
-    if connection.vendor != "postgresql":
-        invoice.number = _number_take(now=now)
-        invoice.save(update_fields=["number", "expires_at", "monitoring_until"])
-        return insert([request(invoice.number)])[0] if request else None
-    q = connection.ops.quote_name
-    counters, invoices = q(InvoiceCounter._meta.db_table), q(Invoice._meta.db_table)
-    digits = "CASE WHEN n.last < 1000000 THEN lpad(n.last::text, 6, '0') ELSE n.last::text END"
-    numbered = (
-        f"WITH n AS (UPDATE {counters} SET last = last + 1 WHERE series = %s RETURNING last), "
-        f"i AS (UPDATE {invoices} SET number = CAST(%s AS text) || {digits}, expires_at = %s, monitoring_until = %s "
-        f"FROM n WHERE {invoices}.id = %s RETURNING {invoices}.number, {digits} AS digits) "
+    request, made for a number), insert that too, its payment URI naming the
+    number. The counter's lock, on which every invoice of the year queues
+    until its transaction commits, is taken by the first of these three
+    statements and held for the other two and the commit."""
+    invoice.number = _number_take(now=now)
+    Invoice.objects.filter(pk=invoice.pk).update(
+        number=invoice.number, expires_at=invoice.expires_at, monitoring_until=invoice.monitoring_until
     )
-    params: list[Any] = [series, f"{series}-", invoice.expires_at, invoice.monitoring_until, invoice.pk]
-    made = None
     if request is None:
-        sql = f"{numbered}SELECT number FROM i"
-    else:
-        mark = f"n{secrets.token_hex(8)}"  # letters and digits: escaped as nothing
-        made = request(f"{series}-{mark}")
-        fields, columns, values = insert_statement(PaymentRequest, [made])
-        uri = [f.column for f in fields].index("payment_uri")
-        selected = ["%s"] * len(fields)
-        selected[uri] = "replace(%s, %s, i.digits)"
-        values[uri : uri + 1] = [values[uri], mark]
-        sql = (
-            f"{numbered}{columns} SELECT {', '.join(selected)} FROM i "
-            f"RETURNING {q(PaymentRequest._meta.pk.column)}, {q('payment_uri')}, (SELECT number FROM i)"
-        )
-        params += values
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-        if row is None:  # the year's first invoice: its counter row is made first
-            _counter_create(InvoiceCounter, "series", series, "last", 0)
-            cursor.execute(sql, params)
-            row = cursor.fetchone()
-    invoice.number = row[-1]
-    if made is not None:
-        made.pk, made.payment_uri = row[0], row[1]
-        made._state.adding, made._state.db = False, connection.alias
+        return None
+    made = request(invoice.number)
+    made.save(force_insert=True)
     return made
 
 
@@ -371,8 +335,8 @@ def invoice_draft(
         monitoring_until=expires_at + _monitoring_window(),
         metadata=metadata or {},
     )
-    invoice_lines = insert_with_children(
-        invoice,
+    invoice.save(force_insert=True)
+    invoice_lines = InvoiceLine.objects.bulk_create(
         [
             InvoiceLine(
                 invoice=invoice,
@@ -408,12 +372,7 @@ def invoice_issue(*, invoice: Invoice, attach: bool = False) -> Invoice:
         )
     _on_commit_send(signals.invoice_created, invoice)
     if attach:
-        invoice._prefetched_objects_cache = {
-            "lines": prefetched(invoice.lines, invoice_lines),
-            "requests": prefetched(invoice.requests, requests),
-            "payments": prefetched(invoice.payments, []),
-            "credit_entries": prefetched(invoice.credit_entries, []),
-        }
+        written_keep(invoice, lines=invoice_lines, requests=requests, payments=[], credit_entries=[])
     return invoice
 
 

@@ -116,12 +116,20 @@ class Host(models.Model):
 
     def save(self, *args, **kwargs):
         # An edit never writes free_slots: the triggers own it, and the value
-        # this instance read may be stale by the time it is saved.
-        if self.pk is not None and not self._state.adding and kwargs.get("update_fields") is None:
+        # this instance read may be stale by the time it is saved. An edit is
+        # the save of a host read from the database or saved before.
+        if self.pk is not None and getattr(self, "stored", False) and kwargs.get("update_fields") is None:
             kwargs["update_fields"] = [
                 f.name for f in self._meta.concrete_fields if not f.primary_key and f.name != "free_slots"
             ]
         super().save(*args, **kwargs)
+        self.stored = True
+
+    @classmethod
+    def from_db(cls, db, field_names, values):
+        host = super().from_db(db, field_names, values)
+        host.stored = True  # read from the database: a later save() is an edit
+        return host
 
 
 class SlotStatus(models.TextChoices):

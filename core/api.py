@@ -13,6 +13,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import models
 from django.http import Http404, JsonResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import exceptions, serializers, status
@@ -21,6 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from core.db import related_all
 from core.errors import DomainError
 
 log = logging.getLogger(__name__)
@@ -55,44 +57,15 @@ def represent(serializer_class: type[serializers.Serializer], instance: Any) -> 
     return shared.to_representation(instance)
 
 
-_shared_fields: dict[type[serializers.Serializer], Any] = {}
+class RelatedRows(serializers.ListSerializer):
+    """A nested list of a model's related rows (`lines = RelatedRows(child=LineOutput())`,
+    what `many=True` makes) that reads those the write kept on the instance
+    (core.db.written_keep) before asking the relation's manager for them."""
 
-
-def with_shared_fields(serializer_class: type[serializers.Serializer], data: Any) -> serializers.Serializer:
-    """`serializer_class(data=data)` whose fields are built once per class and
-    shared: a serializer deep-copies every declared field for each instance,
-    which for the order's input cost as much as validating it. Its fields only
-    convert and check values (they read no context and keep no state between
-    calls), so one set serves every request and thread; the instance itself
-    (its data, errors and validated values) is new each time. Only for input
-    serializers of such plain fields."""
-    fields = _shared_fields.get(serializer_class)
-    if fields is None:
-        fields = serializer_class().fields
-        _context_free_check(serializer_class, fields)
-        fields = _shared_fields.setdefault(serializer_class, fields)
-    serializer = serializer_class(data=data)
-    serializer.__dict__["fields"] = fields  # the cached_property's slot, filled before first use
-    return serializer
-
-
-def _context_free_check(serializer_class: type, fields: Any) -> None:
-    """Refuse, once per class, a field that would read the request through the
-    shared fields' context (empty: they were bound to no request), or a
-    serializer that changes its fields per instance."""
-    for cls in serializer_class.__mro__:
-        if cls.__module__.startswith("rest_framework."):
-            break  # DRF's own classes: a plain Serializer's fields come from its declarations
-        if "__init__" in vars(cls) or "get_fields" in vars(cls):
-            raise TypeError(f"{serializer_class.__name__} sets up its own fields: its fields cannot be shared")
-    for name, field in fields.items():
-        if isinstance(
-            field, serializers.HiddenField | serializers.RelatedField | serializers.ManyRelatedField
-        ) or getattr(field.default, "requires_context", False):
-            raise TypeError(f"{serializer_class.__name__}.{name} reads the request: its fields cannot be shared")
-        for nested in (field, getattr(field, "child", None)):
-            if isinstance(nested, serializers.Serializer):
-                _context_free_check(type(nested), nested.fields)
+    def get_attribute(self, instance: Any) -> Any:
+        if isinstance(instance, models.Model) and len(self.source_attrs) == 1:
+            return related_all(instance, self.source_attrs[0])
+        return super().get_attribute(instance)
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:

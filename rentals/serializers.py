@@ -16,6 +16,8 @@ from billing.serializers import CurrencyCodeField, InvoiceOutput, checkout_url, 
 from catalog.models import TERM_CHOICES
 from catalog.serializers import QuoteLineOutput, RefusingInput
 from catalog.services import MAX_TERMS
+from core.api import RelatedRows
+from core.db import related_one
 from core.errors import DomainError
 from core.fields import MoneyField, PercentField
 from rentals.services import OrderSpec
@@ -203,7 +205,7 @@ class OrderOutput(serializers.Serializer):
     workload = serializers.JSONField(allow_null=True)
     sizing = serializers.JSONField(allow_null=True)
     launch_command = serializers.CharField(help_text="The `vllm serve` line for the workload, or empty.")
-    lines = OrderLineOutput(many=True)
+    lines = RelatedRows(child=OrderLineOutput())
     subtotal_usd = MoneyField()
     multi_gpu_discount_pct = PercentField()
     term_discount_pct = PercentField()
@@ -220,10 +222,8 @@ class OrderOutput(serializers.Serializer):
     invoice = InvoiceOutput(allow_null=True)
 
     def get_rental_id(self, order) -> int | None:
-        try:
-            return order.rental.pk
-        except Exception:  # RelatedObjectDoesNotExist: not a rental yet
-            return None
+        rental = related_one(order, "rental")  # None: not a rental yet
+        return rental.pk if rental is not None else None
 
 
 class PeriodOutput(serializers.Serializer):

@@ -9,7 +9,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import error_doc, represent, with_shared_fields
+from core.api import error_doc, represent
 from core.pagination import PageQuery, page_of, paginate
 from core.permissions import StaffPermissionRequired
 from core.throttle import client_address
@@ -73,7 +73,7 @@ class OrderListView(APIView):
         summary="Order a server: validate, price, reserve, invoice",
     )
     def post(self, request):
-        data = with_shared_fields(OrderCreateInput, request.data)
+        data = OrderCreateInput(data=request.data)
 
         def run() -> tuple[int, dict]:
             data.valid_or_refuse()

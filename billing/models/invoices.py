@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from billing.currencies import CURRENCY_CHOICES
+from core.db import related_all
 from core.fields import BaseUnitsModelField
 
 
@@ -94,10 +95,8 @@ class Invoice(models.Model):
 
     @property
     def active_request(self) -> PaymentRequest | None:
-        cached = getattr(self, "_prefetched_objects_cache", {}).get("requests")
-        if cached is not None:
-            return next((r for r in cached if r.is_active), None)
-        return self.requests.filter(is_active=True).first()
+        # The requests prefetched or kept by the write that made them, else one query for all of them (few).
+        return next((r for r in related_all(self, "requests") if r.is_active), None)
 
 
 class InvoiceLine(models.Model):

@@ -26,7 +26,7 @@ from catalog import services as catalog
 from catalog.models import TERM_HOURS, Addon, GpuModel, Region, Template
 from catalog.selectors import CatalogSnapshot, catalog_current
 from core.audit import audit_record
-from core.db import from_row, insert_with_children, locked_or_404, prefetched, select_columns, update_columns
+from core.db import from_row, locked_or_404, select_columns, written_keep
 from core.errors import Conflict, DomainError
 from rentals import machine
 from rentals.events import order_event_emit, subscribers_hold
@@ -219,8 +219,8 @@ def order_create(*, account: Any, spec: OrderSpec, client_address: str = "", now
             client_network=network,
             created_at=now,
         )
-        lines = insert_with_children(
-            order,
+        order.save(force_insert=True)
+        lines = OrderLine.objects.bulk_create(
             [
                 OrderLine(
                     order=order,
@@ -262,7 +262,7 @@ def order_create(*, account: Any, spec: OrderSpec, client_address: str = "", now
         )
         order.host = reservation.host
         order.invoice = invoice
-        update_columns(order, "host", "invoice")
+        order.save(update_fields=["host", "invoice"])
         # Read before the locks below, so the event after them costs no query
         # for an account without webhooks.
         subscribers = subscribers_hold(account=account)
@@ -272,8 +272,7 @@ def order_create(*, account: Any, spec: OrderSpec, client_address: str = "", now
             account=account, gpu_count=spec.gpu_count, placing=order.pk, network=network, region=region, gpu=gpu
         )
         billing.invoice_issue(invoice=invoice, attach=True)
-        order._prefetched_objects_cache = {"lines": prefetched(order.lines, lines)}
-        Order.rental.related.set_cached_value(order, None)  # a new order is no rental yet
+        written_keep(order, lines=lines, rental=None)  # a new order is no rental yet
         order_event_emit(order=order, type="order.created", subscribers=subscribers)
     log.info(
         "order %s: %sx %s in %s reserved on %s, invoice %s",
