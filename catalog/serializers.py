@@ -33,14 +33,14 @@ class RefusingInput(serializers.Serializer):
 
     def refuse(self, field: str, error: DomainError) -> serializers.ValidationError:
         """Record `error` as the refusal of `field`; its validator raises what this returns."""
-        self.__dict__.setdefault("_refusals", {})[field] = error
+        self.refusals = {**getattr(self, "refusals", {}), field: error}
         return serializers.ValidationError(error.message, code=error.code)
 
     def valid_or_refuse(self) -> dict[str, Any]:
         """The validated data, or the refusal described above (raised)."""
         if self.is_valid():
             return self.validated_data
-        errors, refusals = self.errors, self.__dict__.get("_refusals", {})
+        errors, refusals = self.errors, getattr(self, "refusals", {})
         if len(errors) == 1 and next(iter(errors)) in refusals:
             raise refusals[next(iter(errors))]
         details: dict[str, Any] = {}

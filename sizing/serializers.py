@@ -7,6 +7,7 @@ get a `Workload` in `validated_data["workload"]`, with the same error codes.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -20,7 +21,6 @@ from core.money import usd_str
 from .arithmetic import (
     KV_PRECISION_BYTES,
     PRECISION_BYTES,
-    Arch,
     Workload,
     gb_number,
     kv_cache_bytes_per_token,
@@ -153,14 +153,7 @@ class WorkloadInput(serializers.Serializer):
                         details={"fields": {"active_params_b": ["exceeds params_b"]}},
                     )
                 # The stated counts are not the config's checkpoint: its layout no longer applies.
-                arch = Arch(
-                    **{
-                        **arch.__dict__,
-                        "total_params": total,
-                        "active_params": None if active == total else active,
-                        "layout": None,
-                    }
-                )
+                arch = replace(arch, total_params=total, active_params=None if active == total else active, layout=None)
         else:
             arch = architecture_from_hf_config(attrs["architecture"], params_b=params_b, active_params_b=active_b)
         precision = attrs.get("precision")
