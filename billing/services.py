@@ -257,8 +257,9 @@ def _number_write(*, invoice: Invoice, now: datetime, request=None) -> PaymentRe
 def _number_take(*, now: datetime) -> str:
     """The next invoice number of the year. The counter row stays locked until
     the caller commits (a rolled-back invoice gives its number back, so numbers
-    have no gaps): every invoice of the year queues on it, so it is taken as
-    the last write of the transaction, in one statement."""
+    have no gaps): every invoice of the year queues on it, so it is taken in
+    one statement as late as the transaction allows (only what carries the
+    number, the invoice and its payment request, is written after it)."""
     series = f"{settings.INVOICE_NUMBER_PREFIX}-{now.year}"
     last = _counter_advance(InvoiceCounter, "series", series, "last", 0) + 1
     return f"{series}-{last:06d}"
