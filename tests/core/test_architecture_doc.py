@@ -384,7 +384,11 @@ def test_order_create_hops_follow_the_picture(chains, catalog, customer, setting
     entered = inside.apps() - {"observability"}
     assert entered == {"rentals", "catalog", "billing", "webhooks", "core"} | ({"sizing"} if workload else set())
     against = sorted(
-        f"{a} -> {b}" for a, b in inside.hops if (app(a), app(b)) not in imports and app(b) != "observability"
+        f"{a} -> {b}"
+        for a, b in inside.hops
+        # core imports no app (.importlinter): it reaches one only through what the app handed it (a
+        # model whose from_db or save core.db calls, a callback), which is no arrow of the picture.
+        if (app(a), app(b)) not in imports and app(b) != "observability" and app(a) != "core"
     )
     assert against == [], "a call inside order_create from one app into another that no arrow draws"
     print(f"\n{'with' if workload else 'without'} a workload")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("accounts", "billing", "catalog", "config", "core", "rentals", "sizing", "webhooks")
+PACKAGES = ("accounts", "billing", "catalog", "config", "core", "rentals", "sizing", "webhooks", "observability")
 
 # Attributes of Django's and DRF's internals (none is in their documentation).
 PRIVATE = frozenset(
