@@ -135,7 +135,10 @@ def test_restore_to_a_named_point_between_two_writes(bench):
 
     # --- two base backups, keeping one: the first and the WAL only it needed go --------
     bench.script("base-backup.sh", env=backup_env)
-    first_wal = _wal_files(archive)[0]
+    # The first backup's own start, from its label: the archive may not hold every file yet when the
+    # script returns (archive_command runs apart), so its earliest file is not that start.
+    [first] = list((bench.backups / "base").iterdir())
+    first_wal = (first / "backup_label").read_text().split("(file ")[1].split(")")[0]
     bench.script("base-backup.sh", env=backup_env)
     [kept] = list((bench.backups / "base").iterdir())
     label = (kept / "backup_label").read_text()
