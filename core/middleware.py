@@ -11,7 +11,10 @@ it (NulCharacterRefusedMiddleware).
 
 from __future__ import annotations
 
-from django.http import HttpResponseBadRequest, JsonResponse
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponseBadRequest, JsonResponse
+from django.http.response import HttpResponseBase
 
 from core.api import error_body, not_found_details
 
@@ -25,10 +28,10 @@ _CODES = {
 
 
 class ApiJsonErrorsMiddleware:
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         response = self.get_response(request)
         if (
             request.path.startswith("/api/")
@@ -50,7 +53,7 @@ class ApiJsonErrorsMiddleware:
 NUL = "\x00"
 
 
-def _has_nul(request) -> bool:
+def _has_nul(request: HttpRequest) -> bool:
     if NUL in request.path:
         return True
     return any(NUL in name or any(NUL in value for value in values) for name, values in request.GET.lists())
@@ -63,10 +66,10 @@ class NulCharacterRefusedMiddleware:
     ?status=) failed with a 500. Under /api/ the answer has the API's error
     shape (code `bad_request`); elsewhere it is a plain-text 400."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if _has_nul(request):
             message = "The address contains a NUL character (%00)."
             if request.path.startswith("/api/"):
