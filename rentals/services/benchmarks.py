@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.db.models import QuerySet
@@ -25,6 +25,9 @@ from core.errors import Conflict, DomainError
 from core.money import cents
 from rentals.models import BenchmarkRun, Order, Rental
 from rentals.selectors import order_get, rental_get
+
+if TYPE_CHECKING:
+    from sizing.arithmetic import Card, Workload
 
 # The most a rental keeps: enough for each trace again and again over a term.
 BENCHMARKS_PER_RENTAL = 100
@@ -49,7 +52,7 @@ def price_per_hour(order: Order) -> Decimal:
     return order.total_usd / (TERM_HOURS[order.term] * order.terms)
 
 
-def _workload(order: Order):
+def _workload(order: Order) -> Workload:
     """The order's workload as sizing reads it (the order keeps what sizing reads: rentals.serializers)."""
     from sizing.serializers import OrderWorkloadInput
 
@@ -79,10 +82,11 @@ def _workload(order: Order):
             "The order's workload no longer sizes (its model left the catalog?).",
             details={"order": order.pk, "fields": data.errors},
         )
-    return data.validated_data["workload"]
+    workload: Workload = data.validated_data["workload"]
+    return workload
 
 
-def _card(order: Order):
+def _card(order: Order) -> Card:
     from sizing.services import card_from_gpu
 
     return card_from_gpu(order.gpu)

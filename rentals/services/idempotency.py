@@ -77,6 +77,8 @@ def idempotent_call(
                     status=422,
                     details={"key": key},
                 ) from None
+            # Written with its response in the transaction that inserted it, which this one waited for.
+            assert record.response_status is not None and record.response_body is not None
             return record.response_status, record.response_body, True
         try:
             with transaction.atomic():

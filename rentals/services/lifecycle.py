@@ -104,8 +104,12 @@ def rental_from_order(*, order_id: int, now: datetime | None = None) -> Rental |
         existing = Rental.objects.filter(order=order).first()
         if existing is not None:
             return existing
-        invoice = Invoice.objects.get(pk=order.invoice_id)
-        if invoice.status != InvoiceStatus.SETTLED or order.status in (OrderStatus.CANCELLED, OrderStatus.UNFULFILLED):
+        invoice = order.invoice
+        if (
+            invoice is None
+            or invoice.status != InvoiceStatus.SETTLED
+            or order.status in (OrderStatus.CANCELLED, OrderStatus.UNFULFILLED)
+        ):
             return None
         if order.status == OrderStatus.EXPIRED:
             try:
@@ -129,6 +133,8 @@ def rental_from_order(*, order_id: int, now: datetime | None = None) -> Rental |
         order.closed_at, order.close_reason = None, ""
         order.save(update_fields=["status", "paid_at", "host", "closed_at", "close_reason"])
         request = invoice.active_request
+        if order.host is None:  # its slots (or those reserved again above) are on one host
+            raise RuntimeError(f"order {order.pk} is paid but holds no host")
         rental = Rental.objects.create(
             account=order.account,
             order=order,

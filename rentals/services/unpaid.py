@@ -158,8 +158,19 @@ def _held(
             ],
         )
         row = cursor.fetchone()
-    values = [int(v or 0) for v in row[:6]]
-    return Held(*values, paid_history=bool(row[6]), stock=int(row[7] or 0))
+    account_orders, account_gpus, account_here, address_orders, address_gpus, address_here = (
+        int(v or 0) for v in row[:6]
+    )
+    return Held(
+        account_orders=account_orders,
+        account_gpus=account_gpus,
+        account_here=account_here,
+        address_orders=address_orders,
+        address_gpus=address_gpus,
+        address_here=address_here,
+        paid_history=bool(row[6]),
+        stock=int(row[7] or 0),
+    )
 
 
 def _caps(paid_history: bool) -> tuple[int, int]:
@@ -188,7 +199,7 @@ def hold_share_max(*, stock: int, gpus_per_host: int) -> int | None:
     unpaid, when its stock there (free or held unpaid) is `stock`:
     UNPAID_HOLD_SHARE_PCT percent of it (rounded down), at least one host's
     worth. None: no share cap (100 percent or more)."""
-    pct = settings.UNPAID_HOLD_SHARE_PCT
+    pct: int = settings.UNPAID_HOLD_SHARE_PCT
     if pct >= 100:
         return None
     return max(stock * pct // 100, gpus_per_host)
