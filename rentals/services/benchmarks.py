@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from accounts.models import Account
 from catalog.models import TERM_HOURS
 from core.audit import audit_record
 from core.db import locked_or_404
@@ -106,12 +107,12 @@ def _plan(order: Order, rental: Rental | None) -> PlanContext:
     return PlanContext(plan=plan, order=order, rental=rental, price_per_hour_usd=price_per_hour(order), notes=notes)
 
 
-def order_benchmark_plan(*, account: Any, order_id: int) -> PlanContext:
+def order_benchmark_plan(*, account: Account, order_id: int) -> PlanContext:
     """The plan of one of the account's orders (before paying, too)."""
     return _plan(order_get(account=account, order_id=order_id), None)
 
 
-def rental_benchmark_plan(*, account: Any, rental_id: int) -> PlanContext:
+def rental_benchmark_plan(*, account: Account, rental_id: int) -> PlanContext:
     rental = rental_get(account=account, rental_id=rental_id)
     return _plan(rental.order, rental)
 
@@ -124,7 +125,7 @@ ENVIRONMENT_FIELDS = ("gpu_sku", "driver_version", "cuda_version", "vllm_version
 
 def benchmark_upload(
     *,
-    account: Any,
+    account: Account,
     rental_id: int,
     result: Any,
     trace: str | None = None,
@@ -214,7 +215,7 @@ def benchmark_upload(
     return run
 
 
-def rental_benchmarks(*, account: Any, rental_id: int) -> tuple[Rental, QuerySet[BenchmarkRun]]:
+def rental_benchmarks(*, account: Account, rental_id: int) -> tuple[Rental, QuerySet[BenchmarkRun]]:
     """The rental's uploads (the caller pages them, oldest first)."""
     rental = rental_get(account=account, rental_id=rental_id)
     return rental, BenchmarkRun.objects.filter(rental=rental)

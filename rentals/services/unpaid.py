@@ -82,7 +82,7 @@ class Held:
 
 def _held(
     *,
-    account: Any,
+    account: Account,
     lock: bool,
     besides: int | None = None,
     network: str = "",
@@ -180,7 +180,7 @@ def _caps(paid_history: bool) -> tuple[int, int]:
     return settings.UNPAID_ORDERS_MAX, settings.UNPAID_GPUS_MAX
 
 
-def unpaid_limits(*, account: Any, lock: bool = False, besides: int | None = None) -> dict[str, Any]:
+def unpaid_limits(*, account: Account, lock: bool = False, besides: int | None = None) -> dict[str, Any]:
     """The caps that apply to the account, and what it holds unpaid now (leaving
     out the order `besides`)."""
     held = _held(account=account, lock=lock, besides=besides)
@@ -215,7 +215,7 @@ def _over(orders: int, gpus: int, gpu_count: int, max_orders: int, max_gpus: int
 
 def unpaid_limit_check(
     *,
-    account: Any,
+    account: Account,
     gpu_count: int,
     placing: int | None = None,
     network: str = "",
@@ -293,7 +293,7 @@ def unpaid_limit_check(
             )
 
 
-def account_unpaid_orders_release(*, account: Any, reason: str, actor: Any = None) -> int:
+def account_unpaid_orders_release(*, account: Account, reason: str, actor: Any = None) -> int:
     """Cancel the account's unpaid orders (their GPUs go back to stock, their
     invoices are voided). An order whose payment has been seen is left to
     become a rental. Returns how many were cancelled."""
