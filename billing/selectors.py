@@ -32,7 +32,7 @@ from core.errors import NotFound
 from core.money import ZERO, cents
 
 
-def invoice_prefetches(prefix: str = "") -> list:
+def invoice_prefetches(prefix: str = "") -> list[Any]:
     """What rendering an invoice reads, for prefetch_related (`prefix` reaches
     invoices through a relation, e.g. "invoice__")."""
     return [

@@ -128,7 +128,7 @@ class ScanReport:
     def ok(self) -> bool:
         return not self.error and not self.skipped
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def summary(self) -> str:

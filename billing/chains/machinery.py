@@ -295,7 +295,8 @@ class ScanRun:
         rows = PaymentRequest.objects.filter(
             currency__in=list(currencies or self.currencies()), invoice__monitoring_until__gte=horizon
         )
-        return rows.aggregate(at=Min("created_at"))["at"]
+        at: datetime | None = rows.aggregate(at=Min("created_at"))["at"]
+        return at
 
     def counted(self, currencies: Collection[str] | None = None) -> list[CountedPayment]:
         """Payments the watcher recorded to the watched destinations (`watched`'s

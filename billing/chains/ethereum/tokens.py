@@ -41,9 +41,9 @@ class LogReader:
         self.span = max(1, span)
         self.splits = 0  # ranges refused and split, for logs and tests
 
-    def logs(self, *, first: int, last: int, contracts: Sequence[str] | None = None) -> list[dict]:
+    def logs(self, *, first: int, last: int, contracts: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Every Transfer log of blocks first..last (inclusive), in block order."""
-        found: list[dict] = []
+        found: list[dict[str, Any]] = []
         pending = [(a, min(a + self.span - 1, last)) for a in range(first, last + 1, self.span)]
         pending.reverse()
         while pending:

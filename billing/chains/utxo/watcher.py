@@ -187,12 +187,12 @@ def _in_mempool(rpc: BitcoinRpc, txids: Iterable[str]) -> set[str]:
     return found
 
 
-def _pending_json(mempool: MempoolWatcher) -> dict:
+def _pending_json(mempool: MempoolWatcher) -> dict[str, Any]:
     return {tx.txid: tx.as_json() for tx in mempool.pending}
 
 
-def _pending_load(extra: Mapping) -> list[PaymentTx]:
-    stored: Mapping = (extra or {}).get("mempool", {})
+def _pending_load(extra: Mapping[str, Any]) -> list[PaymentTx]:
+    stored: Mapping[str, Any] = (extra or {}).get("mempool", {})
     return [PaymentTx.from_json(txid, data) for txid, data in stored.items()]
 
 
