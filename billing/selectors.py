@@ -11,15 +11,19 @@ from fractions import Fraction
 from typing import Any
 
 from django.conf import settings
-from django.db.models import F, Lookup, Prefetch, QuerySet, Sum
+from django.db.models import Case, Exists, F, Lookup, OuterRef, Prefetch, QuerySet, Subquery, Sum, Value, When
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from billing import machine
+from billing.chains.config import enabled_currencies, network_name, payment_uri
+from billing.chains.interface import Destination
 from billing.currencies import CURRENCIES
 from billing.models import (
     ChainState,
     CreditBalance,
     CreditEntry,
+    CreditKind,
     Invoice,
     InvoiceStatus,
     Payment,
@@ -200,8 +204,6 @@ def chain_health(*, chain: str, now: datetime | None = None) -> ChainHealth:
 
 
 def currencies_enabled() -> list[dict[str, Any]]:
-    from billing.chains.config import enabled_currencies, network_name
-
     out = []
     health: dict[str, ChainHealth] = {}
     for code in enabled_currencies():
@@ -229,11 +231,6 @@ def _settled_in(*, since: datetime, until: datetime) -> QuerySet[Invoice]:
     the currency of its quote (settled by staff), else `marked`. An invoice
     whose whole value went back as credit (its subject could not be delivered)
     is left out: that money is counted when the credit pays for something."""
-    from django.db.models import Case, Exists, OuterRef, Subquery, Value, When
-    from django.db.models.functions import Coalesce
-
-    from billing.models import CreditEntry, CreditKind, PaymentDisposition
-
     applied = (
         Payment.objects.filter(invoice=OuterRef("pk"), disposition=PaymentDisposition.APPLIED)
         .order_by("id")
@@ -339,8 +336,6 @@ def _pay_uri_for(request: PaymentRequest, amount: int, *, number: str) -> str:
     still due after a partial payment)."""
     if amount == request.amount_due:
         return request.payment_uri
-    from billing.chains.config import Destination, payment_uri
-
     destination = Destination(
         currency=request.currency,
         address=request.address,
@@ -393,8 +388,6 @@ def invoice_progress(*, invoice: Invoice, now: datetime | None = None) -> dict[s
 
 def checkout_status(*, invoice: Invoice, now: datetime | None = None) -> CheckoutStatus:
     """The checkout page's view of an invoice (loaded with `invoice_prefetches`)."""
-    from billing.chains.config import enabled_currencies
-
     now = now or timezone.now()
     request = invoice.active_request
     counted = [p for p in invoice.payments.all() if p.counted]

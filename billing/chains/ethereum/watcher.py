@@ -75,6 +75,7 @@ def _settings_int(name: str, default: int) -> int:
 
 class EthereumWatcher(BlockWatcher):
     step_blocks = 25
+    chain_family = family.FAMILY
 
     def __init__(self, spec: ChainSpec) -> None:
         self.spec = spec
@@ -126,10 +127,7 @@ class EthereumWatcher(BlockWatcher):
         return PushSource(url=url, topics=("newHeads",), setting="ETH_WS_URL") if url else None
 
     def _tokens_enabled(self) -> list[str]:
-        from billing.chains.config import enabled_currencies
-
-        enabled = enabled_currencies()
-        return [code for code in TOKENS if code in enabled]
+        return [code for code in TOKENS if self.chain_family.enabled(code)]
 
     def node_check(self, run: ScanRun) -> None:
         rpc: EthRpc = run.client

@@ -106,6 +106,8 @@ def unlocked(*, unlock_time: int, wallet_height: int, now: float) -> bool:
 
 
 class MoneroWatcher(Watcher):
+    chain_family = family.FAMILY
+
     def __init__(self, spec: ChainSpec) -> None:
         self.spec = spec
 

@@ -44,6 +44,7 @@ from billing.chains.interface import PushSource, ScanReport, setting_value
 from billing.chains.machinery import BlockWatcher, Recorder, ScanRun, chain_run, chain_state, cursor_store_at
 from billing.chains.spec import ChainSpec
 from billing.chains.utxo import CHAINS
+from billing.chains.utxo import family as utxo_family
 from billing.chains.utxo.rpc import BitcoinRpc, RpcError
 from billing.chains.utxo.scanner import (
     RPC_NOT_FOUND,
@@ -216,6 +217,7 @@ class UtxoWatcher(BlockWatcher):
     """BTC's or LTC's watcher: the shared block walk, plus the node's mempool."""
 
     step_blocks = STEP_BLOCKS
+    chain_family = utxo_family.FAMILY
 
     def __init__(self, spec: ChainSpec) -> None:
         self.spec = spec
