@@ -453,8 +453,11 @@ class ScanRun:
             chain=self.chain, status=PaymentStatus.PENDING, block_height__isnull=False
         ).select_related("request")
         for p in pending:
-            confirmations = tip_height - int(p.block_height) + 1
-            final = None if final_height is None else int(p.block_height) <= final_height
+            height = p.block_height
+            if height is None:  # the filter leaves none out; the type does not know
+                continue
+            confirmations = tip_height - height + 1
+            final = None if final_height is None else height <= final_height
             if confirmations < 1 or (confirmations == p.confirmations and not final):
                 continue
             services.payment_observe(
@@ -466,7 +469,7 @@ class ScanRun:
                     match_key=p.request.match_key,
                     amount=int(p.amount),
                     confirmations=confirmations,
-                    block_height=int(p.block_height),
+                    block_height=height,
                     block_hash=p.block_hash,
                     final=final,
                 ),

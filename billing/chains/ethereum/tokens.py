@@ -75,7 +75,7 @@ def transfer_logs_parse(logs: Iterable[Mapping[str, Any]], *, watched: Container
     """ERC-20 Transfer logs whose `to` is watched, as token transfers (zero amounts and removed logs skipped)."""
     found: list[Transfer] = []
     for entry in logs:
-        topics = entry.get("topics") or ()
+        topics: Sequence[Any] = entry.get("topics") or ()
         if len(topics) != 3 or entry.get("removed") or str(topics[0]).lower() != TRANSFER_TOPIC:
             continue
         to = topic_address(topics[2])
