@@ -23,7 +23,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import models
+from rest_framework.exceptions import NotAuthenticated
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
 from core.errors import DomainError
@@ -45,6 +47,17 @@ _RANK = {TokenScope.READ: 0, TokenScope.FULL: 1, TokenScope.OPS: 2}
 def scope_includes(held: str | None, needed: str) -> bool:
     """Whether a credential of scope `held` may do what `needed` allows."""
     return held in _RANK and _RANK[TokenScope(held)] >= _RANK[TokenScope(needed)]
+
+
+def request_user(request: Request) -> AbstractBaseUser:
+    """The user an API request is signed in as (settings.AUTH_USER_MODEL). The API's views sit behind
+    IsAuthenticated (the default permission), so they only ever see one; anything else is refused as not
+    signed in. For apps that may not import accounts (billing); the others use
+    accounts.selectors.request_account, typed with the Account model."""
+    user = request.user
+    if not isinstance(user, AbstractBaseUser):
+        raise NotAuthenticated()
+    return user
 
 
 def credential_scope(request: Request) -> str | None:
