@@ -202,7 +202,7 @@ class RefundAmountField(forms.CharField):
         super().__init__(**kwargs)
 
 
-def refund_amount_clean(form: forms.Form, data: dict[str, Any]) -> None:
+def refund_amount_clean(form: forms.BaseForm, data: dict[str, Any]) -> None:
     """Turn the typed refund amount into base units of the refund's currency."""
     text = (data.get("refund_amount") or "").strip()
     if not text:

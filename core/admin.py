@@ -31,6 +31,12 @@ from core.models import AuditEntry, Lease
 DisplayFunction = Any
 
 
+def display_function(**options: Any) -> Callable[[Callable[..., Any]], DisplayFunction]:
+    """`admin.display(**options)` for a function that stands in `fields` (see DisplayFunction)."""
+    decorate: Callable[[Callable[..., Any]], DisplayFunction] = admin.display(**options)
+    return decorate
+
+
 def usd_display(field: str, description: str) -> DisplayFunction:
     """A USD field as `1,715.00`, sortable by the field."""
 
