@@ -89,12 +89,13 @@ bench: install services
 	bench/ensure-tools.sh
 	BENCH_POSTGRES_URL=$(BENCH_POSTGRES_URL) $(PY) bench/load.py $(BENCH_ARGS)
 
-# Static checks: lint and formatting (ruff), and which way imports point
-# (import-linter, contracts in .importlinter). .ci/run runs them before the tests.
+# Static checks: lint and formatting (ruff), which way imports point (import-linter, contracts
+# in .importlinter) and type hints (mypy, [tool.mypy] in pyproject.toml). .ci/run runs them before the tests.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/mypy
 
 check: lint
 	DEBUG=1 $(PY) manage.py check

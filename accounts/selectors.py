@@ -8,6 +8,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.db.models import QuerySet
+from rest_framework.exceptions import NotAuthenticated
+from rest_framework.request import Request
 
 from accounts.models import Account, ApiToken, RecoveryCode, SshKey
 from billing import selectors as billing_selectors
@@ -47,3 +49,12 @@ def ssh_key_list(*, account: Account) -> QuerySet[SshKey]:
 
 def ssh_key_get(*, account: Account, ssh_key_id: int) -> SshKey | None:
     return SshKey.objects.filter(account=account, pk=ssh_key_id).first()
+
+
+def request_account(request: Request) -> Account:
+    """The account an API request is signed in as. The API's views sit behind IsAuthenticated (the
+    default permission), so they only ever see one; anything else is refused as not signed in."""
+    user = request.user
+    if not isinstance(user, Account):
+        raise NotAuthenticated()
+    return user

@@ -6,14 +6,19 @@ from __future__ import annotations
 
 from decimal import Decimal
 from fractions import Fraction
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django import forms
 from django.contrib import admin
-from django.db.models import DecimalField, OuterRef, Prefetch, Subquery, Sum
+from django.contrib.admin.options import InlineModelAdmin
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db.models import DecimalField, Model, OuterRef, Prefetch, QuerySet, Subquery, Sum
+from django.http import HttpRequest
 from django.templatetags.static import static
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from billing import services
 from billing.admin_forms import RecordPaymentForm, RefundAmountField, refund_amount_clean
@@ -45,6 +50,7 @@ from core.admin import (
     ServiceAddAdmin,
     admin_link,
     changelist_url,
+    display_function,
     json_display,
     reason_action,
     related_panel_register,
@@ -55,23 +61,23 @@ from core.admin import (
 # --- How amounts, rates and transactions read ------------------------------------
 
 
-@admin.display(description="amount due")
-def amount_due_coins(request_row):
+@display_function(description="amount due")
+def amount_due_coins(request_row: PaymentRequest) -> str:
     return amount_label(request_row.currency, request_row.amount_due)
 
 
-@admin.display(description="rate (USD per coin)", ordering="rate_usd")
-def usd_rate(row):
+@display_function(description="rate (USD per coin)", ordering="rate_usd")
+def usd_rate(row: PaymentRequest) -> str:
     return display.price(row.rate_usd)
 
 
-@admin.display(description="amount")
-def payment_coins(payment):
+@display_function(description="amount")
+def payment_coins(payment: Payment) -> str:
     return amount_label(payment.currency, payment.amount)
 
 
-@admin.display(description="amount", ordering="amount")
-def payment_coins_short(payment):
+@display_function(description="amount", ordering="amount")
+def payment_coins_short(payment: Payment) -> SafeString:
     return format_html(
         '{}<span class="figure-sub">{}</span>',
         amount_label(payment.currency, payment.amount, with_base_units=False),
@@ -79,8 +85,8 @@ def payment_coins_short(payment):
     )
 
 
-@admin.display(description="transaction", ordering="txid")
-def transaction_short(payment):
+@display_function(description="transaction", ordering="txid")
+def transaction_short(payment: Payment | StrayTransfer) -> SafeString:
     """The txid cut to its ends (the whole one is on the payment's page and in its title)."""
     txid = payment.txid
     short = txid if len(txid) <= 20 else f"{txid[:10]}\u2026{txid[-8:]}"
@@ -147,7 +153,17 @@ class StrayTransferInline(ReadOnlyInline):
     verbose_name_plural = "stray transfers (never credited: review them)"
 
 
-def _record_payment(invoice, *, actor, reason, txid, amount, confirmations, output_index, currency):
+def _record_payment(
+    invoice: Invoice,
+    *,
+    actor: Any,
+    reason: str,
+    txid: str,
+    amount: int,
+    confirmations: int,
+    output_index: int,
+    currency: str,
+) -> None:
     services.payment_record_manual(
         invoice_number=invoice.number,
         txid=txid,
@@ -174,7 +190,7 @@ def subject_admin_register(*, kind: str, url_name: str) -> None:
     _subject_pages[kind] = url_name
 
 
-def subject_link(subject: str):
+def subject_link(subject: str) -> str:
     kind, _, rest = subject.partition(":")
     object_id = rest.split(":", 1)[0]
     url_name = _subject_pages.get(kind)
@@ -193,7 +209,7 @@ def subject_link(subject: str):
 CREDIT_FROM_PAYMENTS = ("overpayment", "late_payment", "payment_credit", "unfulfilled")
 
 
-def _credited_subquery():
+def _credited_subquery() -> Subquery:
     return Subquery(
         CreditEntry.objects.filter(invoice=OuterRef("pk"), kind__in=CREDIT_FROM_PAYMENTS)
         .order_by()
@@ -252,6 +268,17 @@ def to_pay_text(invoice: Invoice, *, credited_usd: Decimal | None) -> str:
     return "nothing (quote ended unpaid)" if ended else due_text
 
 
+class _Credited(TypedDict):
+    credited_usd: Decimal | None
+
+
+if TYPE_CHECKING:  # WithAnnotations takes its TypedDict in type hints only
+    from django_stubs_ext import WithAnnotations
+
+    # An invoice as InvoiceAdmin.get_queryset reads it: with what its payments credited.
+    CreditedInvoice = WithAnnotations[Invoice, _Credited]
+
+
 @admin.register(Invoice)
 class InvoiceAdmin(RecordAdmin):
     """Issued invoices are never edited: corrections are the actions below
@@ -296,9 +323,9 @@ class InvoiceAdmin(RecordAdmin):
     list_select_related = ("account",)
     inlines = [InvoiceLineInline, PaymentRequestInline, PaymentInline, StrayTransferInline]
 
-    def get_inlines(self, request, obj):
+    def get_inlines(self, request: HttpRequest, obj: Invoice | None) -> list[type[InlineModelAdmin[Any, Any]]]:
         # Strays are rare: their table shows only on invoices that received one.
-        inlines = super().get_inlines(request, obj)
+        inlines = list(super().get_inlines(request, obj))
         if obj is None or not obj.stray_transfers.exists():
             inlines = [i for i in inlines if i is not StrayTransferInline]
         return inlines
@@ -327,8 +354,8 @@ class InvoiceAdmin(RecordAdmin):
         ),
     ]
 
-    def get_queryset(self, request):
-        return (
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Invoice]:
+        invoices: QuerySet[Invoice] = (
             super()
             .get_queryset(request)
             .prefetch_related(
@@ -337,21 +364,22 @@ class InvoiceAdmin(RecordAdmin):
             .annotate(credited_usd=_credited_subquery())
             .distinct()
         )
+        return invoices
 
     @admin.display(description="to pay")
-    def amount_due(self, invoice):
+    def amount_due(self, invoice: CreditedInvoice) -> str:
         """What is left to pay in the active quote's coins, or why nothing is."""
         return to_pay_text(invoice, credited_usd=invoice.credited_usd)
 
     @admin.display(description="credited from its payments")
-    def credited(self, invoice):
+    def credited(self, invoice: CreditedInvoice) -> str:
         if not invoice.credited_usd:
             return display.EMPTY
         url = changelist_url("admin:billing_creditentry_changelist", invoice__id__exact=invoice.pk)
         return format_html('{} USD (<a href="{}">ledger rows</a>)', display.usd(invoice.credited_usd), url)
 
     @admin.display(description="needs attention", ordering="needs_attention", empty_value="")
-    def attention(self, invoice):
+    def attention(self, invoice: Invoice) -> SafeString | None:
         """A mark on the rows that need a look; nothing on the others."""
         if not invoice.needs_attention:
             return None
@@ -361,7 +389,7 @@ class InvoiceAdmin(RecordAdmin):
         )
 
     @admin.display(description="needs attention")
-    def attention_page(self, invoice):
+    def attention_page(self, invoice: Invoice) -> str:
         if not invoice.needs_attention:
             return "no"
         return format_html(
@@ -370,12 +398,12 @@ class InvoiceAdmin(RecordAdmin):
         )
 
     @admin.display(description="pays for", ordering="subject")
-    def pays_for(self, invoice):
+    def pays_for(self, invoice: Invoice) -> str:
         """The subject as a link to its page (an order, a rental's renewal)."""
         return subject_link(invoice.subject)
 
     @admin.display(description="checkout page")
-    def checkout_page(self, invoice):
+    def checkout_page(self, invoice: Invoice) -> SafeString:
         """The payer's page (docs/checkout.md): staff can hand the link on."""
         url = checkout_url(invoice)
         return format_html('<a href="{}" target="_blank" rel="noopener noreferrer">{}</a>', url, url)
@@ -410,7 +438,7 @@ class PaymentAdmin(ReadOnlyAdmin):
     list_select_related = ("invoice",)
 
 
-class CreditEntryForm(forms.ModelForm):
+class CreditEntryForm(forms.ModelForm[CreditEntry]):
     """Staff entries only: an adjustment (up or down) or a refund sent from outside."""
 
     kind = forms.ChoiceField(choices=[(CreditKind.ADJUSTMENT, "Adjustment"), (CreditKind.REFUND, "Refund sent")])
@@ -435,14 +463,15 @@ class CreditEntryForm(forms.ModelForm):
             "refund_txid",
         )
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # ModelForm.clean returns cleaned_data
         refund_amount_clean(self, data)
         return data
 
 
-@admin.display(description="refund amount")
-def refund_coins(entry):
+@display_function(description="refund amount")
+def refund_coins(entry: CreditEntry) -> str:
     if not entry.refund_currency or entry.refund_amount is None:
         return display.EMPTY
     return amount_label(entry.refund_currency, entry.refund_amount)
@@ -482,13 +511,14 @@ class CreditEntryAdmin(ServiceAddAdmin):
         "refund_txid",
     )
 
-    def get_fields(self, request, obj=None):
+    # Names and display functions (refund_coins): Any, as core.admin.DisplayFunction says why.
+    def get_fields(self, request: HttpRequest, obj: CreditEntry | None = None) -> Any:
         return self.readonly_page if obj is not None else super().get_fields(request, obj)
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: CreditEntry | None = None) -> Any:
         return self.readonly_page if obj is not None else ()
 
-    def add_through_service(self, request, data):
+    def add_through_service(self, request: HttpRequest, data: dict[str, Any]) -> Model:
         """Staff entries go through the ledger service (balance lock, audit)."""
         if data["kind"] == CreditKind.REFUND:
             return services.credit_refund_record(
@@ -516,7 +546,7 @@ class CreditBalanceAdmin(ReadOnlyAdmin):
     search_fields = ("account__username",)
 
 
-class ManualRateForm(forms.ModelForm):
+class ManualRateForm(forms.ModelForm[RateSample]):
     class Meta:
         model = RateSample
         fields = ("currency", "usd", "valid_until", "note")
@@ -526,12 +556,12 @@ class EndRateForm(ReasonForm):
     pass
 
 
-def _end_rate(sample, *, actor, reason):
+def _end_rate(sample: RateSample, *, actor: Any, reason: str) -> None:
     rate_manual_end(sample_id=sample.pk, actor=actor, reason=reason)
 
 
-@admin.display(description="USD per coin", ordering="usd")
-def usd_price(sample):
+@display_function(description="USD per coin", ordering="usd")
+def usd_price(sample: RateSample) -> str:
     return display.price(sample.usd)
 
 
@@ -548,7 +578,7 @@ class RateSampleAdmin(ServiceAddAdmin):
         reason_action(name="end_manual_rate", description="End manual rate now", call=_end_rate, form_class=EndRateForm)
     ]
 
-    def add_through_service(self, request, data):
+    def add_through_service(self, request: HttpRequest, data: dict[str, Any]) -> Model:
         return rate_manual_set(
             currency=data["currency"],
             usd=data["usd"],
@@ -563,7 +593,7 @@ class ChainStateAdmin(ReadOnlyAdmin):
     list_display = ("chain", "healthy", "height", "tip_height", "last_ok_at", "last_error_at", "consecutive_failures")
 
     @admin.display(boolean=True, description="healthy")
-    def healthy(self, state):
+    def healthy(self, state: ChainState) -> bool:
         return chain_health(chain=state.chain).ok
 
 
@@ -613,9 +643,9 @@ def _status_words(invoice: Invoice) -> str:
     return f"{invoice.get_status_display()}, {invoice.get_exception_display()}"
 
 
-def _account_invoices(account) -> object:
+def _account_invoices(account: AbstractBaseUser) -> SafeString:
     invoices = (
-        Invoice.objects.filter(account=account)
+        Invoice.objects.filter(account_id=account.pk)
         .prefetch_related("requests", "payments")
         .annotate(credited_usd=_credited_subquery())
         .order_by("-created_at", "-id")
@@ -630,15 +660,15 @@ def _account_invoices(account) -> object:
             ("to pay", lambda i: to_pay_text(i, credited_usd=i.credited_usd)),
             ("created", lambda i: f"{i.created_at:%Y-%m-%d %H:%M}"),
         ],
-        total=Invoice.objects.filter(account=account).count(),
+        total=Invoice.objects.filter(account_id=account.pk).count(),
         list_url=changelist_url("admin:billing_invoice_changelist", account__id__exact=account.pk),
         noun="invoices",
     )
 
 
-def _account_credit(account) -> object:
-    balance = CreditBalance.objects.filter(account=account).values_list("balance_usd", flat=True).first()
-    entries = CreditEntry.objects.filter(account=account).select_related("invoice").order_by("-created_at", "-id")
+def _account_credit(account: AbstractBaseUser) -> SafeString:
+    balance = CreditBalance.objects.filter(account_id=account.pk).values_list("balance_usd", flat=True).first()
+    entries = CreditEntry.objects.filter(account_id=account.pk).select_related("invoice").order_by("-created_at", "-id")
     table = related_table(
         rows=list(entries[:5]),
         columns=[
@@ -648,7 +678,7 @@ def _account_credit(account) -> object:
             ("balance after", lambda e: display.usd(e.balance_after_usd)),
             ("invoice", lambda e: e.invoice.number if e.invoice else display.EMPTY),
         ],
-        total=CreditEntry.objects.filter(account=account).count(),
+        total=CreditEntry.objects.filter(account_id=account.pk).count(),
         list_url=changelist_url("admin:billing_creditentry_changelist", account__id__exact=account.pk),
         noun="ledger rows",
     )

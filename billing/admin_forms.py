@@ -8,9 +8,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation, localcontext
+from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.db.models import QuerySet
 
 from billing.currencies import CURRENCIES, Currency, amount_label
 from billing.models import Invoice, PaymentRequest
@@ -128,7 +130,7 @@ class RecordPaymentForm(ReasonForm):
     takes_objects = True  # reason_action passes the selection as `objects`
     field_order = ("txid", "amount", "currency", "confirmations", "output_index", "reason")
 
-    def __init__(self, *args, objects=None, **kwargs):
+    def __init__(self, *args: Any, objects: QuerySet[Invoice] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         invoice = None
         if objects is not None and objects.count() == 1:
@@ -138,7 +140,9 @@ class RecordPaymentForm(ReasonForm):
         self.active = next((r for r in requests if r.is_active), requests[0] if requests else None)
         self.codes = list(dict.fromkeys(r.currency for r in requests)) or list(CURRENCIES)
         default = f"the invoice's active one ({self.active.currency})" if self.active else "the invoice's active one"
-        self.fields["currency"].choices = [("", default)] + [(c, c) for c in self.codes]
+        currency_field = self.fields["currency"]
+        assert isinstance(currency_field, forms.ChoiceField)
+        currency_field.choices = [("", default)] + [(c, c) for c in self.codes]
         # What staff check the transfer against, shown above the form: each
         # quote (newest first) and, for the active one, what is still due.
         self.facts: list[tuple[str, str]] = []
@@ -160,8 +164,9 @@ class RecordPaymentForm(ReasonForm):
                 "amount"
             ].help_text = f"In whole coins or base units, e.g. {unit_hint(CURRENCIES[self.active.currency])}."
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # Form.clean returns cleaned_data
         text = data.get("amount")
         if text is None:
             return data
@@ -186,7 +191,7 @@ class RecordPaymentForm(ReasonForm):
 class RefundAmountField(forms.CharField):
     """The amount a refund sent, in the refund's currency (checked by the form)."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("required", False)
         kwargs.setdefault("max_length", 120)
         kwargs.setdefault(
@@ -197,7 +202,7 @@ class RefundAmountField(forms.CharField):
         super().__init__(**kwargs)
 
 
-def refund_amount_clean(form: forms.Form, data: dict) -> None:
+def refund_amount_clean(form: forms.BaseForm, data: dict[str, Any]) -> None:
     """Turn the typed refund amount into base units of the refund's currency."""
     text = (data.get("refund_amount") or "").strip()
     if not text:

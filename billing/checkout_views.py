@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
+from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
@@ -67,12 +68,15 @@ def _not_found(request: HttpRequest) -> HttpResponse:
     return _private(JsonResponse(error_body("not_found", "No such payment page."), status=404))
 
 
-def _methods(*allowed: str) -> Callable:
+View = Callable[..., HttpResponse]
+
+
+def _methods(*allowed: str) -> Callable[[View], View]:
     """Refuse other HTTP methods with the error shape (405)."""
 
-    def decorator(view: Callable) -> Callable:
+    def decorator(view: View) -> View:
         @wraps(view)
-        def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if request.method not in allowed and not (request.method == "HEAD" and "GET" in allowed):
                 response = JsonResponse(
                     error_body("method_not_allowed", f"Method {request.method} is not allowed here."), status=405
@@ -96,15 +100,15 @@ def _see_other(url: str) -> HttpResponse:
     return _private(response)
 
 
-def _status_payload(status: selectors.CheckoutStatus) -> dict:
+def _status_payload(status: selectors.CheckoutStatus) -> dict[str, Any]:
     payload = dict(CheckoutStatusOutput(status).data)
     payload["poll_seconds"] = settings.CHECKOUT_POLL_SECONDS
     return payload
 
 
-def _metadata_facts(metadata: dict) -> dict:
+def _metadata_facts(metadata: dict[str, Any]) -> dict[str, Any]:
     """What an invoice pays for, where its issuer recorded it (cards, region, term)."""
-    facts: dict = {}
+    facts: dict[str, Any] = {}
     count, gpu = metadata.get("gpu_count"), metadata.get("gpu_name") or metadata.get("gpu")
     if count and gpu:
         facts["cards"] = f"{count} \N{MULTIPLICATION SIGN} {gpu}"

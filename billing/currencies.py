@@ -18,7 +18,7 @@ class Currency:
 
     @property
     def scale(self) -> int:
-        return 10**self.decimals
+        return int(10**self.decimals)  # int ** int is typed Any: a negative exponent gives a float
 
     def to_coins(self, base_units: int) -> Decimal:
         return Decimal(base_units).scaleb(-self.decimals)
@@ -60,7 +60,7 @@ def currency_get(code: str) -> Currency:
 _UNIT_PLURALS = {"lamport": "lamports", "token unit": "token units"}
 
 
-def amount_label(code: str, base_units: int | None, *, with_base_units: bool = True) -> str:
+def amount_label(code: str, base_units: int | str | None, *, with_base_units: bool = True) -> str:
     """An on-chain amount as staff read it: `19.05555556 LTC (1,905,555,556
     litoshi)`; with `with_base_units=False` only `19.05555556 LTC`."""
     if base_units is None or base_units == "":

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from fractions import Fraction
 
 NEW, PROCESSING, SETTLED, EXPIRED, INVALID = "new", "processing", "settled", "expired", "invalid"
@@ -35,7 +36,9 @@ NONE, PAID_PARTIAL, PAID_OVER, PAID_LATE, MARKED = "none", "paid_partial", "paid
 OPEN, APPLIED, CREDITED = "open", "applied", "credited"
 
 
-def payment_fraction(*, amount: int, amount_due: int, request_usd: Fraction, total_usd: Fraction) -> Fraction:
+def payment_fraction(
+    *, amount: int, amount_due: int, request_usd: Fraction | Decimal, total_usd: Fraction | Decimal
+) -> Fraction:
     """The part of its invoice a payment of `amount` base units pays, made to a
     request for `amount_due` base units that asks for `request_usd` of the
     invoice's `total_usd`."""

@@ -8,18 +8,24 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypedDict
 
 from django.conf import settings
-from django.db.models import F, Lookup, Prefetch, QuerySet, Sum
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db.models import Case, Exists, F, Lookup, OuterRef, Prefetch, QuerySet, Subquery, Sum, Value, When
+from django.db.models.functions import Coalesce
 from django.utils import timezone
+from django_stubs_ext import WithAnnotations
 
 from billing import machine
+from billing.chains.config import enabled_currencies, network_name, payment_uri
+from billing.chains.interface import Destination
 from billing.currencies import CURRENCIES
 from billing.models import (
     ChainState,
     CreditBalance,
     CreditEntry,
+    CreditKind,
     Invoice,
     InvoiceStatus,
     Payment,
@@ -33,7 +39,7 @@ from core.errors import NotFound
 from core.money import ZERO, cents
 
 
-def invoice_prefetches(prefix: str = "") -> list:
+def invoice_prefetches(prefix: str = "") -> list[Any]:
     """What rendering an invoice reads, for prefetch_related (`prefix` reaches
     invoices through a relation, e.g. "invoice__")."""
     return [
@@ -44,13 +50,20 @@ def invoice_prefetches(prefix: str = "") -> list:
     ]
 
 
-def invoices_for(*, account: Any) -> QuerySet[Invoice]:
+def _account_id(account: AbstractBaseUser | int) -> int:
+    """The id of `account`, an account (settings.AUTH_USER_MODEL, which billing does not import) or its id."""
+    return account if isinstance(account, int) else int(account.pk)
+
+
+def invoices_for(*, account: AbstractBaseUser | int) -> QuerySet[Invoice]:
     return (
-        Invoice.objects.filter(account=account).prefetch_related(*invoice_prefetches()).order_by("-created_at", "-id")
+        Invoice.objects.filter(account_id=_account_id(account))
+        .prefetch_related(*invoice_prefetches())
+        .order_by("-created_at", "-id")
     )
 
 
-def invoice_get(*, invoice_id: int, account: Any) -> Invoice:
+def invoice_get(*, invoice_id: int, account: AbstractBaseUser | int) -> Invoice:
     """The caller's invoice; anyone else's is simply not found."""
     invoice = invoices_for(account=account).filter(pk=invoice_id).first()
     if invoice is None:
@@ -85,13 +98,17 @@ def invoice_paid_fraction(*, invoice: Invoice) -> Fraction:
     return payments_fraction(invoice=invoice, payments=list(open_.select_related("request")))
 
 
-def credit_balance_usd(*, account: Any) -> Decimal:
-    row = CreditBalance.objects.filter(account=account).values_list("balance_usd", flat=True).first()
+def credit_balance_usd(*, account: AbstractBaseUser | int) -> Decimal:
+    row = CreditBalance.objects.filter(account_id=_account_id(account)).values_list("balance_usd", flat=True).first()
     return row if row is not None else ZERO
 
 
-def credit_entries(*, account: Any) -> QuerySet[CreditEntry]:
-    return CreditEntry.objects.filter(account=account).select_related("invoice").order_by("-created_at", "-id")
+def credit_entries(*, account: AbstractBaseUser | int) -> QuerySet[CreditEntry]:
+    return (
+        CreditEntry.objects.filter(account_id=_account_id(account))
+        .select_related("invoice")
+        .order_by("-created_at", "-id")
+    )
 
 
 class AnyOf(Lookup):
@@ -109,13 +126,13 @@ class AnyOf(Lookup):
     def __init__(self, lhs: Any, rhs: Collection[str]) -> None:
         super().__init__(lhs, tuple(rhs))
 
-    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, tuple[Any, ...]]:
         lhs, params = self.process_lhs(compiler, connection)
-        return f"{lhs} IN (SELECT value FROM json_each(%s))", [*params, json.dumps(list(self.rhs))]
+        return f"{lhs} IN (SELECT value FROM json_each(%s))", (*params, json.dumps(list(self.rhs)))
 
-    def as_postgresql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+    def as_postgresql(self, compiler: Any, connection: Any) -> tuple[str, tuple[Any, ...]]:
         lhs, params = self.process_lhs(compiler, connection)
-        return f"{lhs} = ANY(%s)", [*params, list(self.rhs)]
+        return f"{lhs} = ANY(%s)", (*params, list(self.rhs))
 
 
 def watched_requests(*, currencies: Collection[str], now: datetime | None = None) -> QuerySet[PaymentRequest]:
@@ -201,8 +218,6 @@ def chain_health(*, chain: str, now: datetime | None = None) -> ChainHealth:
 
 
 def currencies_enabled() -> list[dict[str, Any]]:
-    from billing.chains.config import enabled_currencies, network_name
-
     out = []
     health: dict[str, ChainHealth] = {}
     for code in enabled_currencies():
@@ -224,17 +239,16 @@ def currencies_enabled() -> list[dict[str, Any]]:
     return out
 
 
-def _settled_in(*, since: datetime, until: datetime) -> QuerySet[Invoice]:
+class _PaidIn(TypedDict):
+    paid_in: str
+
+
+def _settled_in(*, since: datetime, until: datetime) -> QuerySet[WithAnnotations[Invoice, _PaidIn]]:
     """Invoices settled in [since, until), each with `paid_in`: the currency
     its applied payments came in, `credit` when paid from account credit, else
     the currency of its quote (settled by staff), else `marked`. An invoice
     whose whole value went back as credit (its subject could not be delivered)
     is left out: that money is counted when the credit pays for something."""
-    from django.db.models import Case, Exists, OuterRef, Subquery, Value, When
-    from django.db.models.functions import Coalesce
-
-    from billing.models import CreditEntry, CreditKind, PaymentDisposition
-
     applied = (
         Payment.objects.filter(invoice=OuterRef("pk"), disposition=PaymentDisposition.APPLIED)
         .order_by("id")
@@ -272,12 +286,12 @@ def revenue_by_currency(*, since: datetime, until: datetime) -> list[dict[str, A
     out = []
     for r in sorted(totals, key=lambda r: _revenue_order(r["paid_in"])):
         code = r["paid_in"]
-        amount = int(received[code]) if code in received else None
+        units = int(received[code]) if code in received else None
         out.append(
             {
                 "currency": code,
-                "amount": amount,
-                "amount_display": CURRENCIES[code].coins_str(amount) if amount is not None else "",
+                "amount": units,
+                "amount_display": CURRENCIES[code].coins_str(units) if units is not None else "",
                 "usd": r["usd"],
                 "invoices": r["invoices"],
             }
@@ -340,8 +354,6 @@ def _pay_uri_for(request: PaymentRequest, amount: int, *, number: str) -> str:
     still due after a partial payment)."""
     if amount == request.amount_due:
         return request.payment_uri
-    from billing.chains.config import Destination, payment_uri
-
     destination = Destination(
         currency=request.currency,
         address=request.address,
@@ -400,8 +412,6 @@ def invoice_progress(*, invoice: Invoice, now: datetime | None = None) -> dict[s
 
 def checkout_status(*, invoice: Invoice, now: datetime | None = None) -> CheckoutStatus:
     """The checkout page's view of an invoice (loaded with `invoice_prefetches`)."""
-    from billing.chains.config import enabled_currencies
-
     now = now or timezone.now()
     request = invoice.active_request
     counted = [p for p in related_all(invoice, "payments") if p.counted]

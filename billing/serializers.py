@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from billing.currencies import CURRENCIES
 from billing.models import Invoice, Payment, PaymentRequest, PaymentStatus
-from billing.selectors import invoice_progress
+from billing.selectors import CheckoutStatus, invoice_progress
 from billing.services import confirmations_required
 from core.api import RelatedRows
 from core.db import related_all
@@ -19,16 +19,17 @@ from core.fields import BaseUnitsField, MoneyField
 
 def checkout_url(invoice: Invoice) -> str:
     """The absolute address of an invoice's checkout page."""
-    return settings.SITE_URL.rstrip("/") + reverse("checkout", kwargs={"token": invoice.checkout_token})
+    return str(settings.SITE_URL).rstrip("/") + reverse("checkout", kwargs={"token": invoice.checkout_token})
 
 
-class RateOutput(serializers.Serializer):
+class RateOutput(serializers.Serializer[Any]):
     usd = serializers.CharField(source="rate_usd")
-    source = serializers.CharField(source="rate_source")
+    # Declared fields are taken off the class (the serializer's metaclass): not Field.source, as the stubs see it.
+    source = serializers.CharField(source="rate_source")  # type: ignore[assignment]
     at = serializers.DateTimeField(source="rate_at")
 
 
-class PaymentRequestOutput(serializers.Serializer):
+class PaymentRequestOutput(serializers.Serializer[Any]):
     currency = serializers.CharField()
     network = serializers.CharField()
     address = serializers.CharField()
@@ -48,7 +49,7 @@ class PaymentRequestOutput(serializers.Serializer):
         return CURRENCIES[req.currency].coins_str(int(req.amount_due))
 
 
-class PaymentOutput(serializers.Serializer):
+class PaymentOutput(serializers.Serializer[Any]):
     currency = serializers.CharField()
     txid = serializers.CharField()
     index = serializers.IntegerField(source="output_index", help_text="Output or log index; -1 where there is none.")
@@ -72,7 +73,7 @@ class PaymentOutput(serializers.Serializer):
         return confirmations_required(currency=p.currency)
 
 
-class InvoiceLineOutput(serializers.Serializer):
+class InvoiceLineOutput(serializers.Serializer[Any]):
     position = serializers.IntegerField()
     code = serializers.CharField()
     description = serializers.CharField()
@@ -82,7 +83,7 @@ class InvoiceLineOutput(serializers.Serializer):
     amount_usd = MoneyField()
 
 
-class PaymentSummaryOutput(serializers.Serializer):
+class PaymentSummaryOutput(serializers.Serializer[Any]):
     """What happened to what was paid to an invoice (billing.selectors.invoice_progress)."""
 
     counted_usd = MoneyField(
@@ -100,7 +101,7 @@ class PaymentSummaryOutput(serializers.Serializer):
     )
 
 
-class InvoiceOutput(serializers.Serializer):
+class InvoiceOutput(serializers.Serializer[Any]):
     """An invoice with its active payment request's fields at the top level."""
 
     id = serializers.IntegerField()
@@ -136,48 +137,48 @@ class InvoiceOutput(serializers.Serializer):
     payments = RelatedRows(child=PaymentOutput())
 
     @extend_schema_field(PaymentSummaryOutput)
-    def get_payment_summary(self, inv) -> dict:
+    def get_payment_summary(self, inv: Invoice) -> dict[str, Any]:
         return PaymentSummaryOutput(invoice_progress(invoice=inv)).data
 
     def _req(self, inv: Invoice) -> PaymentRequest | None:
         return inv.active_request
 
-    def get_pay_currency(self, inv) -> str | None:
+    def get_pay_currency(self, inv: Invoice) -> str | None:
         r = self._req(inv)
         return r.currency if r else None
 
-    def get_network(self, inv) -> str | None:
+    def get_network(self, inv: Invoice) -> str | None:
         r = self._req(inv)
         return r.network if r else None
 
     @extend_schema_field({"type": "string", "nullable": True, "example": "390000"})
-    def get_amount(self, inv):
+    def get_amount(self, inv: Invoice) -> str | None:
         r = self._req(inv)
         return str(int(r.amount_due)) if r else None
 
-    def get_amount_display(self, inv) -> str | None:
+    def get_amount_display(self, inv: Invoice) -> str | None:
         r = self._req(inv)
         return CURRENCIES[r.currency].coins_str(int(r.amount_due)) if r else None
 
-    def get_address(self, inv) -> str | None:
+    def get_address(self, inv: Invoice) -> str | None:
         r = self._req(inv)
         return r.address if r else None
 
-    def get_reference(self, inv) -> str | None:
+    def get_reference(self, inv: Invoice) -> str | None:
         r = self._req(inv)
         return (r.reference or None) if r else None
 
-    def get_payment_uri(self, inv) -> str | None:
+    def get_payment_uri(self, inv: Invoice) -> str | None:
         r = self._req(inv)
         return r.payment_uri if r else None
 
-    def get_qr_url(self, inv) -> str | None:
+    def get_qr_url(self, inv: Invoice) -> str | None:
         return reverse("invoice-qr", kwargs={"invoice_id": inv.pk}) if self._req(inv) else None
 
-    def get_checkout_url(self, inv) -> str:
+    def get_checkout_url(self, inv: Invoice) -> str:
         return checkout_url(inv)
 
-    def _sum(self, inv, confirmed_only: bool) -> str | None:
+    def _sum(self, inv: Invoice, confirmed_only: bool) -> str | None:
         r = self._req(inv)
         if r is None:
             return None
@@ -191,11 +192,11 @@ class InvoiceOutput(serializers.Serializer):
         return str(total)
 
     @extend_schema_field({"type": "string", "nullable": True})
-    def get_paid_amount(self, inv):
+    def get_paid_amount(self, inv: Invoice) -> str | None:
         return self._sum(inv, confirmed_only=False)
 
     @extend_schema_field({"type": "string", "nullable": True})
-    def get_confirmed_amount(self, inv):
+    def get_confirmed_amount(self, inv: Invoice) -> str | None:
         return self._sum(inv, confirmed_only=True)
 
 
@@ -225,7 +226,7 @@ def currency_refusal(code: str) -> DomainError | None:
     )
 
 
-class CurrencyChoiceInput(serializers.Serializer):
+class CurrencyChoiceInput(serializers.Serializer[Any]):
     currency = CurrencyCodeField()
 
     def validate_currency(self, value: str) -> str:
@@ -239,7 +240,7 @@ class RequoteInput(CurrencyChoiceInput):
     currency = CurrencyCodeField(required=False)
 
 
-class ChainHealthOutput(serializers.Serializer):
+class ChainHealthOutput(serializers.Serializer[Any]):
     ok = serializers.BooleanField()
     height = serializers.IntegerField(allow_null=True)
     tip_height = serializers.IntegerField(allow_null=True)
@@ -247,7 +248,7 @@ class ChainHealthOutput(serializers.Serializer):
     error = serializers.CharField()
 
 
-class CurrencyOutput(serializers.Serializer):
+class CurrencyOutput(serializers.Serializer[Any]):
     code = serializers.CharField()
     name = serializers.CharField()
     decimals = serializers.IntegerField()
@@ -258,7 +259,7 @@ class CurrencyOutput(serializers.Serializer):
     health = ChainHealthOutput()
 
 
-class CreditEntryOutput(serializers.Serializer):
+class CreditEntryOutput(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     kind = serializers.CharField()
     amount_usd = MoneyField()
@@ -268,7 +269,7 @@ class CreditEntryOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-class CheckoutStatusOutput(serializers.Serializer):
+class CheckoutStatusOutput(serializers.Serializer[Any]):
     """What the checkout page polls (/pay/<token>/status): language-free facts the
     page's script writes into the page, whose text the server rendered."""
 
@@ -299,7 +300,8 @@ class CheckoutStatusOutput(serializers.Serializer):
         allow_null=True, help_text="Expired, partly paid: when what arrived becomes credit unless the rest is paid."
     )
     credited = serializers.SerializerMethodField()
-    partial = serializers.SerializerMethodField()
+    # Declared fields are taken off the class (the serializer's metaclass): not BaseSerializer.partial.
+    partial = serializers.SerializerMethodField()  # type: ignore[assignment]
     paid_over = serializers.SerializerMethodField()
     via_credit = serializers.SerializerMethodField()
     can_switch_currency = serializers.BooleanField()
@@ -312,48 +314,48 @@ class CheckoutStatusOutput(serializers.Serializer):
     )
     final = serializers.SerializerMethodField(help_text="Nothing on the page changes any more: stop polling.")
 
-    def get_request(self, st) -> int | None:
+    def get_request(self, st: CheckoutStatus) -> int | None:
         return st.request.pk if st.request else None
 
-    def get_network(self, st) -> str | None:
+    def get_network(self, st: CheckoutStatus) -> str | None:
         return st.request.network if st.request else None
 
-    def get_address(self, st) -> str | None:
+    def get_address(self, st: CheckoutStatus) -> str | None:
         return st.request.address if st.request else None
 
-    def get_amount_due_display(self, st) -> str:
+    def get_amount_due_display(self, st: CheckoutStatus) -> str:
         return st.coins(st.amount_due)
 
-    def get_paid_display(self, st) -> str:
+    def get_paid_display(self, st: CheckoutStatus) -> str:
         return st.coins(st.paid)
 
-    def get_due_display(self, st) -> str:
+    def get_due_display(self, st: CheckoutStatus) -> str:
         return st.coins(st.due)
 
-    def get_qr_url(self, st) -> str | None:
+    def get_qr_url(self, st: CheckoutStatus) -> str | None:
         if st.request is None:
             return None
         # The address in the query tells browsers a new picture when what it encodes changes.
         path = reverse("checkout-qr", kwargs={"token": st.invoice.checkout_token})
         return f"{path}?v={st.request.pk}-{st.due}"
 
-    def get_credited(self, st) -> bool:
+    def get_credited(self, st: CheckoutStatus) -> bool:
         return st.credited_usd > 0
 
-    def get_partial(self, st) -> bool:
+    def get_partial(self, st: CheckoutStatus) -> bool:
         return st.state == "new" and st.counted_usd > 0
 
-    def get_paid_over(self, st) -> bool:
+    def get_paid_over(self, st: CheckoutStatus) -> bool:
         return st.invoice.exception == "paid_over"
 
-    def get_via_credit(self, st) -> bool:
+    def get_via_credit(self, st: CheckoutStatus) -> bool:
         return st.invoice.settled_via == "credit"
 
-    def get_partial_expired(self, st) -> bool:
+    def get_partial_expired(self, st: CheckoutStatus) -> bool:
         return st.state == "expired" and st.credit_at is not None and st.can_requote
 
-    def get_covered(self, st) -> bool:
+    def get_covered(self, st: CheckoutStatus) -> bool:
         return st.state == "expired" and st.credit_at is not None and not st.can_requote
 
-    def get_final(self, st) -> bool:
+    def get_final(self, st: CheckoutStatus) -> bool:
         return st.state in ("paid", "invalid")

@@ -1,5 +1,7 @@
 """Periodic billing jobs: thin callers of services."""
 
+from typing import Any
+
 from celery import shared_task
 
 from billing import services
@@ -13,7 +15,7 @@ def invoices_advance() -> int:
 
 
 @shared_task(name="billing.chain_scan")
-def chain_scan(currency: str) -> dict:
+def chain_scan(currency: str) -> dict[str, Any]:
     """One run of a chain's watcher (a single flight per chain; see billing.chains.watchers)."""
     from billing.chains.watchers import chain_scan as scan
 

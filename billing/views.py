@@ -2,19 +2,24 @@
 
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing import selectors, serializers, services
+from billing.qr import qr_svg
 from core.api import error_doc
+from core.errors import NotFound
 from core.pagination import PageQuery, page_of, paginate
+from core.permissions import request_user
 
 NEWEST_FIRST = ("-created_at", "-id")
 
 
-def _invoice_response(request, invoice_id: int, status: int = 200) -> Response:
-    invoice = selectors.invoice_get(invoice_id=invoice_id, account=request.user)
+def _invoice_response(request: Request, invoice_id: int, status: int = 200) -> Response:
+    invoice = selectors.invoice_get(invoice_id=invoice_id, account=request_user(request))
     return Response(serializers.InvoiceOutput(invoice).data, status=status)
 
 
@@ -25,14 +30,14 @@ class InvoiceListView(APIView):
         responses={200: page_of(serializers.InvoiceOutput), 400: error_doc("`invalid` or `invalid_cursor`.")},
         summary="Your invoices, newest first, a page at a time",
     )
-    def get(self, request):
-        invoices = selectors.invoices_for(account=request.user)
+    def get(self, request: Request) -> Response:
+        invoices = selectors.invoices_for(account=request_user(request))
         return paginate(request, invoices, serializers.InvoiceOutput, ordering=NEWEST_FIRST)
 
 
 class InvoiceDetailView(APIView):
     @extend_schema(responses=serializers.InvoiceOutput, summary="One invoice, its requests and payments")
-    def get(self, request, invoice_id: int):
+    def get(self, request: Request, invoice_id: int) -> Response:
         return _invoice_response(request, invoice_id)
 
 
@@ -50,11 +55,11 @@ class InvoiceCurrencyView(APIView):
         },
         summary="Pay what is left of an open invoice in another currency (new address, new rate, same expiry)",
     )
-    def post(self, request, invoice_id: int):
+    def post(self, request: Request, invoice_id: int) -> Response:
         data = serializers.CurrencyChoiceInput(data=request.data)
         data.is_valid(raise_exception=True)
         services.invoice_switch_currency(
-            invoice_id=invoice_id, account=request.user, currency=data.validated_data["currency"]
+            invoice_id=invoice_id, account=request_user(request), currency=data.validated_data["currency"]
         )
         return _invoice_response(request, invoice_id)
 
@@ -71,11 +76,11 @@ class InvoiceRequoteView(APIView):
         },
         summary="Re-open an expired invoice at a fresh rate, for what its payments do not pay yet",
     )
-    def post(self, request, invoice_id: int):
+    def post(self, request: Request, invoice_id: int) -> Response:
         data = serializers.RequoteInput(data=request.data)
         data.is_valid(raise_exception=True)
         services.invoice_requote(
-            invoice_id=invoice_id, account=request.user, currency=data.validated_data.get("currency")
+            invoice_id=invoice_id, account=request_user(request), currency=data.validated_data.get("currency")
         )
         return _invoice_response(request, invoice_id)
 
@@ -89,8 +94,8 @@ class InvoicePayWithCreditView(APIView):
         },
         summary="Settle an open invoice from account credit",
     )
-    def post(self, request, invoice_id: int):
-        services.invoice_pay_with_credit(invoice_id=invoice_id, account=request.user)
+    def post(self, request: Request, invoice_id: int) -> Response:
+        services.invoice_pay_with_credit(invoice_id=invoice_id, account=request_user(request))
         return _invoice_response(request, invoice_id)
 
 
@@ -99,15 +104,11 @@ class InvoiceQrView(APIView):
         responses={(200, "image/svg+xml"): OpenApiResponse(description="The payment URI as a QR code")},
         summary="QR code of the invoice's payment URI",
     )
-    def get(self, request, invoice_id: int):
-        invoice = selectors.invoice_get(invoice_id=invoice_id, account=request.user)
+    def get(self, request: Request, invoice_id: int) -> HttpResponse:
+        invoice = selectors.invoice_get(invoice_id=invoice_id, account=request_user(request))
         req = invoice.active_request
         if req is None:
-            from core.errors import NotFound
-
             raise NotFound("This invoice has no payment request yet: choose a currency.", code="no_payment_request")
-        from billing.qr import qr_svg
-
         return HttpResponse(qr_svg(req.payment_uri), content_type="image/svg+xml")
 
 
@@ -118,19 +119,19 @@ class CreditView(APIView):
         responses={200: page_of(serializers.CreditEntryOutput), 400: error_doc("`invalid` or `invalid_cursor`.")},
         summary="Your credit ledger, newest first, a page at a time",
     )
-    def get(self, request):
-        entries = selectors.credit_entries(account=request.user)
+    def get(self, request: Request) -> Response:
+        entries = selectors.credit_entries(account=request_user(request))
         return paginate(request, entries, serializers.CreditEntryOutput, ordering=NEWEST_FIRST)
 
 
 class CurrencyListView(APIView):
-    authentication_classes: list = []
+    authentication_classes: list[type[BaseAuthentication]] = []
     permission_classes = [AllowAny]
 
     @extend_schema(
         responses=serializers.CurrencyOutput(many=True), summary="Currencies accepted now, and their chains' health"
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         rows = selectors.currencies_enabled()
         for row in rows:
             row["health"] = row["health"].as_dict()

@@ -160,5 +160,5 @@ def line_description(line: Any, invoice: Any) -> str:
     elif code == "usage:egress":
         build = _egress_line
     else:
-        return line.description
+        return str(line.description)
     return _matching(line.description, lambda: build(line, metadata))

@@ -12,8 +12,13 @@ from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 
+import django_stubs_ext
 import environ
 from django.core.exceptions import ImproperlyConfigured
+
+# Django's generic classes (ModelAdmin, Field, Form...) take type parameters in the type hints
+# (django-stubs); this lets `admin.ModelAdmin[Order]` be written as a base class at run time too.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()

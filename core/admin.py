@@ -7,6 +7,9 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import flatten_fieldsets
+from django.db.models import Model, QuerySet
+from django.forms import ModelForm
+from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -22,39 +25,50 @@ from core.models import AuditEntry, Lease
 # `fieldsets`. Their names start with the kind (`usd_`, `json_`), which the
 # admin stylesheet (core/static/core/admin.css) aligns and wraps by.
 
+# A display function takes the row's or page's object and returns what the cell shows. The factories
+# are typed as returning Any: django-stubs types `fields`, `fieldsets` and `readonly_fields` as field
+# names only, while the admin takes a display function in them too (shown read-only).
+DisplayFunction = Any
 
-def usd_display(field: str, description: str):
+
+def display_function(**options: Any) -> Callable[[Callable[..., Any]], DisplayFunction]:
+    """`admin.display(**options)` for a function that stands in `fields` (see DisplayFunction)."""
+    decorate: Callable[[Callable[..., Any]], DisplayFunction] = admin.display(**options)
+    return decorate
+
+
+def usd_display(field: str, description: str) -> DisplayFunction:
     """A USD field as `1,715.00`, sortable by the field."""
 
     @admin.display(description=description, ordering=field)
-    def show(obj):
+    def show(obj: Any) -> str:
         return display.usd(getattr(obj, field))
 
     show.__name__ = f"usd_{field}"
     return show
 
 
-def percent_display(field: str, description: str):
+def percent_display(field: str, description: str) -> DisplayFunction:
     @admin.display(description=description, ordering=field)
-    def show(obj):
+    def show(obj: Any) -> str:
         return display.percent(getattr(obj, field))
 
     show.__name__ = f"pct_{field}"
     return show
 
 
-def json_display(field: str, description: str):
+def json_display(field: str, description: str) -> DisplayFunction:
     """A JSONField as a table (core.display.json_table)."""
 
     @admin.display(description=description)
-    def show(obj):
+    def show(obj: Any) -> SafeString:
         return display.json_table(getattr(obj, field))
 
     show.__name__ = f"json_{field}"
     return show
 
 
-class ReadOnlyInline(admin.TabularInline):
+class ReadOnlyInline(admin.TabularInline[Any, Any]):
     """An inline staff can read but not change: records that are never edited.
     Its rows show their fields and a link to the record, without repeating the
     record's name in a first column (templates/admin/edit_inline/tabular_record.html)."""
@@ -64,17 +78,17 @@ class ReadOnlyInline(admin.TabularInline):
     can_delete = False
     show_change_link = False
 
-    def has_add_permission(self, request, obj=None):
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 
-def _declared_fields(model_admin: admin.ModelAdmin, request=None, obj=None) -> list:
+def _declared_fields(model_admin: admin.ModelAdmin[Any], request: HttpRequest, obj: Model | None = None) -> list[Any]:
     """What a read-only page shows: its fieldsets or fields, else every field."""
     if model_admin.fieldsets:
         return flatten_fieldsets(model_admin.get_fieldsets(request, obj))
@@ -83,7 +97,7 @@ def _declared_fields(model_admin: admin.ModelAdmin, request=None, obj=None) -> l
     return [f.name for f in model_admin.model._meta.fields]
 
 
-class ReadablePageMixin:
+class ReadablePageMixin(admin.ModelAdmin[Any]):
     """A read-only page laid out by `fieldsets`, where fields can be shown
     through display functions (whole coins beside base units, JSON as
     tables). Model fields the fieldsets do not mention, and `shown_otherwise`
@@ -92,7 +106,7 @@ class ReadablePageMixin:
 
     shown_otherwise: tuple[str, ...] = ()
 
-    def get_fieldsets(self, request, obj=None):
+    def get_fieldsets(self, request: HttpRequest, obj: Model | None = None) -> list[Any]:
         fieldsets = list(super().get_fieldsets(request, obj))
         if not self.fieldsets:
             return fieldsets
@@ -102,37 +116,37 @@ class ReadablePageMixin:
             fieldsets.append(("Other fields", {"fields": rest, "classes": ("collapse",)}))
         return fieldsets
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[Any]:
         return _declared_fields(self, request, obj)
 
 
-class ReadOnlyAdmin(ReadablePageMixin, admin.ModelAdmin):
+class ReadOnlyAdmin(ReadablePageMixin):
     """A list staff can read but not change (ledgers, logs, payments)."""
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 
-class RecordAdmin(ReadablePageMixin, admin.ModelAdmin):
+class RecordAdmin(ReadablePageMixin):
     """Records that are never edited in a form (issued invoices, orders,
     rentals, slots): the page of one shows its fields read-only with no Save
     button, and a POST to it is refused (403). Staff change them only through
     the list's actions, each of which asks for a reason, calls a service and
     is audited, and needs the change permission on the model."""
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         # Without an object this is the list's question ("may this user run the
         # actions?"); with one it is the form's, and the form is never editable.
         return obj is None and super().has_change_permission(request)
@@ -142,40 +156,46 @@ class ReportAdmin(ReadOnlyAdmin):
     """An admin page that is a report (a proxy model's changelist replaced by
     `report_view`), visible to active staff."""
 
-    def has_view_permission(self, request, obj=None):
+    def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return request.user.is_active and request.user.is_staff
 
-    def changelist_view(self, request, extra_context=None):
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         return self.report_view(request)
 
-    def report_view(self, request):  # pragma: no cover - each report defines it
+    def report_view(self, request: HttpRequest) -> HttpResponse:  # pragma: no cover - each report defines it
         raise NotImplementedError
 
 
-class ServiceAddAdmin(admin.ModelAdmin):
+class ServiceAddAdmin(admin.ModelAdmin[Any]):
     """Rows added in the admin are written by a service (with its locks, checks
     and audit row). `add_through_service(request, cleaned_data)` returns the row
     it wrote; a DomainError it raises is shown on the form, which keeps what
     staff typed (the admin's add view runs in one transaction, so nothing of a
     refused attempt stays). Such rows are never changed or deleted here."""
 
-    def add_through_service(self, request, cleaned_data):  # pragma: no cover - each admin defines it
+    def add_through_service(
+        self, request: HttpRequest, cleaned_data: dict[str, Any]
+    ) -> Model:  # pragma: no cover - each admin defines it
         raise NotImplementedError
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         # As RecordAdmin: the list's actions need the permission, a saved row's form is never editable.
         return obj is None and super().has_change_permission(request)
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def get_form(self, request, obj=None, **kwargs):
-        base = super().get_form(request, obj, **kwargs)
+    def get_form(
+        self, request: HttpRequest, obj: Model | None = None, change: bool = False, **kwargs: Any
+    ) -> type[ModelForm[Any]]:
+        base: type[ModelForm[Any]] = super().get_form(request, obj, change, **kwargs)
         model_admin = self
 
-        class ServiceForm(base):
-            def clean(self):
-                data = super().clean()
+        class ServiceForm(base):  # type: ignore[valid-type,misc]  # a class made at run time by the admin
+            saved: Model
+
+            def clean(self) -> dict[str, Any]:
+                data: dict[str, Any] = super().clean()
                 if not self.errors:
                     try:
                         self.saved = model_admin.add_through_service(request, data)
@@ -185,20 +205,20 @@ class ServiceAddAdmin(admin.ModelAdmin):
 
         return ServiceForm
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: Model, form: Any, change: bool) -> None:
         saved = form.saved  # written in form validation; the admin shows and logs that row
         for field in type(saved)._meta.concrete_fields:
             setattr(obj, field.attname, getattr(saved, field.attname))
 
 
-class AuditedModelAdmin(admin.ModelAdmin):
+class AuditedModelAdmin(admin.ModelAdmin[Any]):
     """A ModelAdmin whose every add, change and delete writes an audit row with
     the fields that changed (old and new values)."""
 
-    def save_model(self, request, obj, form, change):
-        before = {}
+    def save_model(self, request: HttpRequest, obj: Model, form: Any, change: bool) -> None:
+        before: dict[str, Any] = {}
         if change and obj.pk:
-            old = type(obj).objects.filter(pk=obj.pk).first()
+            old = type(obj)._default_manager.filter(pk=obj.pk).first()
             before = model_snapshot(old) if old else {}
         super().save_model(request, obj, form, change)
         diff = snapshot_diff(before, model_snapshot(obj))
@@ -210,16 +230,16 @@ class AuditedModelAdmin(admin.ModelAdmin):
                 changes=diff,
             )
 
-    def delete_model(self, request, obj):
+    def delete_model(self, request: HttpRequest, obj: Model) -> None:
         audit_record(actor=request.user, action="admin.delete", obj=obj, changes=model_snapshot(obj))
         super().delete_model(request, obj)
 
-    def delete_queryset(self, request, queryset):
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         for obj in queryset:
             audit_record(actor=request.user, action="admin.delete", obj=obj, changes=model_snapshot(obj))
         super().delete_queryset(request, queryset)
 
-    def save_formset(self, request, form, formset, change):
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
         before = {
             f.instance.pk: model_snapshot(type(f.instance).objects.get(pk=f.instance.pk))
             for f in formset.forms
@@ -255,11 +275,11 @@ class AuditEntryAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Lease)
-class LeaseAdmin(admin.ModelAdmin):
+class LeaseAdmin(admin.ModelAdmin[Lease]):
     list_display = ("name", "owner", "expires_at")
     readonly_fields = ("name", "owner", "expires_at")
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
 
@@ -282,7 +302,7 @@ def reason_action(
     form_class: type[forms.Form] = ReasonForm,
     single: bool = False,
     permissions: tuple[str, ...] = ("change",),
-):
+) -> Callable[[admin.ModelAdmin[Any], HttpRequest, QuerySet[Any]], TemplateResponse | None]:
     """An admin action that first asks for a reason (and whatever else
     `form_class` holds) on an intermediate page, then runs
     `call(obj, actor=request.user, **cleaned_data)` for each selected object.
@@ -292,11 +312,14 @@ def reason_action(
     (`objects=queryset`), to show facts about it (`form.facts`: label, text
     pairs shown above the fields) and to check input against it."""
 
-    def action(modeladmin, request, queryset):
+    @admin.action(description=description, permissions=permissions)
+    def action(
+        modeladmin: admin.ModelAdmin[Any], request: HttpRequest, queryset: QuerySet[Any]
+    ) -> TemplateResponse | None:
         if single and queryset.count() != 1:
             modeladmin.message_user(request, "Select exactly one row for this action.", messages.WARNING)
             return None
-        extra = {"objects": queryset} if getattr(form_class, "takes_objects", False) else {}
+        extra: dict[str, Any] = {"objects": queryset} if getattr(form_class, "takes_objects", False) else {}
         if request.POST.get("apply"):
             form = form_class(request.POST, **extra)
             if form.is_valid():
@@ -324,8 +347,6 @@ def reason_action(
         return TemplateResponse(request, "admin/action_with_reason.html", context)
 
     action.__name__ = name
-    action.short_description = description
-    action.allowed_permissions = permissions
     return action
 
 
@@ -356,7 +377,7 @@ def related_panel_register(
     record, labelled `title`, to staff with `permission`."""
 
     @admin.display(description=title)
-    def show(obj):
+    def show(obj: Any) -> Any:
         return render(obj)
 
     show.__name__ = f"panel_{name}"
@@ -365,7 +386,7 @@ def related_panel_register(
     _related_panels[model.lower()] = sorted(panels, key=lambda p: p.order)
 
 
-def related_panels(*, model: str, user) -> list[Callable[[Any], Any]]:
+def related_panels(*, model: str, user: Any) -> list[Callable[[Any], Any]]:
     """The display functions of the panels registered for `model` that `user` may see."""
     return [p.show for p in _related_panels.get(model.lower(), []) if user.has_perm(p.permission)]
 

@@ -102,7 +102,7 @@ def stacked_columns(
         )
     for i, category in enumerate(categories):
         x = left + i * slot + (slot - bar_w) / 2
-        base = top + plot_h
+        base: float = top + plot_h
         for s in series:
             value = Decimal(s.values[i])
             if value <= 0:

@@ -16,8 +16,10 @@ DEBUG says (a host checked with DEBUG=1 before it goes live).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
+from django.apps import AppConfig
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
@@ -97,7 +99,7 @@ def _configured_errors() -> list[checks.Error]:
 
 
 @checks.register(checks.Tags.security, deploy=True)
-def unsafe_production_settings(app_configs=None, **kwargs) -> list[checks.Error]:
+def unsafe_production_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[checks.Error]:
     """`manage.py check --deploy`: the same refusals as errors, DEBUG or not."""
     return _configured_errors()
 

@@ -64,7 +64,7 @@ def content_security_policy(
 
     def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
         @wraps(view)
-        def wrapped(request, *args, **kwargs):
+        def wrapped(request: Any, *args: Any, **kwargs: Any) -> Any:
             response = view(request, *args, **kwargs)
             if HEADER not in response:
                 response[HEADER] = value

@@ -90,7 +90,7 @@ def _nested(value: Any) -> bool:
     return (isinstance(value, Mapping) and bool(value)) or _is_record_list(value)
 
 
-def _mapping_table(value: Mapping, depth: int) -> SafeString:
+def _mapping_table(value: Mapping[str, Any], depth: int) -> SafeString:
     # Plain values first, then the nested tables: the summary reads before the
     # details (PostgreSQL's jsonb keeps keys by length, not as they were written).
     value = dict(sorted(value.items(), key=lambda item: _nested(item[1])))
@@ -100,7 +100,7 @@ def _mapping_table(value: Mapping, depth: int) -> SafeString:
     return format_html('<table class="json-table">{}</table>', rows)
 
 
-def _records_table(records: Sequence[Mapping], depth: int) -> SafeString:
+def _records_table(records: Sequence[Mapping[str, Any]], depth: int) -> SafeString:
     columns: list[str] = []
     for record in records:
         columns.extend(key for key in record if key not in columns)

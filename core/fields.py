@@ -4,20 +4,24 @@ field that stores crypto amounts in base units exactly on every database."""
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django import forms
 from django.core import exceptions
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Model
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from typing_extensions import TypeVar
 
 from core.money import usd_str
 
 
 @extend_schema_field({"type": "string", "format": "decimal", "example": "12168.00"})
-class MoneyField(serializers.Field):
+class MoneyField(serializers.Field[Decimal, Any, str, Any]):
     """USD as a string with two decimals ("12168.00")."""
 
     def to_representation(self, value: Decimal) -> str:
@@ -25,26 +29,32 @@ class MoneyField(serializers.Field):
 
 
 @extend_schema_field(OpenApiTypes.NUMBER)
-class PercentField(serializers.Field):
+class PercentField(serializers.Field[Decimal, Any, int | float, Any]):
     """A percentage as a JSON number (10, 7.5)."""
 
-    def to_representation(self, value: Decimal):
+    def to_representation(self, value: Decimal) -> int | float:
         value = Decimal(value).normalize()
         return int(value) if value == value.to_integral_value() else float(value)
 
 
 @extend_schema_field({"type": "string", "pattern": "^[0-9]+$", "example": "390000"})
-class BaseUnitsField(serializers.Field):
+class BaseUnitsField(serializers.Field[int, Any, str, Any]):
     """A crypto amount in base units, as a string (a wei amount does not fit a JavaScript number)."""
 
-    def to_representation(self, value) -> str:
+    def to_representation(self, value: int) -> str:
         return str(int(value))
 
 
 # --- Model fields ---------------------------------------------------------------
 
 
-class BaseUnitsModelField(models.Field):
+# What the field takes and gives: int, or `int | None` for a nullable one, which is declared
+# `BaseUnitsModelField[int | None, int | None](null=True)` (django-stubs reads the type parameters).
+_ST = TypeVar("_ST", default=int)
+_GT = TypeVar("_GT", default=int)
+
+
+class BaseUnitsModelField(models.Field[_ST, _GT]):
     """A crypto amount in base units: a whole number from 0 to 2**256 - 1 (a
     uint256, the largest amount a token contract can hold), stored exactly and
     read back as a Python `int` on every database.
@@ -65,16 +75,16 @@ class BaseUnitsModelField(models.Field):
     DIGITS = len(str(MAX))  # 78
     default_error_messages = {"invalid": "“%(value)s” is not a whole number of base units."}
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.validators.extend([MinValueValidator(0), MaxValueValidator(self.MAX)])
 
-    def db_type(self, connection) -> str:
+    def db_type(self, connection: BaseDatabaseWrapper) -> str:
         if connection.vendor == "postgresql":
             return f"numeric({self.DIGITS}, 0)"  # as Django writes DecimalField's, so no type change on PostgreSQL
         return f"varchar({self.DIGITS})"
 
-    def from_db_value(self, value, expression, connection) -> int | None:
+    def from_db_value(self, value: Any, expression: Any, connection: BaseDatabaseWrapper) -> int | None:
         if value is None:
             return None
         if isinstance(value, float):
@@ -84,8 +94,10 @@ class BaseUnitsModelField(models.Field):
             )
         return self.to_python(value)
 
-    def to_python(self, value) -> int | None:
-        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+    def to_python(self, value: Any) -> int | None:
+        if value is None:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool):
             return value
         try:
             if isinstance(value, Decimal):
@@ -98,19 +110,19 @@ class BaseUnitsModelField(models.Field):
             pass
         raise exceptions.ValidationError(self.error_messages["invalid"], code="invalid", params={"value": value})
 
-    def get_prep_value(self, value) -> int | None:
+    def get_prep_value(self, value: Any) -> int | None:
         value = super().get_prep_value(value)
         if value is None:
             return None
         try:
-            value = self.to_python(value)
+            units = self.to_python(value)
         except exceptions.ValidationError as exc:
             raise ValueError(f"Field '{self.name}' expected whole base units, got {value!r}.") from exc
-        if not 0 <= value <= self.MAX:
-            raise ValueError(f"Field '{self.name}' holds 0 to 2**256 - 1 base units, not {value}.")
-        return value
+        if units is None or not 0 <= units <= self.MAX:
+            raise ValueError(f"Field '{self.name}' holds 0 to 2**256 - 1 base units, not {units}.")
+        return units
 
-    def get_db_prep_value(self, value, connection, prepared=False):
+    def get_db_prep_value(self, value: Any, connection: BaseDatabaseWrapper, prepared: bool = False) -> Any:
         if not prepared:
             value = self.get_prep_value(value)
         if value is None:
@@ -119,9 +131,9 @@ class BaseUnitsModelField(models.Field):
             return Decimal(value)
         return f"{int(value):0{self.DIGITS}d}"
 
-    def value_to_string(self, obj) -> str:
+    def value_to_string(self, obj: Model) -> str:
         value = self.value_from_object(obj)
         return "" if value is None else str(value)
 
-    def formfield(self, **kwargs):
+    def formfield(self, **kwargs: Any) -> Any:
         return super().formfield(**{"form_class": forms.IntegerField, "min_value": 0, "max_value": self.MAX, **kwargs})

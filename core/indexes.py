@@ -18,10 +18,12 @@ the migration.
 from __future__ import annotations
 
 from django.contrib.postgres.operations import AddIndexConcurrently as PostgresAddIndexConcurrently
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.operations import AddIndex
+from django.db.migrations.state import ProjectState
 
 
-def _index_valid(schema_editor, name: str) -> bool | None:
+def _index_valid(schema_editor: BaseDatabaseSchemaEditor, name: str) -> bool | None:
     """Whether the index `name` is valid; None when there is none."""
     with schema_editor.connection.cursor() as cursor:
         # to_regclass finds the index as the migration's own statements would (search_path).
@@ -32,7 +34,7 @@ def _index_valid(schema_editor, name: str) -> bool | None:
     return None if row is None else row[0]
 
 
-def invalid_index_drop(schema_editor, name: str) -> bool:
+def invalid_index_drop(schema_editor: BaseDatabaseSchemaEditor, name: str) -> bool:
     """Drop the index `name` if a failed concurrent build left it invalid; whether it did."""
     if _index_valid(schema_editor, name) is not False:
         return False
@@ -41,7 +43,9 @@ def invalid_index_drop(schema_editor, name: str) -> bool:
 
 
 class AddIndexConcurrently(PostgresAddIndexConcurrently):
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+    def database_forwards(
+        self, app_label: str, schema_editor: BaseDatabaseSchemaEditor, from_state: ProjectState, to_state: ProjectState
+    ) -> None:
         if schema_editor.connection.vendor != "postgresql":
             AddIndex.database_forwards(self, app_label, schema_editor, from_state, to_state)
             return
@@ -50,7 +54,9 @@ class AddIndexConcurrently(PostgresAddIndexConcurrently):
         if schema_editor.collect_sql or not _index_valid(schema_editor, self.index.name):
             super().database_forwards(app_label, schema_editor, from_state, to_state)
 
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+    def database_backwards(
+        self, app_label: str, schema_editor: BaseDatabaseSchemaEditor, from_state: ProjectState, to_state: ProjectState
+    ) -> None:
         if schema_editor.connection.vendor != "postgresql":
             AddIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
             return

@@ -13,9 +13,11 @@ answers 503 with Retry-After (DatabaseUnavailableMiddleware).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from django.db import InterfaceError, OperationalError
-from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http.response import HttpResponseBase
 
 from core.api import error_body, not_found_details
 
@@ -31,10 +33,10 @@ _CODES = {
 
 
 class ApiJsonErrorsMiddleware:
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         response = self.get_response(request)
         if (
             request.path.startswith("/api/")
@@ -56,7 +58,7 @@ class ApiJsonErrorsMiddleware:
 NUL = "\x00"
 
 
-def _has_nul(request) -> bool:
+def _has_nul(request: HttpRequest) -> bool:
     if NUL in request.path:
         return True
     return any(NUL in name or any(NUL in value for value in values) for name, values in request.GET.lists())
@@ -69,10 +71,10 @@ class NulCharacterRefusedMiddleware:
     ?status=) failed with a 500. Under /api/ the answer has the API's error
     shape (code `bad_request`); elsewhere it is a plain-text 400."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if _has_nul(request):
             message = "The address contains a NUL character (%00)."
             if request.path.startswith("/api/"):
@@ -90,17 +92,18 @@ class DatabaseUnavailableMiddleware:
 
     RETRY_AFTER_SECONDS = 5
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         return self.get_response(request)
 
-    def process_exception(self, request, exception):
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not isinstance(exception, (OperationalError, InterfaceError)):
             return None
         log.warning("database unavailable on %s %s: %s", request.method, request.path, exception)
         message = "The database is not answering; nothing was done. Try again in a few seconds."
+        response: HttpResponse
         if request.path.startswith("/api/") or request.path.endswith("/status"):
             details = {"retry_after_seconds": self.RETRY_AFTER_SECONDS}
             response = JsonResponse(error_body("service_unavailable", message, details), status=503)

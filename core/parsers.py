@@ -4,7 +4,8 @@ somewhere later (a RecursionError is a 500)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import IO, Any
 
 from django.conf import settings
 from rest_framework.exceptions import ParseError
@@ -19,6 +20,7 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
     """Whether `value` nests objects and arrays more than `limit` deep (iterative:
     no recursion on a hostile body)."""
     stack = [(value, 1)]
+    children: Iterable[Any]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
@@ -39,7 +41,9 @@ def _too_deep() -> NestingTooDeep:
 
 
 class DepthLimitedJSONParser(JSONParser):
-    def parse(self, stream, media_type=None, parser_context=None):
+    def parse(
+        self, stream: IO[Any], media_type: str | None = None, parser_context: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         try:
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:

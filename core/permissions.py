@@ -21,12 +21,18 @@ The credential is DRF's `request.auth`: any object with a `scope` attribute
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import models
+from rest_framework.exceptions import NotAuthenticated
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
 from core.errors import DomainError
+
+if TYPE_CHECKING:  # rest_framework.views loads DEFAULT_PERMISSION_CLASSES, which names this module
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
 
 
 class TokenScope(models.TextChoices):
@@ -43,7 +49,18 @@ def scope_includes(held: str | None, needed: str) -> bool:
     return held in _RANK and _RANK[TokenScope(held)] >= _RANK[TokenScope(needed)]
 
 
-def credential_scope(request) -> str | None:
+def request_user(request: Request) -> AbstractBaseUser:
+    """The user an API request is signed in as (settings.AUTH_USER_MODEL). The API's views sit behind
+    IsAuthenticated (the default permission), so they only ever see one; anything else is refused as not
+    signed in. For apps that may not import accounts (billing); the others use
+    accounts.selectors.request_account, typed with the Account model."""
+    user = request.user
+    if not isinstance(user, AbstractBaseUser):
+        raise NotAuthenticated()
+    return user
+
+
+def credential_scope(request: Request) -> str | None:
     """The scope of the credential the request was authenticated with, or
     None when it carries none (no credential, or a test's forced login)."""
     return getattr(request.auth, "scope", None)
@@ -60,7 +77,7 @@ class TokenScopeAllows(BasePermission):
     without a scoped credential is not limited here: the other permissions
     decide (IsAuthenticated refuses anonymous ones)."""
 
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         held = credential_scope(request)
         if held is None:
             return True
@@ -102,7 +119,7 @@ class StaffPermissionRequired(BasePermission):
         }
         return type(f"{cls.__name__}_{'_'.join(p.replace('.', '_') for p in permissions)}", (cls,), attrs)
 
-    def has_permission(self, request, view) -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         user = request.user
         if user is None or not user.is_authenticated:
             return False  # DRF answers 401 not_authenticated

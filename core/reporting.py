@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.http import HttpRequest
 from django.views.debug import ExceptionReporter, SafeExceptionReporterFilter
 
 # A URL inside any text: scheme://, then up to the first space, quote or angle bracket.
@@ -60,7 +61,7 @@ class CredentialsMaskingFilter(SafeExceptionReporterFilter):
     def _secret_param(self, name: str) -> bool:
         return bool(self.hidden_settings.search(name) or _SECRET_PARAM.search(name))
 
-    def _mask_url(self, match: re.Match) -> str:
+    def _mask_url(self, match: re.Match[str]) -> str:
         url = match.group(0)
         scheme, _, rest = url.partition("://")
         # authority / path ? query # fragment, split by hand: urllib would
@@ -115,11 +116,11 @@ class CredentialsMaskingFilter(SafeExceptionReporterFilter):
         masked = _URL.sub(self._mask_url, shown) if "://" in shown else shown
         return value if masked == shown else _MaskedRepr(masked)
 
-    def cleanse_setting(self, key, value):
+    def cleanse_setting(self, key: int | str, value: Any) -> Any:
         # Settings, request.META and cookies; Django recurses through dicts, lists and tuples itself.
         return self.mask(super().cleanse_setting(key, value))
 
-    def cleanse_special_types(self, request, value):
+    def cleanse_special_types(self, request: HttpRequest | None, value: Any) -> Any:
         # Every frame variable passes here (django.views.debug, get_traceback_frame_variables).
         return self.mask(super().cleanse_special_types(request, value))
 
@@ -129,7 +130,7 @@ class CredentialsMaskingReporter(ExceptionReporter):
     the exception's message and notes and in the causes shown above each frame
     (an HTTP client's error names the URL it asked, a key in its path included)."""
 
-    def get_traceback_data(self):
+    def get_traceback_data(self) -> dict[str, Any]:
         data = super().get_traceback_data()
         masking = CredentialsMaskingFilter()
         for key in ("exception_value", "exception_notes"):

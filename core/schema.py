@@ -35,7 +35,7 @@ def _error(description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": _ERROR_SCHEMA}}}
 
 
-def error_responses_complete(result: dict[str, Any], generator, request, public) -> dict[str, Any]:
+def error_responses_complete(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
     for path, item in result.get("paths", {}).items():
         for method, operation in item.items():
             if not isinstance(operation, dict) or "responses" not in operation:
@@ -231,7 +231,7 @@ def _property(components: dict[str, Any], component: str, name: str) -> dict[str
     """The schema of `component`'s property `name` (`name[]`: its items); a
     KeyError names what is missing, so a renamed field fails the schema's tests."""
     item = name.endswith("[]")
-    prop = components[component]["properties"][name.removesuffix("[]")]
+    prop: dict[str, Any] = components[component]["properties"][name.removesuffix("[]")]
     return prop["items"] if item else prop
 
 
@@ -265,7 +265,7 @@ def _no_nul(schema: Any) -> None:
             _no_nul(value)
 
 
-def rules_complete(result: dict[str, Any], generator, request, public) -> dict[str, Any]:
+def rules_complete(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
     """The rules above, written into the schema (a drf-spectacular postprocessing hook)."""
     components = result.get("components", {}).get("schemas", {})
     cache: dict[str, list[str]] = {}
@@ -354,7 +354,7 @@ def _id_parameter(path: str, collection: str) -> str | None:
 COLLECTIONS = {"/api/v1/auth/token": "/api/v1/auth/tokens"}
 
 
-def links_complete(result: dict[str, Any], generator, request, public) -> dict[str, Any]:
+def links_complete(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
     paths = result.get("paths", {})
     for create_path, item in paths.items():
         collection = COLLECTIONS.get(create_path, create_path)

@@ -10,9 +10,10 @@ import time
 
 from django.conf import settings
 from django.core.cache import cache
+from django.http import HttpRequest
 
 
-def client_address(request) -> str:
+def client_address(request: HttpRequest) -> str:
     """The address the request came from. With TRUSTED_PROXY_COUNT = n > 0 the
     n-th entry from the right of X-Forwarded-For is the client (each trusted
     proxy appends the address it saw); entries further left are whatever the

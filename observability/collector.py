@@ -41,7 +41,9 @@ def queue_lengths() -> dict[str, int]:
         channel = conn.default_channel
         for name in sorted(queues):
             try:
-                out[name] = channel.queue_declare(queue=name, passive=True).message_count
+                # kombu's Redis channel (kombu/transport/virtual/base.py, Channel.queue_declare); the
+                # stubs type default_channel as the abstract StdChannel, which does not name it.
+                out[name] = channel.queue_declare(queue=name, passive=True).message_count  # type: ignore[attr-defined]
             except Exception as exc:  # a queue nobody declared yet: nothing waits in it
                 log.debug("queue %s: %s", name, exc.__class__.__name__)
                 out[name] = 0
@@ -182,11 +184,11 @@ class DatabaseCollector(Collector):
 
         fixed = manual_rates_from_setting()
         best: dict[str, float] = {}
-        for row in snap.rates:
-            age = _age(now, row.observed_at)
-            rate_age.add_metric([row.currency, row.source], age)
-            rate_usd.add_metric([row.currency, row.source], float(row.usd))
-            best[row.currency] = min(best.get(row.currency, math.inf), age)
+        for sample in snap.rates:
+            age = _age(now, sample.observed_at)
+            rate_age.add_metric([sample.currency, sample.source], age)
+            rate_usd.add_metric([sample.currency, sample.source], float(sample.usd))
+            best[sample.currency] = min(best.get(sample.currency, math.inf), age)
         for code, usd in fixed.items():
             rate_age.add_metric([code, "setting"], 0)
             rate_usd.add_metric([code, "setting"], float(usd))
@@ -200,9 +202,9 @@ class DatabaseCollector(Collector):
             "beyond STABLECOIN_DEPEG_PCT).",
             labels=["currency", "source"],
         )
-        for row in snap.rates:
-            if CURRENCIES.get(row.currency) and CURRENCIES[row.currency].stable and row.source != "manual":
-                stable.add_metric([row.currency, row.source], float(abs(row.usd - 1) * 100))
+        for sample in snap.rates:
+            if CURRENCIES.get(sample.currency) and CURRENCIES[sample.currency].stable and sample.source != "manual":
+                stable.add_metric([sample.currency, sample.source], float(abs(sample.usd - 1) * 100))
         yield stable
 
         deliveries = GaugeMetricFamily(

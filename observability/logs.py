@@ -149,7 +149,7 @@ class JsonFormatter(_JsonFormatter):
             log_data["method"], log_data["path"] = getattr(request, "method", ""), request.path
         out = {}
         stamp = log_data.get("time")
-        if hasattr(stamp, "isoformat"):
+        if stamp is not None and hasattr(stamp, "isoformat"):
             log_data["time"] = stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         for key, value in log_data.items():
             if key in _PLAIN_FIELDS and (value is None or isinstance(value, str | int | float)):

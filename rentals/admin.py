@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin
+from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.safestring import SafeString
 
+from accounts.models import Account
 from billing.admin import subject_admin_register
 from core import display
 from core.admin import (
@@ -44,13 +47,13 @@ from rentals.models import (
 
 
 @admin.display(description="instance", ordering="gpu_slug")
-def instance(row):
+def instance(row: Order | Rental) -> str:
     """`1 x H100 SXM`: the GPUs of an order or a rental."""
     return f"{row.gpu_count} \u00d7 {getattr(row, 'gpu_name', '') or row.gpu_slug}"
 
 
 @admin.display(description="paid for", ordering="term")
-def paid_terms(order):
+def paid_terms(order: Order) -> str:
     return f"{order.terms} \u00d7 {order.term}"
 
 
@@ -289,7 +292,7 @@ class RentalAdmin(RecordAdmin):
 
 @admin.register(RentalDashboard)
 class RentalDashboardAdmin(ReportAdmin):
-    def report_view(self, request):
+    def report_view(self, request: HttpRequest) -> TemplateResponse:
         context = {
             **self.admin_site.each_context(request),
             "title": "Dashboard",
@@ -319,7 +322,7 @@ class BenchmarkRunAdmin(ReadOnlyAdmin):
 
 @admin.register(BenchmarkCalibration)
 class BenchmarkCalibrationAdmin(ReportAdmin):
-    def report_view(self, request):
+    def report_view(self, request: HttpRequest) -> TemplateResponse:
         context = {
             **self.admin_site.each_context(request),
             "title": "Measured vs predicted",
@@ -336,7 +339,7 @@ subject_admin_register(kind="order", url_name="admin:rentals_order_change")
 subject_admin_register(kind="rental", url_name="admin:rentals_rental_change")
 
 
-def _account_orders(account):
+def _account_orders(account: Account) -> SafeString:
     orders = Order.objects.filter(account=account).select_related("invoice").order_by("-created_at", "-id")
     return related_table(
         rows=list(orders[:PANEL_ROWS]),
@@ -363,7 +366,7 @@ def _account_orders(account):
     )
 
 
-def _account_rentals(account):
+def _account_rentals(account: Account) -> SafeString:
     rentals = Rental.objects.filter(account=account).select_related("host").order_by("-created_at", "-id")
     return related_table(
         rows=list(rentals[:PANEL_ROWS]),

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.selectors import request_account
 from core.api import error_doc
 from core.pagination import PageQuery, page_of, paginate
 from rentals import selectors
@@ -29,8 +31,8 @@ class OrderBenchmarkPlanView(APIView):
         responses={200: BenchmarkPlanOutput, **PLAN_ERRORS},
         summary="The benchmark plan of an order: three vllm bench serve lines and their predicted figures",
     )
-    def get(self, request, order_id: int):
-        context = benchmarks.order_benchmark_plan(account=request.user, order_id=order_id)
+    def get(self, request: Request, order_id: int) -> Response:
+        context = benchmarks.order_benchmark_plan(account=request_account(request), order_id=order_id)
         return Response(BenchmarkPlanOutput(benchmarks.plan_view(context)).data)
 
 
@@ -39,8 +41,8 @@ class RentalBenchmarkPlanView(APIView):
         responses={200: BenchmarkPlanOutput, **PLAN_ERRORS},
         summary="The benchmark plan of a rental: three vllm bench serve lines and their predicted figures",
     )
-    def get(self, request, rental_id: int):
-        context = benchmarks.rental_benchmark_plan(account=request.user, rental_id=rental_id)
+    def get(self, request: Request, rental_id: int) -> Response:
+        context = benchmarks.rental_benchmark_plan(account=request_account(request), rental_id=rental_id)
         return Response(BenchmarkPlanOutput(benchmarks.plan_view(context)).data)
 
 
@@ -55,8 +57,8 @@ class RentalBenchmarksView(APIView):
         },
         summary="The rental's uploaded results: measured beside predicted, the ratio, the cost per 1M accepted tokens",
     )
-    def get(self, request, rental_id: int):
-        rental, runs = benchmarks.rental_benchmarks(account=request.user, rental_id=rental_id)
+    def get(self, request: Request, rental_id: int) -> Response:
+        rental, runs = benchmarks.rental_benchmarks(account=request_account(request), rental_id=rental_id)
         return paginate(
             request,
             runs,
@@ -78,15 +80,14 @@ class RentalBenchmarksView(APIView):
         },
         summary="Upload a vllm bench serve --save-result file for one trace of the plan",
     )
-    def post(self, request, rental_id: int):
+    def post(self, request: Request, rental_id: int) -> Response:
         body = request.data  # parsed first, as on every endpoint: malformed or too deeply nested JSON is a 400
-        selectors.rental_get(
-            account=request.user, rental_id=rental_id
-        )  # another account's: 404 before the file is read
+        # Another account's rental: 404 before the file is read.
+        selectors.rental_get(account=request_account(request), rental_id=rental_id)
         data = BenchmarkUploadInput(data=body)
         data.valid_or_refuse()
         run = benchmarks.benchmark_upload(
-            account=request.user,
+            account=request_account(request),
             rental_id=rental_id,
             result=data.validated_data["result"],
             trace=data.validated_data.get("trace"),

@@ -105,7 +105,7 @@ def revenue_chart(*, today: date) -> tuple[Chart, Decimal]:
         categories=[d.isoformat() for d in days],
         series=series,
         title=f"Revenue per day, USD, last {REVENUE_DAYS} days",
-        value_label=display.usd,
+        value_label=lambda v: display.usd(Decimal(v)),
         axis_label=lambda v: f"{v:,.0f}",
         tick_every=15,
         tick_label=lambda iso: date.fromisoformat(iso).strftime("%b %d"),

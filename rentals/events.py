@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from accounts.models import Account
 from webhooks.services import event_emit, event_subscribers_hold
 
 Renderer = Callable[[Any], dict[str, Any]]
@@ -31,7 +32,7 @@ def _render(kind: str, obj: Any) -> dict[str, Any]:
     return renderer(obj)
 
 
-def subscribers_hold(*, account: Any) -> list[int]:
+def subscribers_hold(*, account: Account) -> list[int]:
     """The account's webhook endpoints, read (and held) now: for an emitter
     about to take a lock others queue on (webhooks.event_subscribers_hold)."""
     return event_subscribers_hold(account=account)

@@ -8,10 +8,13 @@ is never lost between a commit and the work that follows it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from django.db import transaction
 from django.dispatch import receiver
 
+from accounts.models import Account
 from accounts.signals import account_closing, account_deactivated
 from billing import selectors as billing_selectors
 from billing import services as billing_services
@@ -46,7 +49,7 @@ def _invoice_webhook(invoice_id: int, event: str) -> None:
             invoice_event_emit(invoice=invoice, type=event)
 
 
-def _attempt(what: str, fn, *args, **kwargs) -> None:
+def _attempt(what: str, fn: Callable[..., object], *args: Any, **kwargs: Any) -> None:
     """Each step on its own: a failing webhook never holds back fulfilment."""
     try:
         fn(*args, **kwargs)
@@ -55,7 +58,7 @@ def _attempt(what: str, fn, *args, **kwargs) -> None:
 
 
 @receiver(billing_signals.invoice_settled, dispatch_uid="rentals.invoice_settled")
-def on_invoice_settled(sender, invoice_id: int, subject: str, **kwargs) -> None:
+def on_invoice_settled(sender: Any, invoice_id: int, subject: str, **kwargs: Any) -> None:
     _attempt(f"invoice.settled webhook of {invoice_id}", _invoice_webhook, invoice_id, "invoice.settled")
     kind = _kind(subject)
     if kind == "order":
@@ -93,20 +96,20 @@ def _order_release(order_id: int, invoice_id: int) -> None:
 
 
 @receiver(billing_signals.invoice_expired, dispatch_uid="rentals.invoice_expired")
-def on_invoice_expired(sender, invoice_id: int, subject: str, **kwargs) -> None:
+def on_invoice_expired(sender: Any, invoice_id: int, subject: str, **kwargs: Any) -> None:
     _attempt(f"invoice.expired webhook of {invoice_id}", _invoice_webhook, invoice_id, "invoice.expired")
     if _kind(subject) == "order":
         _attempt(f"releasing {subject}", _order_release, int(subject.split(":")[1]), invoice_id)
 
 
 @receiver(billing_signals.invoice_invalid, dispatch_uid="rentals.invoice_invalid")
-def on_invoice_invalid(sender, invoice_id: int, subject: str, **kwargs) -> None:
+def on_invoice_invalid(sender: Any, invoice_id: int, subject: str, **kwargs: Any) -> None:
     if _kind(subject) == "order":
         _attempt(f"releasing {subject}", _order_release, int(subject.split(":")[1]), invoice_id)
 
 
 @receiver(billing_signals.invoice_quoted, dispatch_uid="rentals.invoice_quoted")
-def on_invoice_quoted(sender, invoice_id: int, subject: str, currency: str, **kwargs) -> None:
+def on_invoice_quoted(sender: Any, invoice_id: int, subject: str, currency: str, **kwargs: Any) -> None:
     """An order shows the currency its invoice is quoted in now (a currency
     switch or a fresh quote changes it); renewals read it from the invoice."""
     if _kind(subject) == "order":
@@ -122,12 +125,12 @@ def _order_currency_follow(order_id: int, invoice_id: int, currency: str) -> Non
 
 
 @receiver(billing_signals.invoice_processing, dispatch_uid="rentals.invoice_processing")
-def on_invoice_processing(sender, invoice_id: int, subject: str, **kwargs) -> None:
+def on_invoice_processing(sender: Any, invoice_id: int, subject: str, **kwargs: Any) -> None:
     _attempt(f"invoice.processing webhook of {invoice_id}", _invoice_webhook, invoice_id, "invoice.processing")
 
 
 @receiver(account_closing, dispatch_uid="rentals.account_closing")
-def on_account_closing(sender, account, **kwargs) -> None:
+def on_account_closing(sender: Any, account: Account, **kwargs: Any) -> None:
     """Billing refuses while the account holds credit (account_has_credit).
     Otherwise remembered responses to Idempotency-Key requests go with the
     account, its rentals stop renewing (each runs to the end of its paid
@@ -141,6 +144,6 @@ def on_account_closing(sender, account, **kwargs) -> None:
 
 
 @receiver(account_deactivated, dispatch_uid="rentals.account_deactivated")
-def on_account_deactivated(sender, account, actor, **kwargs) -> None:
+def on_account_deactivated(sender: Any, account: Account, actor: Any, **kwargs: Any) -> None:
     """Staff switched the account off: its unpaid orders let their GPUs go."""
     account_unpaid_orders_release(account=account, reason="account deactivated", actor=actor)

@@ -20,6 +20,7 @@ from core.api import RelatedRows
 from core.db import related_one
 from core.errors import DomainError
 from core.fields import MoneyField, PercentField
+from rentals.models import Order, Renewal, Rental
 from rentals.services import OrderSpec
 from sizing.selectors import architecture_list
 
@@ -138,7 +139,7 @@ class OrderCreateInput(RefusingInput):
         )
 
 
-class RentalUpdateInput(serializers.Serializer):
+class RentalUpdateInput(serializers.Serializer[Any]):
     auto_renew = serializers.BooleanField()
 
 
@@ -158,7 +159,7 @@ class RenewInput(RefusingInput):
         return value
 
 
-class OpsReadyInput(serializers.Serializer):
+class OpsReadyInput(serializers.Serializer[Any]):
     ipv4 = serializers.IPAddressField(protocol="IPv4")
     ipv6_prefix = serializers.CharField(max_length=64, help_text="The /64, e.g. 2001:db8:1:2::/64")
 
@@ -166,7 +167,7 @@ class OpsReadyInput(serializers.Serializer):
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 
 
-class OpsUsageInput(serializers.Serializer):
+class OpsUsageInput(serializers.Serializer[Any]):
     month = serializers.CharField(help_text="YYYY-MM")
     egress_tb = serializers.DecimalField(max_digits=12, decimal_places=3, min_value=Decimal(0))
 
@@ -184,13 +185,13 @@ class OrderLineOutput(QuoteLineOutput):
     """A line as it was priced (the quote's line, copied onto the order)."""
 
 
-class SshKeySnapshotOutput(serializers.Serializer):
+class SshKeySnapshotOutput(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     name = serializers.CharField()
     fingerprint = serializers.CharField()
 
 
-class OrderOutput(serializers.Serializer):
+class OrderOutput(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     status = serializers.CharField()
     region = serializers.CharField(source="region_code")
@@ -221,19 +222,19 @@ class OrderOutput(serializers.Serializer):
     rental_id = serializers.SerializerMethodField()
     invoice = InvoiceOutput(allow_null=True)
 
-    def get_rental_id(self, order) -> int | None:
+    def get_rental_id(self, order: Order) -> int | None:
         rental = related_one(order, "rental")  # None: not a rental yet
         return rental.pk if rental is not None else None
 
 
-class PeriodOutput(serializers.Serializer):
+class PeriodOutput(serializers.Serializer[Any]):
     kind = serializers.CharField()
     starts_at = serializers.DateTimeField()
     ends_at = serializers.DateTimeField()
     invoice_id = serializers.IntegerField(allow_null=True)
 
 
-class RenewalInvoiceOutput(serializers.Serializer):
+class RenewalInvoiceOutput(serializers.Serializer[Any]):
     """A renewal invoice as the rental lists it: enough to pay it as issued (the
     full invoice is at /invoices/{id})."""
 
@@ -251,32 +252,32 @@ class RenewalInvoiceOutput(serializers.Serializer):
     checkout_url = serializers.SerializerMethodField()
     expires_at = serializers.DateTimeField(source="invoice.expires_at")
 
-    def _field(self, renewal, name: str) -> str | None:
+    def _field(self, renewal: Renewal, name: str) -> str | None:
         request = renewal.invoice.active_request
         return getattr(request, name) if request is not None else None
 
-    def get_pay_currency(self, renewal) -> str | None:
+    def get_pay_currency(self, renewal: Renewal) -> str | None:
         return self._field(renewal, "currency")
 
-    def get_amount(self, renewal) -> str | None:
+    def get_amount(self, renewal: Renewal) -> str | None:
         amount = self._field(renewal, "amount_due")
         return None if amount is None else str(int(amount))
 
-    def get_amount_display(self, renewal) -> str | None:
+    def get_amount_display(self, renewal: Renewal) -> str | None:
         request = renewal.invoice.active_request
         return CURRENCIES[request.currency].coins_str(int(request.amount_due)) if request is not None else None
 
-    def get_address(self, renewal) -> str | None:
+    def get_address(self, renewal: Renewal) -> str | None:
         return self._field(renewal, "address")
 
-    def get_payment_uri(self, renewal) -> str | None:
+    def get_payment_uri(self, renewal: Renewal) -> str | None:
         return self._field(renewal, "payment_uri")
 
-    def get_checkout_url(self, renewal) -> str:
+    def get_checkout_url(self, renewal: Renewal) -> str:
         return checkout_url(renewal.invoice)
 
 
-class RentalOutput(serializers.Serializer):
+class RentalOutput(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     status = serializers.CharField()
     order_id = serializers.IntegerField()
@@ -307,11 +308,11 @@ class RentalOutput(serializers.Serializer):
     renewal_invoices = serializers.SerializerMethodField()
 
     @extend_schema_field(RenewalInvoiceOutput(many=True))
-    def get_renewal_invoices(self, rental) -> list[dict[str, Any]]:
+    def get_renewal_invoices(self, rental: Rental) -> list[dict[str, Any]]:
         return [RenewalInvoiceOutput(r).data for r in rental.renewals.all()]
 
 
-class UsageOutput(serializers.Serializer):
+class UsageOutput(serializers.Serializer[Any]):
     rental_id = serializers.IntegerField()
     month = serializers.DateField(format="%Y-%m")
     egress_tb = serializers.DecimalField(max_digits=12, decimal_places=3)
@@ -323,7 +324,7 @@ class UsageOutput(serializers.Serializer):
 # --- Benchmarks (rentals/benchmark_views.py) ----------------------------------------------
 
 
-class BenchmarkPredictionOutput(serializers.Serializer):
+class BenchmarkPredictionOutput(serializers.Serializer[Any]):
     """The speed model's figures for a run, named as `vllm bench serve --save-result` names them."""
 
     output_throughput = serializers.FloatField(help_text="Output tokens/s.")
@@ -339,7 +340,7 @@ class BenchmarkPredictionOutput(serializers.Serializer):
     p99_e2el_ms = serializers.FloatField(allow_null=True)
 
 
-class BenchmarkTraceOutput(serializers.Serializer):
+class BenchmarkTraceOutput(serializers.Serializer[Any]):
     name = serializers.CharField(help_text="chat, rag or batch.")
     title = serializers.CharField()
     command = serializers.CharField(help_text="The `vllm bench serve` line; it writes `result_file`.")
@@ -358,13 +359,15 @@ class BenchmarkTraceOutput(serializers.Serializer):
     predicted_cost_per_million_output_tokens_usd = MoneyField(allow_null=True)
 
 
-class BenchmarkRecordOutput(serializers.Serializer):
+class BenchmarkRecordOutput(serializers.Serializer[Any]):
     field = serializers.CharField(help_text="The key to send in `environment` with the upload.")
-    label = serializers.CharField()
+    # The serializer's metaclass takes declared fields off the class, so this does not replace Field.label
+    # (which the stubs see).
+    label = serializers.CharField()  # type: ignore[assignment]
     command = serializers.CharField(help_text="Run on the server to read it.")
 
 
-class BenchmarkPlanOutput(serializers.Serializer):
+class BenchmarkPlanOutput(serializers.Serializer[Any]):
     order_id = serializers.IntegerField()
     rental_id = serializers.IntegerField(allow_null=True)
     gpu = serializers.CharField()
@@ -381,7 +384,7 @@ class BenchmarkPlanOutput(serializers.Serializer):
     notes = serializers.ListField(child=serializers.CharField())
 
 
-class BenchmarkEnvironmentInput(serializers.Serializer):
+class BenchmarkEnvironmentInput(serializers.Serializer[Any]):
     gpu_sku = serializers.CharField(max_length=200, required=False, allow_blank=True)
     driver_version = serializers.CharField(max_length=200, required=False, allow_blank=True)
     cuda_version = serializers.CharField(max_length=200, required=False, allow_blank=True)
@@ -426,14 +429,14 @@ class BenchmarkUploadInput(RefusingInput):
     environment = BenchmarkEnvironmentInput(required=False, help_text="What the plan's `record` commands printed.")
 
 
-class BenchmarkFigureOutput(serializers.Serializer):
+class BenchmarkFigureOutput(serializers.Serializer[Any]):
     metric = serializers.CharField(help_text="The result file's field name, e.g. output_throughput, p95_ttft_ms.")
     measured = serializers.FloatField()
     predicted = serializers.FloatField(allow_null=True)
     ratio = serializers.FloatField(allow_null=True, help_text="measured / predicted.")
 
 
-class BenchmarkOutput(serializers.Serializer):
+class BenchmarkOutput(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     trace = serializers.CharField()
     uploaded_at = serializers.DateTimeField()

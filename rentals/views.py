@@ -4,11 +4,15 @@ other accounts."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.selectors import request_account
 from core.api import error_doc, represent
 from core.pagination import PageQuery, page_of, paginate
 from core.permissions import StaffPermissionRequired
@@ -38,8 +42,8 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
 NEWEST_FIRST = ("-created_at", "-id")
 
 
-def _order_body(request, order_id: int) -> dict:
-    return represent(OrderOutput, selectors.order_get(account=request.user, order_id=order_id))
+def _order_body(request: Request, order_id: int) -> dict[str, Any]:
+    return represent(OrderOutput, selectors.order_get(account=request_account(request), order_id=order_id))
 
 
 class OrderListView(APIView):
@@ -49,8 +53,10 @@ class OrderListView(APIView):
         responses={200: page_of(OrderOutput), 400: error_doc("`invalid` or `invalid_cursor`.")},
         summary="Your orders, newest first, a page at a time",
     )
-    def get(self, request):
-        return paginate(request, selectors.orders_for(account=request.user), OrderOutput, ordering=NEWEST_FIRST)
+    def get(self, request: Request) -> Response:
+        return paginate(
+            request, selectors.orders_for(account=request_account(request)), OrderOutput, ordering=NEWEST_FIRST
+        )
 
     @extend_schema(
         request=OrderCreateInput,
@@ -72,13 +78,13 @@ class OrderListView(APIView):
         parameters=[IDEMPOTENCY_HEADER],
         summary="Order a server: validate, price, reserve, invoice",
     )
-    def post(self, request):
+    def post(self, request: Request) -> Response:
         data = OrderCreateInput(data=request.data)
 
-        def run() -> tuple[int, dict]:
+        def run() -> tuple[int, dict[str, Any]]:
             data.valid_or_refuse()
             order = services.order_create(
-                account=request.user, spec=data.spec(), client_address=client_address(request)
+                account=request_account(request), spec=data.spec(), client_address=client_address(request)
             )
             # The order comes back with everything its answer shows: no second read.
             return status.HTTP_201_CREATED, represent(OrderOutput, order)
@@ -88,7 +94,7 @@ class OrderListView(APIView):
             code, body = run()
             return Response(body, status=code)
         code, body, replayed = idempotent_call(
-            account=request.user, key=key, scope="orders.create", body=request.data, run=run
+            account=request_account(request), key=key, scope="orders.create", body=request.data, run=run
         )
         response = Response(body, status=code)
         if replayed:
@@ -98,7 +104,7 @@ class OrderListView(APIView):
 
 class OrderDetailView(APIView):
     @extend_schema(responses=OrderOutput, summary="One order and its invoice")
-    def get(self, request, order_id: int):
+    def get(self, request: Request, order_id: int) -> Response:
         return Response(_order_body(request, order_id))
 
 
@@ -108,13 +114,13 @@ class OrderCancelView(APIView):
         responses={200: OrderOutput, 409: error_doc("`order_not_cancellable`, `order_has_payments`.")},
         summary="Cancel an unpaid order: its slots go back to stock",
     )
-    def post(self, request, order_id: int):
-        services.order_cancel(order_id=order_id, account=request.user)
+    def post(self, request: Request, order_id: int) -> Response:
+        services.order_cancel(order_id=order_id, account=request_account(request))
         return Response(_order_body(request, order_id))
 
 
-def _rental_body(request, rental_id: int) -> dict:
-    return represent(RentalOutput, selectors.rental_get(account=request.user, rental_id=rental_id))
+def _rental_body(request: Request, rental_id: int) -> dict[str, Any]:
+    return represent(RentalOutput, selectors.rental_get(account=request_account(request), rental_id=rental_id))
 
 
 class RentalListView(APIView):
@@ -124,13 +130,15 @@ class RentalListView(APIView):
         responses={200: page_of(RentalOutput), 400: error_doc("`invalid` or `invalid_cursor`.")},
         summary="Your rentals, newest first, a page at a time",
     )
-    def get(self, request):
-        return paginate(request, selectors.rentals_for(account=request.user), RentalOutput, ordering=NEWEST_FIRST)
+    def get(self, request: Request) -> Response:
+        return paginate(
+            request, selectors.rentals_for(account=request_account(request)), RentalOutput, ordering=NEWEST_FIRST
+        )
 
 
 class RentalDetailView(APIView):
     @extend_schema(responses=RentalOutput, summary="One rental: status, addresses, paid periods")
-    def get(self, request, rental_id: int):
+    def get(self, request: Request, rental_id: int) -> Response:
         return Response(_rental_body(request, rental_id))
 
     @extend_schema(
@@ -138,11 +146,11 @@ class RentalDetailView(APIView):
         responses={200: RentalOutput, 409: error_doc("`rental_cancelled`.")},
         summary="Turn automatic renewal on or off",
     )
-    def patch(self, request, rental_id: int):
+    def patch(self, request: Request, rental_id: int) -> Response:
         data = RentalUpdateInput(data=request.data)
         data.is_valid(raise_exception=True)
         services.rental_auto_renew_set(
-            rental_id=rental_id, account=request.user, auto_renew=data.validated_data["auto_renew"]
+            rental_id=rental_id, account=request_account(request), auto_renew=data.validated_data["auto_renew"]
         )
         return Response(_rental_body(request, rental_id))
 
@@ -159,12 +167,12 @@ class RentalRenewView(APIView):
         },
         summary="Renew now: an invoice for more terms at the price on the order",
     )
-    def post(self, request, rental_id: int):
+    def post(self, request: Request, rental_id: int) -> Response:
         data = RenewInput(data=request.data)
         data.valid_or_refuse()
         services.rental_renew_now(
             rental_id=rental_id,
-            account=request.user,
+            account=request_account(request),
             terms=data.validated_data.get("terms"),
             currency=data.validated_data.get("pay_currency"),
         )
@@ -177,8 +185,8 @@ class RentalCancelView(APIView):
         responses={200: RentalOutput, 409: error_doc("`rental_terminated`.")},
         summary="Cancel: no renewal; the rental runs to the end of its paid period",
     )
-    def post(self, request, rental_id: int):
-        services.rental_cancel(rental_id=rental_id, account=request.user)
+    def post(self, request: Request, rental_id: int) -> Response:
+        services.rental_cancel(rental_id=rental_id, account=request_account(request))
         return Response(_rental_body(request, rental_id))
 
 
@@ -191,7 +199,7 @@ class OpsRentalReadyView(APIView):
         tags=["ops"],
         summary="Operators: the server is handed over (staff token)",
     )
-    def post(self, request, rental_id: int):
+    def post(self, request: Request, rental_id: int) -> Response:
         data = OpsReadyInput(data=request.data)
         data.is_valid(raise_exception=True)
         rental = services.rental_activate(
@@ -212,7 +220,7 @@ class OpsRentalUsageView(APIView):
         tags=["ops"],
         summary="Operators: report a month's egress (staff token)",
     )
-    def post(self, request, rental_id: int):
+    def post(self, request: Request, rental_id: int) -> Response:
         data = OpsUsageInput(data=request.data)
         data.is_valid(raise_exception=True)
         report = services.usage_report(

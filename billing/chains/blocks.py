@@ -72,9 +72,9 @@ def resume_point(
     (keep the window comfortably deeper than any plausible reorg). With nothing
     stored yet, at `start_height`, or at the tip.
     """
-    if fork is not None and fork.common is None:
-        return None, min(b.height for b in recent)
     if fork is not None:
+        if fork.common is None:
+            return None, min(b.height for b in recent)
         return fork.common, fork.common.height + 1
     if recent:
         base = max(recent)

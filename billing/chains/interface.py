@@ -128,7 +128,7 @@ class ScanReport:
     def ok(self) -> bool:
         return not self.error and not self.skipped
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def summary(self) -> str:
@@ -163,6 +163,7 @@ class Watcher(ABC):
     """One chain's watcher (see the module docstring)."""
 
     spec: ChainSpec
+    chain_family: ChainFamily  # the family that serves the chain's currencies
 
     @property
     def chain(self) -> str:
@@ -184,10 +185,8 @@ class Watcher(ABC):
         return setting_value(self.rpc_url_setting)
 
     def watched_currencies(self) -> list[str]:
-        from billing.chains.config import enabled_currencies
-
-        enabled = enabled_currencies()
-        return [c for c in self.currencies if c in enabled]
+        # Its currencies that are enabled: their family says (billing.chains.config.enabled_currencies asks it too).
+        return [c for c in self.currencies if self.chain_family.enabled(c)]
 
     def watched(self) -> bool:
         return bool(self.rpc_url()) and bool(self.watched_currencies())

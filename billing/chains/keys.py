@@ -117,14 +117,16 @@ _WIF_VERSIONS = {0x80, 0xEF, 0xB0}  # Bitcoin mainnet, testnet/regtest (both cha
 
 def _base58check(value: str) -> bytes | None:
     try:
-        return Base58Decoder.CheckDecode(value)
+        decoded: bytes = Base58Decoder.CheckDecode(value)
+        return decoded
     except Exception:
         return None
 
 
 def _base58(value: str) -> bytes | None:
     try:
-        return Base58Decoder.Decode(value)
+        decoded: bytes = Base58Decoder.Decode(value)
+        return decoded
     except Exception:
         return None
 
@@ -380,7 +382,8 @@ class EthereumAccount:
     key: Bip32Account
 
     def address(self, index: int) -> str:
-        return EthAddrEncoder.EncodeKey(self.key.public_key(index))
+        address: str = EthAddrEncoder.EncodeKey(self.key.public_key(index))
+        return address
 
 
 def ethereum_account_parse(*, value: str) -> EthereumAccount:
@@ -465,7 +468,8 @@ def monero_account_parse(*, address: str, view_key: str) -> MoneroAccount:
 
 def monero_public_key(secret_hex: str) -> str:
     """The public key of a Monero secret scalar (hex); for tests and diagnostics."""
-    return monero_ed25519.public_from_secret_hex(secret_hex)
+    public: str = monero_ed25519.public_from_secret_hex(secret_hex)
+    return public
 
 
 # --- Solana -----------------------------------------------------------------

@@ -296,7 +296,8 @@ class ScanRun:
         rows = PaymentRequest.objects.filter(
             currency__in=list(currencies or self.currencies()), invoice__monitoring_until__gte=horizon
         )
-        return rows.aggregate(at=Min("created_at"))["at"]
+        at: datetime | None = rows.aggregate(at=Min("created_at"))["at"]
+        return at
 
     def counted(self, currencies: Collection[str] | None = None) -> list[CountedPayment]:
         """Payments the watcher recorded to the watched destinations (`watched`'s
@@ -453,8 +454,11 @@ class ScanRun:
             chain=self.chain, status=PaymentStatus.PENDING, block_height__isnull=False
         ).select_related("request")
         for p in pending:
-            confirmations = tip_height - int(p.block_height) + 1
-            final = None if final_height is None else int(p.block_height) <= final_height
+            height = p.block_height
+            if height is None:  # the filter leaves none out; the type does not know
+                continue
+            confirmations = tip_height - height + 1
+            final = None if final_height is None else height <= final_height
             if confirmations < 1 or (confirmations == p.confirmations and not final):
                 continue
             services.payment_observe(
@@ -466,7 +470,7 @@ class ScanRun:
                     match_key=p.request.match_key,
                     amount=int(p.amount),
                     confirmations=confirmations,
-                    block_height=int(p.block_height),
+                    block_height=height,
                     block_hash=p.block_hash,
                     final=final,
                 ),

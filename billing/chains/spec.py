@@ -59,7 +59,7 @@ def chain_specs(families: Sequence[str] = FAMILY_PACKAGES) -> list[ChainSpec]:
     return specs
 
 
-def chain_beat_schedule(*, values: Mapping[str, Any], seconds: float) -> dict[str, dict]:
+def chain_beat_schedule(*, values: Mapping[str, Any], seconds: float) -> dict[str, dict[str, Any]]:
     """CELERY_BEAT_SCHEDULE entries: a scan of each configured chain every `seconds`
     (expiring after as long, so a backlog never piles up behind a slow node)."""
     return {

@@ -54,7 +54,7 @@ class CreditEntry(models.Model):
     reason = models.TextField(blank=True)
     refund_currency = models.CharField(max_length=8, choices=CURRENCY_CHOICES, blank=True)
     refund_destination = models.CharField(max_length=128, blank=True)
-    refund_amount = BaseUnitsModelField(null=True, blank=True)
+    refund_amount = BaseUnitsModelField[int | None, int | None](null=True, blank=True)
     refund_txid = models.CharField(max_length=128, blank=True)
 
     class Meta:

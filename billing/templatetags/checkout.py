@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django import template
+from django.template import Context
 from django.utils import formats
 
 register = template.Library()
@@ -34,7 +35,7 @@ def countdown(seconds: int | None) -> str:
 
 
 @register.simple_tag(takes_context=True)
-def shown(context, states: str = "", flag: str = "") -> str:
+def shown(context: Context, states: str = "", flag: str = "") -> str:
     """` hidden` unless the page's state is one of `states` (space separated)
     and, when given, the status flag `flag` is true. The page's script applies
     the same rule (data-show, data-if) whenever the status changes."""

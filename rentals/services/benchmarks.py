@@ -12,12 +12,13 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from accounts.models import Account
 from catalog.models import TERM_HOURS
 from core.audit import audit_record
 from core.db import locked_or_404
@@ -25,6 +26,9 @@ from core.errors import Conflict, DomainError
 from core.money import cents
 from rentals.models import BenchmarkRun, Order, Rental
 from rentals.selectors import order_get, rental_get
+
+if TYPE_CHECKING:
+    from sizing.arithmetic import Card, Workload
 
 # The most a rental keeps: enough for each trace again and again over a term.
 BENCHMARKS_PER_RENTAL = 100
@@ -49,7 +53,7 @@ def price_per_hour(order: Order) -> Decimal:
     return order.total_usd / (TERM_HOURS[order.term] * order.terms)
 
 
-def _workload(order: Order):
+def _workload(order: Order) -> Workload:
     """The order's workload as sizing reads it (the order keeps what sizing reads: rentals.serializers)."""
     from sizing.serializers import OrderWorkloadInput
 
@@ -79,10 +83,11 @@ def _workload(order: Order):
             "The order's workload no longer sizes (its model left the catalog?).",
             details={"order": order.pk, "fields": data.errors},
         )
-    return data.validated_data["workload"]
+    workload: Workload = data.validated_data["workload"]
+    return workload
 
 
-def _card(order: Order):
+def _card(order: Order) -> Card:
     from sizing.services import card_from_gpu
 
     return card_from_gpu(order.gpu)
@@ -102,12 +107,12 @@ def _plan(order: Order, rental: Rental | None) -> PlanContext:
     return PlanContext(plan=plan, order=order, rental=rental, price_per_hour_usd=price_per_hour(order), notes=notes)
 
 
-def order_benchmark_plan(*, account: Any, order_id: int) -> PlanContext:
+def order_benchmark_plan(*, account: Account, order_id: int) -> PlanContext:
     """The plan of one of the account's orders (before paying, too)."""
     return _plan(order_get(account=account, order_id=order_id), None)
 
 
-def rental_benchmark_plan(*, account: Any, rental_id: int) -> PlanContext:
+def rental_benchmark_plan(*, account: Account, rental_id: int) -> PlanContext:
     rental = rental_get(account=account, rental_id=rental_id)
     return _plan(rental.order, rental)
 
@@ -120,7 +125,7 @@ ENVIRONMENT_FIELDS = ("gpu_sku", "driver_version", "cuda_version", "vllm_version
 
 def benchmark_upload(
     *,
-    account: Any,
+    account: Account,
     rental_id: int,
     result: Any,
     trace: str | None = None,
@@ -210,7 +215,7 @@ def benchmark_upload(
     return run
 
 
-def rental_benchmarks(*, account: Any, rental_id: int) -> tuple[Rental, QuerySet[BenchmarkRun]]:
+def rental_benchmarks(*, account: Account, rental_id: int) -> tuple[Rental, QuerySet[BenchmarkRun]]:
     """The rental's uploads (the caller pages them, oldest first)."""
     rental = rental_get(account=account, rental_id=rental_id)
     return rental, BenchmarkRun.objects.filter(rental=rental)

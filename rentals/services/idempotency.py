@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from accounts.models import Account
 from core.api import error_body
 from core.errors import DomainError
 from rentals.models import IdempotencyKey
@@ -44,7 +45,7 @@ def _request_hash(body: Any) -> str:
 
 def idempotent_call(
     *,
-    account: Any,
+    account: Account,
     key: str,
     scope: str,
     body: Any,
@@ -77,6 +78,8 @@ def idempotent_call(
                     status=422,
                     details={"key": key},
                 ) from None
+            # Written with its response in the transaction that inserted it, which this one waited for.
+            assert record.response_status is not None and record.response_body is not None
             return record.response_status, record.response_body, True
         try:
             with transaction.atomic():

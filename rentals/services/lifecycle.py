@@ -21,6 +21,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from accounts.models import Account
 from billing import services as billing
 from billing.models import CreditKind, Invoice, InvoiceStatus
 from billing.selectors import credit_balance_usd
@@ -79,7 +80,7 @@ def _term_length(term: str, terms: int) -> timedelta:
     return timedelta(hours=TERM_HOURS[term] * terms)
 
 
-def _rental_lock(*, rental_id: int, account: Any = None) -> Rental:
+def _rental_lock(*, rental_id: int, account: Account | None = None) -> Rental:
     """The rental, locked; a customer's (`account`) own rentals only."""
     rentals = Rental.objects.all() if account is None else Rental.objects.filter(account=account)
     return locked_or_404(rentals, pk=rental_id, message="No such rental.")
@@ -104,8 +105,12 @@ def rental_from_order(*, order_id: int, now: datetime | None = None) -> Rental |
         existing = Rental.objects.filter(order=order).first()
         if existing is not None:
             return existing
-        invoice = Invoice.objects.get(pk=order.invoice_id)
-        if invoice.status != InvoiceStatus.SETTLED or order.status in (OrderStatus.CANCELLED, OrderStatus.UNFULFILLED):
+        invoice = order.invoice
+        if (
+            invoice is None
+            or invoice.status != InvoiceStatus.SETTLED
+            or order.status in (OrderStatus.CANCELLED, OrderStatus.UNFULFILLED)
+        ):
             return None
         if order.status == OrderStatus.EXPIRED:
             try:
@@ -129,6 +134,8 @@ def rental_from_order(*, order_id: int, now: datetime | None = None) -> Rental |
         order.closed_at, order.close_reason = None, ""
         order.save(update_fields=["status", "paid_at", "host", "closed_at", "close_reason"])
         request = invoice.active_request
+        if order.host is None:  # its slots (or those reserved again above) are on one host
+            raise RuntimeError(f"order {order.pk} is paid but holds no host")
         rental = Rental.objects.create(
             account=order.account,
             order=order,
@@ -388,7 +395,12 @@ def renewal_issue(*, rental_id: int, now: datetime | None = None) -> Renewal | N
 
 
 def rental_renew_now(
-    *, rental_id: int, account: Any, terms: int | None = None, currency: str | None = None, now: datetime | None = None
+    *,
+    rental_id: int,
+    account: Account,
+    terms: int | None = None,
+    currency: str | None = None,
+    now: datetime | None = None,
 ) -> Renewal:
     """A renewal invoice the customer asks for now (also to resume a suspended
     rental): `terms` (default: the rental's renewal terms) more terms at the
@@ -634,7 +646,7 @@ def _renewals_void(rental: Rental, *, reason: str, actor: Any = None) -> None:
             log.info("rental %s: renewal invoice %s left open (%s)", rental.pk, invoice.number, exc.code)
 
 
-def rental_cancel(*, rental_id: int, account: Any, now: datetime | None = None) -> Rental:
+def rental_cancel(*, rental_id: int, account: Account, now: datetime | None = None) -> Rental:
     """No more renewals: the rental runs to the end of its paid period, then ends.
     Audited (`rental.cancel`, and each voided renewal invoice) with the customer as actor."""
     now = now or timezone.now()
@@ -660,7 +672,7 @@ def rental_cancel(*, rental_id: int, account: Any, now: datetime | None = None) 
     return rental
 
 
-def rental_auto_renew_set(*, rental_id: int, account: Any, auto_renew: bool) -> Rental:
+def rental_auto_renew_set(*, rental_id: int, account: Account, auto_renew: bool) -> Rental:
     with transaction.atomic():
         rental = _rental_lock(rental_id=rental_id, account=account)
         if auto_renew and (rental.cancelled_at or rental.status == RentalStatus.TERMINATED):
@@ -678,7 +690,7 @@ def rental_auto_renew_set(*, rental_id: int, account: Any, auto_renew: bool) -> 
     return rental
 
 
-def rentals_auto_renew_off(*, account: Any, reason: str) -> int:
+def rentals_auto_renew_off(*, account: Account, reason: str) -> int:
     """Every rental of the account stops renewing (inside the caller's
     transaction: the account is closing). Returns how many changed."""
     changed = 0

@@ -32,7 +32,7 @@ RETRY_DELAYS = (timedelta(seconds=10), timedelta(minutes=1), timedelta(minutes=1
 
 
 def provisioner_name() -> str:
-    return settings.PROVISIONER
+    return str(settings.PROVISIONER)
 
 
 def _payload(job_id: str, rental: Rental, action: str) -> dict[str, Any]:

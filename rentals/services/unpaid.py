@@ -82,7 +82,7 @@ class Held:
 
 def _held(
     *,
-    account: Any,
+    account: Account,
     lock: bool,
     besides: int | None = None,
     network: str = "",
@@ -158,8 +158,19 @@ def _held(
             ],
         )
         row = cursor.fetchone()
-    values = [int(v or 0) for v in row[:6]]
-    return Held(*values, paid_history=bool(row[6]), stock=int(row[7] or 0))
+    account_orders, account_gpus, account_here, address_orders, address_gpus, address_here = (
+        int(v or 0) for v in row[:6]
+    )
+    return Held(
+        account_orders=account_orders,
+        account_gpus=account_gpus,
+        account_here=account_here,
+        address_orders=address_orders,
+        address_gpus=address_gpus,
+        address_here=address_here,
+        paid_history=bool(row[6]),
+        stock=int(row[7] or 0),
+    )
 
 
 def _caps(paid_history: bool) -> tuple[int, int]:
@@ -169,7 +180,7 @@ def _caps(paid_history: bool) -> tuple[int, int]:
     return settings.UNPAID_ORDERS_MAX, settings.UNPAID_GPUS_MAX
 
 
-def unpaid_limits(*, account: Any, lock: bool = False, besides: int | None = None) -> dict[str, Any]:
+def unpaid_limits(*, account: Account, lock: bool = False, besides: int | None = None) -> dict[str, Any]:
     """The caps that apply to the account, and what it holds unpaid now (leaving
     out the order `besides`)."""
     held = _held(account=account, lock=lock, besides=besides)
@@ -188,7 +199,7 @@ def hold_share_max(*, stock: int, gpus_per_host: int) -> int | None:
     unpaid, when its stock there (free or held unpaid) is `stock`:
     UNPAID_HOLD_SHARE_PCT percent of it (rounded down), at least one host's
     worth. None: no share cap (100 percent or more)."""
-    pct = settings.UNPAID_HOLD_SHARE_PCT
+    pct: int = settings.UNPAID_HOLD_SHARE_PCT
     if pct >= 100:
         return None
     return max(stock * pct // 100, gpus_per_host)
@@ -204,7 +215,7 @@ def _over(orders: int, gpus: int, gpu_count: int, max_orders: int, max_gpus: int
 
 def unpaid_limit_check(
     *,
-    account: Any,
+    account: Account,
     gpu_count: int,
     placing: int | None = None,
     network: str = "",
@@ -282,7 +293,7 @@ def unpaid_limit_check(
             )
 
 
-def account_unpaid_orders_release(*, account: Any, reason: str, actor: Any = None) -> int:
+def account_unpaid_orders_release(*, account: Account, reason: str, actor: Any = None) -> int:
     """Cancel the account's unpaid orders (their GPUs go back to stock, their
     invoices are voided). An order whose payment has been seen is left to
     become a rental. Returns how many were cancelled."""

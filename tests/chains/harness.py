@@ -122,7 +122,7 @@ def chain_task_run(currency: str, capture) -> dict:
     from billing.tasks import chain_scan as chain_scan_task
 
     with capture(execute=True):
-        result = chain_scan_task.apply(args=[currency]).get()
+        result = chain_scan_task.apply(args=(currency,)).get()
     assert result["error"] == "" and result["skipped"] == "", result
     return result
 

@@ -62,7 +62,7 @@ def _scan() -> dict:
     """One run of the periodic watcher task, as a worker runs it."""
     from billing.tasks import chain_scan
 
-    result = chain_scan.apply(args=["LTC"]).get()
+    result = chain_scan.apply(args=("LTC",)).get()
     assert result["error"] == "" and result["skipped"] == "", result
     return result
 
@@ -109,6 +109,7 @@ def _order(name: str) -> dict:
 
     invoice = Invoice.objects.get(pk=order["invoice"]["id"])
     request = invoice.active_request
+    assert request is not None
     return {
         "order": order["id"],
         "invoice": invoice.pk,
@@ -122,7 +123,9 @@ def _order(name: str) -> dict:
 def _cursor() -> int:
     from billing.models import ChainState
 
-    return ChainState.objects.get(chain="litecoin").height
+    height = ChainState.objects.get(chain="litecoin").height
+    assert height is not None
+    return height
 
 
 def step_before(state: dict) -> None:

@@ -25,6 +25,7 @@ needs_promtool = pytest.mark.skipif(
 
 
 def promtool(*args: str, cwd: Path = PROMETHEUS) -> subprocess.CompletedProcess:
+    assert PROMTOOL is not None
     return subprocess.run([PROMTOOL, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 

@@ -12,7 +12,7 @@ import time_machine
 from rest_framework.test import APIClient
 
 from accounts.services import ssh_key_add, token_create
-from core.audit import AuditEntry
+from core.models import AuditEntry
 from rentals import services
 from rentals.models import BenchmarkRun, Order, Rental
 from rentals.services import benchmarks as bench_services

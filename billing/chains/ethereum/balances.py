@@ -77,11 +77,11 @@ class BalanceReader:
         if not addresses:
             return {}
         tag = {"blockHash": block.hash}
-        if self._use_multicall():
+        multicall = self.multicall
+        if multicall is not None and self._use_multicall():
             chunks = [addresses[i : i + self.per_call] for i in range(0, len(addresses), self.per_call)]
             calls = [
-                ("eth_call", ({"to": self.multicall, "data": aggregate3_balances_encode(self.multicall, c)}, tag))
-                for c in chunks
+                ("eth_call", ({"to": multicall, "data": aggregate3_balances_encode(multicall, c)}, tag)) for c in chunks
             ]
             balances: list[int] = []
             for chunk, data in zip(chunks, self.rpc.batch(calls), strict=True):

@@ -21,7 +21,7 @@ Settings of the watcher (all read at call time):
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -111,7 +111,7 @@ class EthereumFamily(ChainFamily):
             found += [("ETH_XPUB", eth_account), ("ETH_CHAIN_ID", eth_chain_id)]
         for code, setting in TOKEN_SETTINGS.items():
             if code in enabled:
-                found.append((setting, lambda code=code: token_contract(code)))
+                found.append((setting, partial(token_contract, code)))
         if setting_value("ETH_RPC_URL"):
             found += [
                 ("ETH_FINALITY", finality_policy),

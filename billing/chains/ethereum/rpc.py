@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import requests
 from web3 import HTTPProvider, Web3
 from web3.providers.rpc.utils import ExceptionRetryConfiguration
+from web3.types import RPCEndpoint
 
 from billing.chains.errors import ChainUnavailable, RpcError
 
@@ -199,11 +200,11 @@ class EthRpc:
 
     def _batch_post(self, chunk: Sequence[tuple[str, Sequence[Any]]], method: str) -> list[Any] | None:
         try:
-            responses = self.provider.make_batch_request([(m, list(p)) for m, p in chunk])
+            responses = self.provider.make_batch_request([(RPCEndpoint(m), list(p)) for m, p in chunk])
         except requests.ConnectionError:
             # Batches are reads only: one more try after a dropped connection.
             try:
-                responses = self.provider.make_batch_request([(m, list(p)) for m, p in chunk])
+                responses = self.provider.make_batch_request([(RPCEndpoint(m), list(p)) for m, p in chunk])
             except (requests.RequestException, ValueError) as exc:
                 raise self._unavailable(exc, method) from None
         except requests.HTTPError as exc:

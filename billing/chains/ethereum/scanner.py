@@ -250,8 +250,8 @@ class EvmScanner:
             )
         return scans
 
-    def _blocks_fetch(self, heights: Sequence[int], base: BlockRef | None) -> list[dict]:
-        linked: list[dict] = []
+    def _blocks_fetch(self, heights: Sequence[int], base: BlockRef | None) -> list[dict[str, Any]]:
+        linked: list[dict[str, Any]] = []
         previous = base.hash if base is not None else None
         for start in range(0, len(heights), self.blocks_per_request):
             chunk = heights[start : start + self.blocks_per_request]
@@ -265,9 +265,11 @@ class EvmScanner:
                 previous = block["hash"]
         return linked
 
-    def _natives(self, blocks: list[dict], watched: Container[str], found: dict, limit: int) -> int:
+    def _natives(
+        self, blocks: list[dict[str, Any]], watched: Container[str], found: dict[int, list[Transfer]], limit: int
+    ) -> int:
         """Top-level transactions to watched addresses with value, receipt status 1."""
-        candidates: list[tuple[int, dict]] = []
+        candidates: list[tuple[int, dict[str, Any]]] = []
         for position, block in enumerate(blocks):
             for tx in block["transactions"]:
                 to = tx.get("to")
@@ -298,7 +300,9 @@ class EvmScanner:
             )
         return limit
 
-    def _tokens(self, refs: list[BlockRef], watched: Container[str], found: dict, limit: int) -> int:
+    def _tokens(
+        self, refs: list[BlockRef], watched: Container[str], found: dict[int, list[Transfer]], limit: int
+    ) -> int:
         if limit == 0:
             return 0
         first, last = refs[0].height, refs[limit - 1].height
@@ -314,10 +318,17 @@ class EvmScanner:
         return limit
 
     def _traces(
-        self, mode: str, blocks: list[dict], refs: list[BlockRef], watched: Container[str], found: dict, limit: int
+        self,
+        mode: str,
+        blocks: list[dict[str, Any]],
+        refs: list[BlockRef],
+        watched: Container[str],
+        found: dict[int, list[Transfer]],
+        limit: int,
     ) -> int:
         if limit == 0:
             return 0
+        calls: list[tuple[str, tuple[Any, ...]]]
         if mode == TRACE_BLOCK:
             calls = [("trace_block", (hex(r.height),)) for r in refs[:limit]]
         else:
@@ -344,11 +355,11 @@ class EvmScanner:
 
     def _balance(
         self,
-        blocks: list[dict],
+        blocks: list[dict[str, Any]],
         refs: list[BlockRef],
         base: BlockRef | None,
         addresses: Collection[str],
-        found: dict,
+        found: dict[int, list[Transfer]],
         limit: int,
     ) -> int:
         """Balance rises the blocks' own transactions do not explain (see `balances`)."""
@@ -357,7 +368,7 @@ class EvmScanner:
             return limit
         watched_set = frozenset(watched)
         # Transactions sent from a watched address: their value and fees leave it.
-        spenders: list[tuple[int, dict]] = [
+        spenders: list[tuple[int, dict[str, Any]]] = [
             (i, tx)
             for i, block in enumerate(blocks[:limit])
             for tx in block["transactions"]

@@ -41,9 +41,9 @@ class LogReader:
         self.span = max(1, span)
         self.splits = 0  # ranges refused and split, for logs and tests
 
-    def logs(self, *, first: int, last: int, contracts: Sequence[str] | None = None) -> list[dict]:
+    def logs(self, *, first: int, last: int, contracts: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Every Transfer log of blocks first..last (inclusive), in block order."""
-        found: list[dict] = []
+        found: list[dict[str, Any]] = []
         pending = [(a, min(a + self.span - 1, last)) for a in range(first, last + 1, self.span)]
         pending.reverse()
         while pending:
@@ -75,7 +75,7 @@ def transfer_logs_parse(logs: Iterable[Mapping[str, Any]], *, watched: Container
     """ERC-20 Transfer logs whose `to` is watched, as token transfers (zero amounts and removed logs skipped)."""
     found: list[Transfer] = []
     for entry in logs:
-        topics = entry.get("topics") or ()
+        topics: Sequence[Any] = entry.get("topics") or ()
         if len(topics) != 3 or entry.get("removed") or str(topics[0]).lower() != TRANSFER_TOPIC:
             continue
         to = topic_address(topics[2])

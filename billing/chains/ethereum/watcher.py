@@ -65,8 +65,8 @@ _lock = threading.Lock()
 # Per process: the scanner of each endpoint (it remembers the trace mode, the
 # log span the provider accepts and the last balances read) and the node
 # checks passed. Both are caches, dropped after any failure.
-_scanners: dict[tuple, EvmScanner] = {}
-_checked: set[tuple] = set()
+_scanners: dict[tuple[Any, ...], EvmScanner] = {}
+_checked: set[tuple[Any, ...]] = set()
 
 
 def _settings_int(name: str, default: int) -> int:
@@ -75,6 +75,7 @@ def _settings_int(name: str, default: int) -> int:
 
 class EthereumWatcher(BlockWatcher):
     step_blocks = 25
+    chain_family = family.FAMILY
 
     def __init__(self, spec: ChainSpec) -> None:
         self.spec = spec
@@ -126,10 +127,7 @@ class EthereumWatcher(BlockWatcher):
         return PushSource(url=url, topics=("newHeads",), setting="ETH_WS_URL") if url else None
 
     def _tokens_enabled(self) -> list[str]:
-        from billing.chains.config import enabled_currencies
-
-        enabled = enabled_currencies()
-        return [code for code in TOKENS if code in enabled]
+        return [code for code in TOKENS if self.chain_family.enabled(code)]
 
     def node_check(self, run: ScanRun) -> None:
         rpc: EthRpc = run.client
@@ -228,7 +226,9 @@ class EthereumWatcher(BlockWatcher):
             else:
                 self._stray(recorder, transfer, currency=currency, destinations=destinations)
 
-    def _stray(self, recorder: Recorder, transfer: Transfer, *, currency: str | None, destinations: dict) -> None:
+    def _stray(
+        self, recorder: Recorder, transfer: Transfer, *, currency: str | None, destinations: dict[str, Any]
+    ) -> None:
         paid = next((code for code, keys in destinations.items() if transfer.to in keys), "")
         if currency is None:
             note = f"a token nobody credits (contract {transfer.asset}) sent to a {paid or 'watched'} address"

@@ -16,6 +16,7 @@ refused this call, with its code). Messages never quote a URL.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -48,7 +49,7 @@ def _endpoint(url: str, setting: str) -> tuple[str, str, int, str, str]:
     return parts.scheme, parts.hostname, port, parts.username or "", parts.password or ""
 
 
-def _call(name: str, method: str, send) -> Any:
+def _call(name: str, method: str, send: Callable[[], Any]) -> Any:
     try:
         return send()
     except requests.Timeout:
@@ -82,12 +83,13 @@ class WalletRpc:
             timeout=timeout,
         )
 
-    def call(self, method: str, **params: Any) -> dict:
-        return _call(
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        result: dict[str, Any] = _call(
             "the wallet RPC",
             method,
             lambda: self.backend.raw_request(method, params, squelch_error_logging=True),
         )
+        return result
 
     def close(self) -> None:
         self.backend.session.close()
@@ -103,8 +105,11 @@ class DaemonRpc:
             protocol=protocol, host=host, port=port, user=user, password=password, timeout=timeout
         )
 
-    def call(self, method: str, **params: Any) -> dict:
-        return _call("the Monero daemon", method, lambda: self.backend.raw_jsonrpc_request(method, params))
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        result: dict[str, Any] = _call(
+            "the Monero daemon", method, lambda: self.backend.raw_jsonrpc_request(method, params)
+        )
+        return result
 
     def height(self) -> int:
         """The daemon's height: how many blocks it has (its top block is height - 1)."""

@@ -35,8 +35,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 
@@ -75,7 +76,7 @@ STRAY_PRIMARY = "primary_address"
 STRAY_UNISSUED = "unissued_subaddress"
 
 
-def _key(entry: dict) -> str:
+def _key(entry: dict[str, Any]) -> str:
     """A transfer's destination as a match key: "major/minor" of the subaddress."""
     index = entry.get("subaddr_index") or {}
     return f"{index.get('major', 0)}/{index.get('minor', 0)}"
@@ -105,6 +106,8 @@ def unlocked(*, unlock_time: int, wallet_height: int, now: float) -> bool:
 
 
 class MoneroWatcher(Watcher):
+    chain_family = family.FAMILY
+
     def __init__(self, spec: ChainSpec) -> None:
         self.spec = spec
 
@@ -134,7 +137,7 @@ class MoneroWatcher(Watcher):
         if primary.get("address") != setting_value("XMR_ADDRESS"):
             raise NodeMismatch("XMR_WALLET_RPC_URL serves another wallet than XMR_ADDRESS's")
 
-    def subaddresses_ensure(self, wallet: WalletRpc, *, highest: int, renew=None) -> int:
+    def subaddresses_ensure(self, wallet: WalletRpc, *, highest: int, renew: Callable[[], object] | None = None) -> int:
         """Grow the wallet's subaddress table ahead of `highest`, the highest issued index.
 
         A wallet recognises payments to the subaddresses it created plus its
@@ -214,7 +217,7 @@ class MoneroWatcher(Watcher):
         # Every subaddress of every account (`all_accounts` clears `subaddr_indices`:
         # wallet_rpc_server.cpp, on_get_transfers): what reaches the primary address or
         # a subaddress never issued is seen too, and recorded for staff.
-        params: dict = {"in": True, "pool": True, "all_accounts": True}
+        params: dict[str, Any] = {"in": True, "pool": True, "all_accounts": True}
         if min_height is not None:
             params.update(filter_by_height=True, min_height=min_height)
         try:
@@ -326,7 +329,7 @@ class MoneroWatcher(Watcher):
             raise lagging
 
     @staticmethod
-    def _strays(run: ScanRun, entries: list[dict], watched: frozenset[str]) -> _Strays:
+    def _strays(run: ScanRun, entries: list[dict[str, Any]], watched: frozenset[str]) -> _Strays:
         """Which entries reached a destination no invoice was ever given (the
         primary address, a subaddress not issued yet): recorded for staff once in a
         block (a pool transaction may still vanish), and never credited, even to

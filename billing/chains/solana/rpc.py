@@ -325,10 +325,10 @@ class SolanaRpc:
         `return_errors=True`, stands in the list as that exception so the
         caller can go on with the others. Unavailability always raises.
         """
-        calls = [(method, list(params)) for method, params in calls]
+        listed = [(method, list(params)) for method, params in calls]
         results: list[Any] = []
-        for start in range(0, len(calls), self.batch_size):
-            results.extend(self._batch_once(calls[start : start + self.batch_size], return_errors=return_errors))
+        for start in range(0, len(listed), self.batch_size):
+            results.extend(self._batch_once(listed[start : start + self.batch_size], return_errors=return_errors))
         return results
 
     def _batch_once(self, calls: list[tuple[str, list[Any]]], *, return_errors: bool) -> list[Any]:

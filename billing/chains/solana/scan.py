@@ -260,19 +260,18 @@ def cursor_advance(cursor: AddressCursor, listing: Listing, *, done: Callable[[S
     newest, newest_slot = cursor.newest, cursor.newest_slot
     if listing.entries and not listing.resumed:
         newest, newest_slot = listing.entries[0].signature, listing.entries[0].slot
-    seen = {"newest": newest, "newest_slot": newest_slot}
     run, all_done = _done_run(listing.entries, done)
     oldest = listing.entries[-1].signature if listing.entries else cursor.before
     if not listing.resumed:
         if listing.complete:
-            return AddressCursor(until=run or cursor.until, **seen)
-        return AddressCursor(until=cursor.until, before=oldest, top=run, **seen)
+            return AddressCursor(until=run or cursor.until, newest=newest, newest_slot=newest_slot)
+        return AddressCursor(until=cursor.until, before=oldest, top=run, newest=newest, newest_slot=newest_slot)
     # A continuation of a cut listing: these entries lie between `until` and `before`.
     if listing.complete:
         until = (cursor.top or run or cursor.until) if all_done else (run or cursor.until)
-        return AddressCursor(until=until, **seen)
+        return AddressCursor(until=until, newest=newest, newest_slot=newest_slot)
     top = (cursor.top or run) if all_done else run
-    return AddressCursor(until=cursor.until, before=oldest, top=top, **seen)
+    return AddressCursor(until=cursor.until, before=oldest, top=top, newest=newest, newest_slot=newest_slot)
 
 
 def _recipient_start(rpc: SolanaRpc, recipient: str, *, since: int | None = None, max_pages: int = 5) -> AddressCursor:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from bip_utils import Base58Decoder
@@ -221,21 +222,21 @@ def transfer_validate(tx: SolanaTransaction, *, recipient: str, references: Coll
     `references` are the invoice references known to billing (any superset of
     the transaction's account keys that are references will do)."""
     found = tuple(dict.fromkeys(k for k in tx.account_keys if k in references))
-    base = {"signature": tx.signature, "slot": tx.slot, "references": found}
+    check = partial(TransferCheck, signature=tx.signature, slot=tx.slot, references=found)
     if tx.failed:
-        return TransferCheck(received=0, rejected=f"failed: {tx.err}", **base)
+        return check(received=0, rejected=f"failed: {tx.err}")
     index = tx.key_index(recipient)
     if index is None:
-        return TransferCheck(received=0, rejected="recipient not found", **base)
+        return check(received=0, rejected="recipient not found")
     received = tx.post_balances[index] - tx.pre_balances[index]
     if received <= 0:
-        return TransferCheck(received=received, recipient_position=index, rejected="nothing received", **base)
+        return check(received=received, recipient_position=index, rejected="nothing received")
     if not found:
-        return TransferCheck(received=received, unmatched=received, recipient_position=index, **base)
+        return check(received=received, unmatched=received, recipient_position=index)
     positions = {ref: tx.account_keys.index(ref) for ref in found}
     if len(found) == 1:
         part = Part(found[0], positions[found[0]], received)
-        return TransferCheck(received=received, parts=(part,), recipient_position=index, **base)
+        return check(received=received, parts=(part,), recipient_position=index)
     attributed: dict[str, int] = {}
     for lamports, carriers in _transfers_to(tx, recipient):
         hits = [ref for ref in found if ref in carriers]
@@ -245,6 +246,6 @@ def transfer_validate(tx: SolanaTransaction, *, recipient: str, references: Coll
     if total > received:
         # The recipient also paid something out in this transaction: what each
         # invoice got cannot be told; staff decide.
-        return TransferCheck(received=received, unmatched=received, recipient_position=index, **base)
+        return check(received=received, unmatched=received, recipient_position=index)
     parts = tuple(Part(ref, positions[ref], amount) for ref, amount in attributed.items() if amount > 0)
-    return TransferCheck(received=received, parts=parts, unmatched=received - total, recipient_position=index, **base)
+    return check(received=received, parts=parts, unmatched=received - total, recipient_position=index)

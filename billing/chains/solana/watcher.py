@@ -57,6 +57,7 @@ _memory = FinalMemory()
 
 
 class SolanaWatcher(Watcher):
+    chain_family = family.FAMILY
     # Waits between retries of the RPC client (429s, transport failures): tests record them instead.
     sleep: Callable[[float], object] = staticmethod(time.sleep)
 

@@ -10,7 +10,7 @@ address m/.../0/i; the watcher matches its scriptPubKey.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -63,7 +63,7 @@ class UtxoFamily(ChainFamily):
         return bool(setting_value(f"{code}_XPUB"))
 
     def checks(self, enabled: Collection[str]) -> list[tuple[str, Callable[[], object]]]:
-        return [(f"{code}_XPUB", lambda code=code: utxo_account(code)) for code in self.currencies if code in enabled]
+        return [(f"{code}_XPUB", partial(utxo_account, code)) for code in self.currencies if code in enabled]
 
     def keyset(self, code: str) -> str:
         return f"{CHAIN_OF[code]}:{utxo_account(code).key.fingerprint}"

@@ -235,20 +235,20 @@ class BitcoinRpc:
         so the caller can go on with the others (e.g. a mempool transaction
         that was mined between two requests). Unavailability always raises.
         """
-        calls = [(method, list(params)) for method, params in calls]
-        if not calls:
+        listed = [(method, list(params)) for method, params in calls]
+        if not listed:
             return []
-        ids = [next(self._ids) for _ in calls]  # one per call: unique within this client
-        payload = batch_payload(ids, calls, version="1.0")
-        what = f"batch of {len(calls)} ({calls[0][0]}...)"
+        ids = [next(self._ids) for _ in listed]  # one per call: unique within this client
+        payload = batch_payload(ids, listed, version="1.0")
+        what = f"batch of {len(listed)} ({listed[0][0]}...)"
         started = time.perf_counter()
-        response = self._post(payload, read_only=all(_is_read_only(m) for m, _ in calls), what=what)
+        response = self._post(payload, read_only=all(_is_read_only(m) for m, _ in listed), what=what)
         reply = self._decode(response, what=what)
         log.debug("rpc %s %.1f ms", what, (time.perf_counter() - started) * 1000)
         return batch_results(
             reply,
             ids=ids,
-            calls=calls,
+            calls=listed,
             what=what,
             endpoint=self.endpoint,
             error_of=self._error,

@@ -46,6 +46,7 @@ import logging
 from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 from billing.chains.blocks import BlockRef, ChainStep, Fork, resume_point
 from billing.chains.blocks import fork_find as blocks_fork_find
@@ -134,7 +135,7 @@ class PaymentTx:
     def amount(self) -> int:
         return sum(o.amount for o in self.observations)
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         """A JSON-ready form, for a watcher that stores its unconfirmed payments."""
         return {
             "inputs": [[i.txid, i.vout] for i in self.inputs],
@@ -143,7 +144,7 @@ class PaymentTx:
         }
 
     @classmethod
-    def from_json(cls, txid: str, data: Mapping) -> PaymentTx:
+    def from_json(cls, txid: str, data: Mapping[str, Any]) -> PaymentTx:
         return cls(
             txid=txid,
             inputs=tuple(Outpoint(t, int(v)) for t, v in data.get("inputs", ())),
@@ -210,7 +211,7 @@ class ChainTip:
 
 
 def _outputs(
-    tx: dict, scripts: Container[str], *, decimals: int, height: int | None, block_hash: str | None
+    tx: dict[str, Any], scripts: Container[str], *, decimals: int, height: int | None, block_hash: str | None
 ) -> tuple[Observation, ...]:
     found: list[Observation] = []
     txid = tx["txid"]
@@ -230,13 +231,13 @@ def _outputs(
     return tuple(found)
 
 
-def _inputs(tx: dict) -> tuple[Outpoint, ...]:
+def _inputs(tx: dict[str, Any]) -> tuple[Outpoint, ...]:
     # Coinbase inputs (and Litecoin's MWEB peg-in/HogEx bookkeeping inputs)
     # spend no canonical outpoint and carry no "txid".
     return tuple(Outpoint(i["txid"], int(i["vout"])) for i in tx.get("vin", ()) if "txid" in i)
 
 
-def block_parse(block: dict, *, scripts: Container[str], decimals: int = BITCOIN_DECIMALS) -> BlockScan:
+def block_parse(block: dict[str, Any], *, scripts: Container[str], decimals: int = BITCOIN_DECIMALS) -> BlockScan:
     """Match a block as returned by `getblock <hash> 2` against `scripts`."""
     height = int(block["height"])
     block_hash = block["hash"]
@@ -591,7 +592,7 @@ class MempoolWatcher:
         input no longer unspent, in the chain or the mempool, was taken by
         another transaction: CONFLICTED. Inputs all unspent again: DROPPED.
         """
-        calls: list[tuple[str, tuple]] = []
+        calls: list[tuple[str, tuple[Any, ...]]] = []
         for tx in missing:
             first = tx.observations[0]
             calls.append(("gettxout", (tx.txid, first.vout, False)))

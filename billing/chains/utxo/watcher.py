@@ -44,6 +44,7 @@ from billing.chains.interface import PushSource, ScanReport, setting_value
 from billing.chains.machinery import BlockWatcher, Recorder, ScanRun, chain_run, chain_state, cursor_store_at
 from billing.chains.spec import ChainSpec
 from billing.chains.utxo import CHAINS
+from billing.chains.utxo import family as utxo_family
 from billing.chains.utxo.rpc import BitcoinRpc, RpcError
 from billing.chains.utxo.scanner import (
     RPC_NOT_FOUND,
@@ -187,12 +188,12 @@ def _in_mempool(rpc: BitcoinRpc, txids: Iterable[str]) -> set[str]:
     return found
 
 
-def _pending_json(mempool: MempoolWatcher) -> dict:
+def _pending_json(mempool: MempoolWatcher) -> dict[str, Any]:
     return {tx.txid: tx.as_json() for tx in mempool.pending}
 
 
-def _pending_load(extra: Mapping) -> list[PaymentTx]:
-    stored: Mapping = (extra or {}).get("mempool", {})
+def _pending_load(extra: Mapping[str, Any]) -> list[PaymentTx]:
+    stored: Mapping[str, Any] = (extra or {}).get("mempool", {})
     return [PaymentTx.from_json(txid, data) for txid, data in stored.items()]
 
 
@@ -216,6 +217,7 @@ class UtxoWatcher(BlockWatcher):
     """BTC's or LTC's watcher: the shared block walk, plus the node's mempool."""
 
     step_blocks = STEP_BLOCKS
+    chain_family = utxo_family.FAMILY
 
     def __init__(self, spec: ChainSpec) -> None:
         self.spec = spec

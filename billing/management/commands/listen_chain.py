@@ -1,7 +1,8 @@
 import signal
 import threading
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing.chains.watchers import ChainListener, watcher_for
 from core.errors import DomainError
@@ -16,7 +17,7 @@ class Command(BaseCommand):
         "ETH (USDT, USDC): the node's websocket, ETH_WS_URL (eth_subscribe newHeads)."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("currency", help="A currency whose node publishes its news (BTC, LTC, XMR, ETH).")
         parser.add_argument(
             "--url",
@@ -30,7 +31,7 @@ class Command(BaseCommand):
             help="Seconds between two queued scans at most once (default CHAIN_PUSH_DEBOUNCE_SECONDS).",
         )
 
-    def handle(self, *args, **o):
+    def handle(self, *args: Any, **o: Any) -> None:
         try:
             watcher = watcher_for(currency=o["currency"])
             if not watcher.watched():

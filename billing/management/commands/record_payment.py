@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing.currencies import CURRENCIES
 from billing.services import payment_record_manual
@@ -11,7 +13,7 @@ class Command(BaseCommand):
         "watcher's sighting; running it again with the same txid updates the confirmations."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("invoice_number")
         parser.add_argument("--txid", required=True)
         parser.add_argument("--amount", required=True, type=int, help="Base units (satoshi, wei, piconero, ...).")
@@ -23,7 +25,7 @@ class Command(BaseCommand):
         parser.add_argument("--currency", choices=list(CURRENCIES), help="Defaults to the invoice's active currency.")
         parser.add_argument("--staff", default="", help="Username recorded as the actor.")
 
-    def handle(self, *args, **o):
+    def handle(self, *args: Any, **o: Any) -> None:
         from django.contrib.auth import get_user_model
 
         actor = None

@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing.chains.watchers import chain_scan, watcher_for
 from core.errors import DomainError
@@ -11,7 +13,7 @@ class Command(BaseCommand):
         "same lease, without its back-off. Currencies of one chain (ETH, USDT, USDC) share one scan."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "currency", help="A currency with a watcher (BTC, LTC, ETH, USDT, USDC, XMR, SOL), or a chain name."
         )
@@ -31,7 +33,7 @@ class Command(BaseCommand):
             "its listing cursors are forgotten and every watched reference is listed again.",
         )
 
-    def handle(self, *args, **o):
+    def handle(self, *args: Any, **o: Any) -> None:
         try:
             watcher = watcher_for(currency=o["currency"])
             if not watcher.watched():
