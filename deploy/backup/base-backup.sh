@@ -16,7 +16,13 @@ PATH="$PG_BIN:$PATH"
 
 base="$BACKUP_ROOT/base"
 mkdir -p "$base" "$BACKUP_ROOT/wal"
-stamp=$(date -u +%Y%m%dT%H%M%SZ)
+# To the microsecond: two backups in one second (a retry, a test) must not share a folder, or the
+# second would be moved inside the first.
+stamp=$(date -u +%Y%m%dT%H%M%S.%6NZ)
+if [ -e "$base/$stamp" ]; then
+  echo "base backup $base/$stamp exists already" >&2
+  exit 1
+fi
 target="$base/$stamp"
 partial="$base/.$stamp.partial"
 trap 'rm -rf "$partial"' EXIT

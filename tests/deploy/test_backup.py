@@ -139,6 +139,10 @@ def test_restore_to_a_named_point_between_two_writes(bench):
     # script returns (archive_command runs apart), so its earliest file is not that start.
     [first] = list((bench.backups / "base").iterdir())
     first_wal = (first / "backup_label").read_text().split("(file ")[1].split(")")[0]
+    # Something written and the segment switched, so the second backup starts in a later segment than
+    # the first: with nothing written between them both may start in the same one (nothing to prune).
+    primary.sql("CREATE TABLE wal_gap (x int); DROP TABLE wal_gap;")
+    primary.sql("SELECT pg_switch_wal()")
     bench.script("base-backup.sh", env=backup_env)
     [kept] = list((bench.backups / "base").iterdir())
     label = (kept / "backup_label").read_text()
