@@ -430,10 +430,11 @@ class PaymentAdmin(ReadOnlyAdmin):
             {"fields": ("status", "confirmations", "block_height", "block_hash", "first_seen_at", "confirmed_at")},
         ),
         ("Use", {"fields": ("disposition", "removed_at", "removal_reason")}),
+        ("Flagged for staff", {"fields": ("flagged_at", "flag_reason")}),
         ("Recorded by staff", {"fields": ("source", "recorded_by", "reason")}),
     )
     shown_otherwise = ("id", "amount", "amount_usd")
-    list_filter = ("chain", "currency", "status", "disposition", "source")
+    list_filter = ("chain", "currency", "status", "disposition", "source", ("flagged_at", admin.EmptyFieldListFilter))
     search_fields = ("txid", "invoice__number", "invoice__account__username", "request__address")
     list_select_related = ("invoice",)
 

@@ -660,17 +660,19 @@ def payment_uncount(
 
 def payment_flag(*, chain: str, txid: str, position: str, reason: str, now: datetime | None = None) -> bool:
     """Flag a payment's invoice for staff, once per payment (a Monero transfer
-    locked by a non-zero unlock_time, ...). True when it was flagged now."""
-    from core.models import AuditEntry
-
-    payment = Payment.objects.filter(chain=chain, txid=txid, position=position).first()
+    locked by a non-zero unlock_time, ...): the payment's own `flagged_at`
+    says it was. True when it was flagged now."""
+    now = now or timezone.now()
+    payment = Payment.objects.filter(chain=chain, txid=txid, position=position, flagged_at__isnull=True).first()
     if payment is None:
-        return False
-    flagged = AuditEntry.objects.filter(action="payment.flagged", object_id=str(payment.pk))
-    if flagged.filter(content_type__model="payment").exists():
         return False
     with transaction.atomic():
         invoice = _invoice_lock(invoice_id=payment.invoice_id)
+        flagged = Payment.objects.filter(pk=payment.pk, flagged_at__isnull=True).update(
+            flagged_at=now, flag_reason=reason[:200]
+        )
+        if not flagged:  # flagged meanwhile by another pass
+            return False
         invoice.needs_attention = True
         invoice.save(update_fields=["needs_attention"])
         audit_record(

@@ -50,6 +50,12 @@ class Payment(models.Model):
     confirmed_at = models.DateTimeField(null=True, blank=True)
     removed_at = models.DateTimeField(null=True, blank=True)
     removal_reason = models.CharField(max_length=200, blank=True)
+    flagged_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a watcher flagged it for staff (a transfer locked by an unlock time, ...); once per payment.",
+    )
+    flag_reason = models.CharField(max_length=200, blank=True, default="", db_default="")
     recorded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

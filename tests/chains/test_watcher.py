@@ -239,8 +239,13 @@ def test_a_settled_invoice_survives_a_reorg_and_its_return_without_double_credit
         [flag] = AuditEntry.objects.filter(action="payment.flagged", object_id=str(payment.pk))
         assert flag.reason.startswith(f"reorg: block {node.height() + 1} {mined[0]} orphaned after the payment")
         assert "applied" in flag.reason
+        payment.refresh_from_db()
+        assert payment.flagged_at is not None and payment.flag_reason == flag.reason[:200]
+        flagged_at = payment.flagged_at
         ltc.scan()  # seen again at 0 confirmations: flagged once
         assert AuditEntry.objects.filter(action="payment.flagged", object_id=str(payment.pk)).count() == 1
+        payment.refresh_from_db()
+        assert payment.flagged_at == flagged_at
     finally:
         node.reconsider(mined[0])
     ltc.scan()
