@@ -15,7 +15,7 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 from accounts import services
 from accounts.models import Account, ApiToken, SshKey
 from core.admin import AuditedModelAdmin, ReadOnlyInline, reason_action, related_panels
-from core.audit import audit_record, model_snapshot, snapshot_diff
+from core.audit import AuditAction, audit_record, model_snapshot, snapshot_diff
 from core.errors import DomainError
 
 
@@ -153,7 +153,7 @@ class AccountAdmin(AuditedModelAdmin, UserAdmin):
             diff = snapshot_diff(before, model_snapshot(obj))
             diff.pop("password", None)  # never copy a hash into the audit trail
             if diff:
-                audit_record(actor=request.user, action="admin.change", obj=obj, changes=diff)
+                audit_record(actor=request.user, action=AuditAction.ADMIN_CHANGE, obj=obj, changes=diff)
 
     def user_change_password(self, request, id, form_url=""):
         with transaction.atomic():

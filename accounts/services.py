@@ -39,7 +39,7 @@ from accounts.throttling import (
     auth_username_failure,
     signup_attempt_count,
 )
-from core.audit import audit_record
+from core.audit import AuditAction, audit_record
 from core.db import from_row, locked_or_404, select_columns
 from core.errors import Conflict, DomainError
 from core.permissions import TokenScope
@@ -254,7 +254,7 @@ def _token_issue(*, account: Account, name: str, scope: str = TokenScope.FULL) -
     )
     audit_record(
         actor=account,
-        action="token.create",
+        action=AuditAction.TOKEN_CREATE,
         obj=token,
         changes={"name": token.name, "prefix": token.prefix, "scope": token.scope},
     )
@@ -383,7 +383,7 @@ def token_revoke(*, account: Account, token_id: int) -> None:
         )
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
-        audit_record(actor=account, action="token.revoke", obj=token)
+        audit_record(actor=account, action=AuditAction.TOKEN_REVOKE, obj=token)
 
 
 # =============================================================================
@@ -429,7 +429,7 @@ def recovery_codes_regenerate(*, account: Account, password: str, client_address
     _password_confirm(account=account, password=password, client_address=client_address)
     with transaction.atomic():
         codes = _recovery_codes_replace(account=account)
-        audit_record(actor=account, action="account.recovery_codes_regenerate", obj=account)
+        audit_record(actor=account, action=AuditAction.ACCOUNT_RECOVERY_CODES_REGENERATE, obj=account)
     return codes
 
 
@@ -493,7 +493,9 @@ def account_recover(
         account.set_password(new_password)
         account.save(update_fields=["password"])
         revoked = _tokens_revoke(account=account)
-        audit_record(actor=account, action="account.recover", obj=account, changes={"revoked_tokens": revoked})
+        audit_record(
+            actor=account, action=AuditAction.ACCOUNT_RECOVER, obj=account, changes={"revoked_tokens": revoked}
+        )
         issued = _token_issue(account=account, name="recovery")
     auth_attempt_succeeded(username=username, address=client_address, counted=counted)
     return Recovered(account=account, token=issued, revoked_tokens=revoked)
@@ -534,7 +536,7 @@ def account_create(*, username: str, password: str, client_address: str | None =
     _password_validate(password=password, account=Account(username=username))
     with transaction.atomic():
         account = _account_insert(username=username, password=password)
-        audit_record(actor=account, action="account.create", obj=account)
+        audit_record(actor=account, action=AuditAction.ACCOUNT_CREATE, obj=account)
         issued = _token_issue(account=account, name="signup")
         codes = _recovery_codes_replace(account=account)
     if client_address is not None:
@@ -548,7 +550,7 @@ def staff_account_create(*, username: str, password: str, actor: Account) -> Acc
     _password_validate(password=password, account=Account(username=username))
     with transaction.atomic():
         account = _account_insert(username=username, password=password, is_staff=True)
-        audit_record(actor=actor, action="account.create_staff", obj=account)
+        audit_record(actor=actor, action=AuditAction.ACCOUNT_CREATE_STAFF, obj=account)
     return account
 
 
@@ -563,7 +565,9 @@ def account_password_change(
         account.set_password(new_password)
         account.save(update_fields=["password"])
         revoked = _tokens_revoke(account=account, keep=keep_token)
-        audit_record(actor=account, action="account.password_change", obj=account, changes={"revoked_tokens": revoked})
+        audit_record(
+            actor=account, action=AuditAction.ACCOUNT_PASSWORD_CHANGE, obj=account, changes={"revoked_tokens": revoked}
+        )
     return revoked
 
 
@@ -571,7 +575,9 @@ def account_password_reset_by_staff(*, account: Account, actor: Account) -> int:
     """After staff set an account's password in admin: its tokens die too."""
     with transaction.atomic():
         revoked = _tokens_revoke(account=account)
-        audit_record(actor=actor, action="account.password_reset", obj=account, changes={"revoked_tokens": revoked})
+        audit_record(
+            actor=actor, action=AuditAction.ACCOUNT_PASSWORD_RESET, obj=account, changes={"revoked_tokens": revoked}
+        )
     return revoked
 
 
@@ -585,7 +591,7 @@ def account_deactivate(*, account: Account, actor: Account, reason: str = "") ->
         account_deactivated.send(sender=Account, account=account, actor=actor)
         audit_record(
             actor=actor,
-            action="account.deactivate",
+            action=AuditAction.ACCOUNT_DEACTIVATE,
             obj=account,
             changes={"is_active": [True, False], "revoked_tokens": revoked},
             reason=reason,
@@ -633,7 +639,10 @@ def account_delete(*, account: Account, password: str, client_address: str) -> s
             try:
                 with transaction.atomic():
                     audit_record(
-                        actor=account, action="account.delete", obj=account, changes={"outcome": ACCOUNT_DELETED}
+                        actor=account,
+                        action=AuditAction.ACCOUNT_DELETE,
+                        obj=account,
+                        changes={"outcome": ACCOUNT_DELETED},
                     )
                     account.delete()
                 return ACCOUNT_DELETED
@@ -647,7 +656,7 @@ def account_delete(*, account: Account, password: str, client_address: str) -> s
         account.save(update_fields=["is_active", "password"])
         audit_record(
             actor=account,
-            action="account.delete",
+            action=AuditAction.ACCOUNT_DELETE,
             obj=account,
             changes={"outcome": ACCOUNT_DEACTIVATED, "revoked_tokens": revoked},
         )
@@ -777,7 +786,7 @@ def ssh_key_add(*, account: Account, public_key: str, name: str = "") -> SshKey:
             raise Conflict("duplicate_ssh_key", "This key is already on the account.") from exc
         audit_record(
             actor=account,
-            action="ssh_key.add",
+            action=AuditAction.SSH_KEY_ADD,
             obj=key,
             changes={"fingerprint": key.fingerprint, "type": key.key_type},
         )
@@ -789,7 +798,9 @@ def ssh_key_delete(*, account: Account, ssh_key_id: int) -> None:
         key = locked_or_404(
             SshKey.objects.filter(account=account), pk=ssh_key_id, message="No such SSH key.", code="ssh_key_not_found"
         )
-        audit_record(actor=account, action="ssh_key.delete", obj=key, changes={"fingerprint": key.fingerprint})
+        audit_record(
+            actor=account, action=AuditAction.SSH_KEY_DELETE, obj=key, changes={"fingerprint": key.fingerprint}
+        )
         key.delete()
 
 
@@ -857,7 +868,7 @@ def staff_login(*, username: str, password: str, otp_token: str, client_address:
         account.save(update_fields=["last_login"])
         audit_record(
             actor=account,
-            action="account.admin_login",
+            action=AuditAction.ACCOUNT_ADMIN_LOGIN,
             obj=account,
             changes={"second_factor": device is not None, "address": client_address},
         )
@@ -895,7 +906,9 @@ def staff_otp_confirm(*, account: Account, otp_token: str):
             pending.confirmed = True
             pending.save(update_fields=["confirmed"])
             TOTPDevice.objects.filter(user=account, confirmed=False).delete()
-            audit_record(actor=account, action="account.otp_enable", obj=account, changes={"device": pending.name})
+            audit_record(
+                actor=account, action=AuditAction.ACCOUNT_OTP_ENABLE, obj=account, changes={"device": pending.name}
+            )
     if pending is None:
         raise DomainError("otp_not_started", "Start the set-up again: there is no authenticator waiting.")
     if not confirmed:
@@ -921,7 +934,9 @@ def staff_otp_disable(*, account: Account, otp_token: str) -> None:
         verified = bool(token) and device.verify_token(token)  # a failure is saved by the device's throttle
         if verified:
             removed, _ = TOTPDevice.objects.filter(user=account).delete()
-            audit_record(actor=account, action="account.otp_disable", obj=account, changes={"devices_removed": removed})
+            audit_record(
+                actor=account, action=AuditAction.ACCOUNT_OTP_DISABLE, obj=account, changes={"devices_removed": removed}
+            )
     if not verified:
         raise DomainError("otp_invalid", "The authentication code is wrong or has expired.")
 
@@ -940,6 +955,10 @@ def staff_otp_reset(*, account_id: int, actor: Account, reason: str) -> int:
         account = locked_or_404(Account.objects.all(), pk=account_id)
         removed, _ = TOTPDevice.objects.filter(user=account).delete()
         audit_record(
-            actor=actor, action="account.otp_reset", obj=account, changes={"devices_removed": removed}, reason=reason
+            actor=actor,
+            action=AuditAction.ACCOUNT_OTP_RESET,
+            obj=account,
+            changes={"devices_removed": removed},
+            reason=reason,
         )
     return removed

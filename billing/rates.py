@@ -38,7 +38,7 @@ from django.utils import timezone
 
 from billing.currencies import CURRENCIES
 from billing.models import RateSample
-from core.audit import audit_record, model_snapshot
+from core.audit import AuditAction, audit_record, model_snapshot
 from core.errors import DomainError
 
 log = logging.getLogger(__name__)
@@ -506,7 +506,9 @@ def rate_manual_set(
             created_by=actor if getattr(actor, "pk", None) else None,
             note=note,
         )
-        audit_record(actor=actor, action="rate.manual_set", obj=sample, changes=model_snapshot(sample), reason=note)
+        audit_record(
+            actor=actor, action=AuditAction.RATE_MANUAL_SET, obj=sample, changes=model_snapshot(sample), reason=note
+        )
     return sample
 
 
@@ -529,7 +531,7 @@ def rate_manual_end(*, sample_id: int, actor: Any, reason: str) -> RateSample:
         sample.save(update_fields=["valid_until"])
         audit_record(
             actor=actor,
-            action="rate.manual_end",
+            action=AuditAction.RATE_MANUAL_END,
             obj=sample,
             changes={"valid_until": [before, now]},
             reason=reason,

@@ -41,7 +41,7 @@ from billing.models import (
     StrayTransfer,
 )
 from billing.selectors import invoice_has_payments
-from core.audit import audit_record
+from core.audit import AuditAction, audit_record
 from core.db import locked_or_404, written_keep
 from core.errors import Conflict, DomainError, NotFound
 from core.money import CENT, ZERO, ceil_int, cents
@@ -385,7 +385,13 @@ def _invoice_lock(*, invoice_id: int, account: Any = None) -> Invoice:
 
 @transaction.atomic
 def _quoted(
-    *, invoice: Invoice, request: PaymentRequest, was: PaymentRequest | None, action: str, actor: Any, reason: str
+    *,
+    invoice: Invoice,
+    request: PaymentRequest,
+    was: PaymentRequest | None,
+    action: AuditAction,
+    actor: Any,
+    reason: str,
 ) -> None:
     """The audit row of a new quote (a switch or a re-quote) and, on commit,
     `invoice_quoted` (the order follows its invoice's currency)."""
@@ -443,7 +449,7 @@ def invoice_switch_currency(
         invoice=invoice,
         request=request,
         was=active,
-        action="invoice.switch_currency",
+        action=AuditAction.INVOICE_SWITCH_CURRENCY,
         actor=account if actor is None else actor,
         reason=reason,
     )
@@ -527,7 +533,7 @@ def invoice_requote(
         invoice=invoice,
         request=request,
         was=previous,
-        action="invoice.requote",
+        action=AuditAction.INVOICE_REQUOTE,
         actor=account if actor is None else actor,
         reason=reason,
     )
@@ -592,7 +598,7 @@ def payment_observe(
             if source != "watcher":
                 audit_record(
                     actor=actor,
-                    action="payment.record",
+                    action=AuditAction.PAYMENT_RECORD,
                     obj=payment,
                     reason=reason,
                     changes={"txid": obs.txid, "amount": obs.amount, "confirmations": obs.confirmations},
@@ -642,7 +648,7 @@ def payment_uncount(
             invoice.save(update_fields=["needs_attention"])
             audit_record(
                 actor=None,
-                action="payment.uncounted_after_use",
+                action=AuditAction.PAYMENT_UNCOUNTED_AFTER_USE,
                 obj=payment,
                 reason=reason,
                 changes={"disposition": payment.disposition, "invoice": invoice.number},
@@ -676,7 +682,11 @@ def payment_flag(*, chain: str, txid: str, position: str, reason: str, now: date
         invoice.needs_attention = True
         invoice.save(update_fields=["needs_attention"])
         audit_record(
-            actor=None, action="payment.flagged", obj=payment, reason=reason, changes={"invoice": invoice.number}
+            actor=None,
+            action=AuditAction.PAYMENT_FLAGGED,
+            obj=payment,
+            reason=reason,
+            changes={"invoice": invoice.number},
         )
     log.warning("payment %s flagged for staff on %s: %s", payment, invoice.number, reason)
     return True
@@ -868,7 +878,7 @@ def stray_transfer_record(
         )
         audit_record(
             actor=None,
-            action="stray_transfer.record",
+            action=AuditAction.STRAY_TRANSFER_RECORD,
             obj=stray,
             reason=note,
             changes={"txid": txid, "position": position, "asset": asset, "amount": str(amount)},
@@ -891,7 +901,9 @@ def stray_transfer_review(*, stray_id: int, actor: Any, reason: str, now: dateti
     stray.reviewed_by = actor if getattr(actor, "pk", None) else None
     stray.review_note = reason
     stray.save(update_fields=["needs_review", "reviewed_at", "reviewed_by", "review_note"])
-    audit_record(actor=actor, action="stray_transfer.review", obj=stray, reason=reason, changes={"needs_review": False})
+    audit_record(
+        actor=actor, action=AuditAction.STRAY_TRANSFER_REVIEW, obj=stray, reason=reason, changes={"needs_review": False}
+    )
     return stray
 
 
@@ -969,7 +981,7 @@ def invoice_mark_settled(*, invoice_id: int, actor: Any, reason: str, now: datet
     )
     audit_record(
         actor=actor,
-        action="invoice.mark_settled",
+        action=AuditAction.INVOICE_MARK_SETTLED,
         obj=invoice,
         reason=reason,
         changes={"status": [before, invoice.status]},
@@ -991,7 +1003,7 @@ def invoice_mark_invalid(*, invoice_id: int, actor: Any, reason: str, now: datet
     _invoice_advance(invoice=invoice, now=now)  # confirmed money on it becomes credit
     audit_record(
         actor=actor,
-        action="invoice.mark_invalid",
+        action=AuditAction.INVOICE_MARK_INVALID,
         obj=invoice,
         reason=reason,
         changes={"status": [before, invoice.status]},
@@ -1014,7 +1026,7 @@ def invoice_void(*, invoice_id: int, reason: str, actor: Any = None, now: dateti
     _invoice_transition(invoice=invoice, status=InvoiceStatus.INVALID, exception=invoice.exception, now=now, via="")
     audit_record(
         actor=actor if actor is not None else SYSTEM_ACTOR,
-        action="invoice.void",
+        action=AuditAction.INVOICE_VOID,
         obj=invoice,
         reason=reason,
         changes={"status": [before, invoice.status]},
@@ -1041,7 +1053,7 @@ def invoice_credit_unfulfilled(*, invoice_id: int, reason: str) -> CreditEntry:
     )
     audit_record(
         actor=None,
-        action="invoice.credit_unfulfilled",
+        action=AuditAction.INVOICE_CREDIT_UNFULFILLED,
         obj=invoice,
         reason=reason,
         changes={"amount_usd": str(invoice.total_usd)},
@@ -1133,7 +1145,7 @@ def invoice_pay_with_credit(
     )
     audit_record(
         actor=account if actor is None else actor,
-        action="invoice.pay_with_credit",
+        action=AuditAction.INVOICE_PAY_WITH_CREDIT,
         obj=invoice,
         reason=f"Paid {invoice.number} from credit",
         changes={"amount_usd": invoice.total_usd, "credit_after_usd": entry.balance_after_usd},
@@ -1164,7 +1176,7 @@ def credit_adjust(*, account_id: int, amount_usd: Decimal, reason: str, actor: A
     )
     audit_record(
         actor=actor,
-        action="credit.adjust",
+        action=AuditAction.CREDIT_ADJUST,
         obj=entry,
         reason=reason,
         changes={"amount_usd": str(entry.amount_usd), "balance_after_usd": str(entry.balance_after_usd)},
@@ -1205,7 +1217,7 @@ def credit_refund_record(
     )
     audit_record(
         actor=actor,
-        action="credit.refund",
+        action=AuditAction.CREDIT_REFUND,
         obj=entry,
         reason=reason,
         changes={"amount_usd": str(amount_usd), "currency": currency, "txid": txid},

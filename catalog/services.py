@@ -27,6 +27,7 @@ from catalog.models import (
     TermDiscount,
 )
 from catalog.selectors import hosts_with_free_slots
+from core.audit import AuditAction
 from core.db import from_row, select_columns
 from core.errors import Conflict, DomainError
 from core.money import ZERO, cents
@@ -361,7 +362,7 @@ def slot_service_set(*, slot_id: int, in_service: bool, actor, reason: str) -> S
     slot.save(update_fields=["status", "changed_at"])
     audit_record(
         actor=actor,
-        action="slot.in_service" if in_service else "slot.out_of_service",
+        action=AuditAction.SLOT_IN_SERVICE if in_service else AuditAction.SLOT_OUT_OF_SERVICE,
         obj=slot,
         reason=reason,
         changes={"status": [before, wanted_to]},

@@ -16,7 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from core import display
-from core.audit import audit_record, model_snapshot, snapshot_diff
+from core.audit import AuditAction, audit_record, model_snapshot, snapshot_diff
 from core.errors import DomainError
 from core.models import AuditEntry, Lease
 
@@ -225,18 +225,18 @@ class AuditedModelAdmin(admin.ModelAdmin[Any]):
         if diff or not change:
             audit_record(
                 actor=request.user,
-                action="admin.change" if change else "admin.add",
+                action=AuditAction.ADMIN_CHANGE if change else AuditAction.ADMIN_ADD,
                 obj=obj,
                 changes=diff,
             )
 
     def delete_model(self, request: HttpRequest, obj: Model) -> None:
-        audit_record(actor=request.user, action="admin.delete", obj=obj, changes=model_snapshot(obj))
+        audit_record(actor=request.user, action=AuditAction.ADMIN_DELETE, obj=obj, changes=model_snapshot(obj))
         super().delete_model(request, obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         for obj in queryset:
-            audit_record(actor=request.user, action="admin.delete", obj=obj, changes=model_snapshot(obj))
+            audit_record(actor=request.user, action=AuditAction.ADMIN_DELETE, obj=obj, changes=model_snapshot(obj))
         super().delete_queryset(request, queryset)
 
     def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
@@ -247,12 +247,12 @@ class AuditedModelAdmin(admin.ModelAdmin[Any]):
         }
         super().save_formset(request, form, formset, change)
         for obj in formset.new_objects:
-            audit_record(actor=request.user, action="admin.add", obj=obj, changes=model_snapshot(obj))
+            audit_record(actor=request.user, action=AuditAction.ADMIN_ADD, obj=obj, changes=model_snapshot(obj))
         for obj, _fields in formset.changed_objects:
             diff = snapshot_diff(before.get(obj.pk, {}), model_snapshot(obj))
-            audit_record(actor=request.user, action="admin.change", obj=obj, changes=diff)
+            audit_record(actor=request.user, action=AuditAction.ADMIN_CHANGE, obj=obj, changes=diff)
         for obj in formset.deleted_objects:
-            audit_record(actor=request.user, action="admin.delete", obj=obj)
+            audit_record(actor=request.user, action=AuditAction.ADMIN_DELETE, obj=obj)
 
 
 @admin.register(AuditEntry)

@@ -10,7 +10,9 @@ from typing import Any
 from django.contrib.contenttypes.models import ContentType
 from django.db import models
 
-from core.models import AuditEntry
+from core.models import AuditAction, AuditEntry
+
+__all__ = ["AuditAction", "audit_record", "model_snapshot", "snapshot_diff"]
 
 
 def _plain(value: Any) -> Any:
@@ -44,11 +46,12 @@ def snapshot_diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, li
 def audit_record(
     *,
     actor: Any,
-    action: str,
+    action: AuditAction,
     obj: models.Model | None = None,
     changes: dict[str, Any] | None = None,
     reason: str = "",
 ) -> AuditEntry:
+    action = AuditAction(action)  # a string that is no AuditAction is refused here (ValueError)
     actor_obj = actor if getattr(actor, "pk", None) else None
     return AuditEntry.objects.create(
         actor=actor_obj,

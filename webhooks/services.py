@@ -32,7 +32,7 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from core.audit import audit_record
+from core.audit import AuditAction, audit_record
 from core.db import locked_or_404
 from core.errors import Conflict, DomainError, NotFound
 from core.tasks import task_queue_on_commit
@@ -171,7 +171,7 @@ def endpoint_create(
         )
         audit_record(
             actor=account,
-            action="webhook.create",
+            action=AuditAction.WEBHOOK_CREATE,
             obj=endpoint,
             changes={"url": url, "events": chosen, "is_active": is_active},
         )
@@ -209,7 +209,7 @@ def endpoint_update(
             for name, (_old, new) in diff.items():
                 setattr(endpoint, name, new)
             endpoint.save(update_fields=list(diff))
-            audit_record(actor=account, action="webhook.update", obj=endpoint, changes=diff)
+            audit_record(actor=account, action=AuditAction.WEBHOOK_UPDATE, obj=endpoint, changes=diff)
     return endpoint
 
 
@@ -219,7 +219,7 @@ def endpoint_delete(*, account: Any, endpoint_id: int) -> None:
     with transaction.atomic():
         endpoint = _endpoint_locked(account=account, endpoint_id=endpoint_id, key=True)
         list(WebhookDelivery.objects.select_for_update().filter(endpoint=endpoint).values_list("pk", flat=True))
-        audit_record(actor=account, action="webhook.delete", obj=endpoint, changes={"url": endpoint.url})
+        audit_record(actor=account, action=AuditAction.WEBHOOK_DELETE, obj=endpoint, changes={"url": endpoint.url})
         endpoint.delete()
 
 
@@ -249,7 +249,7 @@ def endpoint_secret_rotate(
         endpoint.save(update_fields=["secret", "previous_secret", "previous_secret_expires_at"])
         audit_record(
             actor=account,
-            action="webhook.rotate_secret",
+            action=AuditAction.WEBHOOK_ROTATE_SECRET,
             obj=endpoint,
             changes={"previous_secret_expires_at": endpoint.previous_secret_expires_at},
         )
@@ -272,7 +272,7 @@ def endpoint_ping(*, account: Any, endpoint_id: int) -> WebhookDelivery:
             account=account, type=PING_EVENT, data={"endpoint_id": endpoint.pk}, created_at=now
         )
         delivery = WebhookDelivery.objects.create(event=event, endpoint=endpoint, created_at=now, next_attempt_at=now)
-        audit_record(actor=account, action="webhook.ping", obj=endpoint, changes={"event": str(event.id)})
+        audit_record(actor=account, action=AuditAction.WEBHOOK_PING, obj=endpoint, changes={"event": str(event.id)})
         _attempts_queue_on_commit([delivery.pk])
     return delivery
 
@@ -298,7 +298,10 @@ def delivery_redeliver(*, account: Any, endpoint_id: int, delivery_id: int) -> W
         delivery.next_attempt_at = timezone.now()
         delivery.save(update_fields=["status", "next_attempt_at"])
         audit_record(
-            actor=account, action="webhook.redeliver", obj=delivery, changes={"status": [before, delivery.status]}
+            actor=account,
+            action=AuditAction.WEBHOOK_REDELIVER,
+            obj=delivery,
+            changes={"status": [before, delivery.status]},
         )
         _attempts_queue_on_commit([delivery.pk])
     return delivery

@@ -63,7 +63,7 @@ from billing.models import (
     StrayTransfer,
 )
 from billing.selectors import AnyOf, known_match_keys, watched_match_keys, watched_requests
-from core.audit import audit_record
+from core.audit import AuditAction, audit_record
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def cursor_store_at(*, chain: str, block: BlockRef, reason: str = "cursor set by
         state.save(update_fields=["height", "block_hash"])
         audit_record(
             actor=None,
-            action="chain.cursor_set",
+            action=AuditAction.CHAIN_CURSOR_SET,
             obj=state,
             reason=reason,
             changes={"height": [before[0], block.height], "block_hash": [before[1], block.hash]},

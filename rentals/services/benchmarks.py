@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from catalog.models import TERM_HOURS
-from core.audit import audit_record
+from core.audit import AuditAction, audit_record
 from core.db import locked_or_404
 from core.errors import Conflict, DomainError
 from core.money import cents
@@ -208,7 +208,7 @@ def benchmark_upload(
         )
         audit_record(
             actor=account,
-            action="rental.benchmark_upload",
+            action=AuditAction.RENTAL_BENCHMARK_UPLOAD,
             obj=rental,
             changes={"benchmark": run.pk, "trace": trace, "completed": run.completed, "failed": run.failed},
         )

@@ -27,7 +27,7 @@ from billing.models import CreditKind, Invoice, InvoiceStatus
 from billing.selectors import credit_balance_usd
 from catalog import services as catalog
 from catalog.models import TERM_HOURS, Addon
-from core.audit import audit_record
+from core.audit import AuditAction, audit_record
 from core.db import locked_or_404
 from core.errors import Conflict, DomainError
 from core.money import cents
@@ -208,7 +208,7 @@ def rental_activate(
         provisioning_job_complete(rental=rental, action=ProvisioningAction.PROVISION, now=now)
         audit_record(
             actor=actor,
-            action="rental.activate",
+            action=AuditAction.RENTAL_ACTIVATE,
             obj=rental,
             reason=reason,
             changes={"ipv4": ipv4, "ipv6_prefix": ipv6_prefix, "paid_until": period.ends_at},
@@ -444,7 +444,7 @@ def rental_renew_now(
         )
         audit_record(
             actor=account,
-            action="rental.renew",
+            action=AuditAction.RENTAL_RENEW,
             obj=rental,
             reason="renewal asked for by the customer",
             changes={
@@ -527,7 +527,7 @@ def rental_suspend(*, rental_id: int, actor: Any = None, reason: str, now: datet
         rental.end_reason = reason
         rental.save(update_fields=["status", "suspended_at", "end_reason"])
         provisioning_job_create(rental=rental, action=ProvisioningAction.POWER_OFF, now=now)
-        audit_record(actor=actor, action="rental.suspend", obj=rental, reason=reason)
+        audit_record(actor=actor, action=AuditAction.RENTAL_SUSPEND, obj=rental, reason=reason)
         _emit_rental(rental, "rental.suspended")
     log.info("rental %s suspended: %s", rental.pk, reason)
     return rental
@@ -545,7 +545,7 @@ def rental_unsuspend(*, rental_id: int, actor: Any, reason: str, now: datetime |
             )
         _resume(rental, now=now)
         rental.save(update_fields=["status", "suspended_at", "end_reason"])
-        audit_record(actor=actor, action="rental.unsuspend", obj=rental, reason=reason)
+        audit_record(actor=actor, action=AuditAction.RENTAL_UNSUSPEND, obj=rental, reason=reason)
         _emit_rental(rental, "rental.active")
     return rental
 
@@ -583,7 +583,11 @@ def rental_terminate(*, rental_id: int, actor: Any = None, reason: str, now: dat
                 now=now,
             )
         audit_record(
-            actor=actor, action="rental.terminate", obj=rental, reason=reason, changes={"slots_released": released}
+            actor=actor,
+            action=AuditAction.RENTAL_TERMINATE,
+            obj=rental,
+            reason=reason,
+            changes={"slots_released": released},
         )
         _emit_rental(rental, "rental.terminated")
     log.info("rental %s terminated (%s); %s slots back in stock", rental.pk, reason, released)
@@ -619,7 +623,7 @@ def rental_extend(*, rental_id: int, days: int, actor: Any, reason: str, now: da
         rental.save(update_fields=["paid_until", "status", "suspended_at", "end_reason"])
         audit_record(
             actor=actor,
-            action="rental.extend",
+            action=AuditAction.RENTAL_EXTEND,
             obj=rental,
             reason=reason,
             changes={"days": days, "paid_until": period.ends_at, "resumed": resumed},
@@ -664,7 +668,7 @@ def rental_cancel(*, rental_id: int, account: Account, now: datetime | None = No
             _renewals_void(rental, reason=reason, actor=account)
             audit_record(
                 actor=account,
-                action="rental.cancel",
+                action=AuditAction.RENTAL_CANCEL,
                 obj=rental,
                 reason=reason,
                 changes={"cancelled_at": [None, now], "auto_renew": [auto_renew, False]},
@@ -680,7 +684,7 @@ def rental_auto_renew_set(*, rental_id: int, account: Account, auto_renew: bool)
         if rental.auto_renew != auto_renew:
             audit_record(
                 actor=account,
-                action="rental.auto_renew_on" if auto_renew else "rental.auto_renew_off",
+                action=AuditAction.RENTAL_AUTO_RENEW_ON if auto_renew else AuditAction.RENTAL_AUTO_RENEW_OFF,
                 obj=rental,
                 reason="set by the customer",
                 changes={"auto_renew": [rental.auto_renew, auto_renew]},
@@ -697,7 +701,7 @@ def rentals_auto_renew_off(*, account: Account, reason: str) -> int:
     for rental in Rental.objects.select_for_update().filter(account=account, auto_renew=True):
         rental.auto_renew = False
         rental.save(update_fields=["auto_renew"])
-        audit_record(actor=account, action="rental.auto_renew_off", obj=rental, reason=reason)
+        audit_record(actor=account, action=AuditAction.RENTAL_AUTO_RENEW_OFF, obj=rental, reason=reason)
         changed += 1
     return changed
 
@@ -769,7 +773,7 @@ def usage_report(
         report.save()
         audit_record(
             actor=actor,
-            action="rental.usage",
+            action=AuditAction.RENTAL_USAGE,
             obj=rental,
             changes={"month": month.isoformat(), "egress_tb": str(egress_tb), "overage_usd": str(report.overage_usd)},
         )

@@ -25,7 +25,7 @@ from billing.selectors import invoice_has_payments
 from catalog import services as catalog
 from catalog.models import TERM_HOURS, Addon, GpuModel, Region, Template
 from catalog.selectors import CatalogSnapshot, catalog_current
-from core.audit import audit_record
+from core.audit import AuditAction, audit_record
 from core.db import from_row, locked_or_404, select_columns, written_keep
 from core.errors import Conflict, DomainError
 from rentals import machine
@@ -326,7 +326,9 @@ def order_cancel(
     order.close_reason = reason
     order.save(update_fields=["status", "closed_at", "close_reason"])
     if actor is not None:
-        audit_record(actor=actor, action="order.cancel", obj=order, reason=reason, changes={"released": released})
+        audit_record(
+            actor=actor, action=AuditAction.ORDER_CANCEL, obj=order, reason=reason, changes={"released": released}
+        )
     return order
 
 

@@ -43,7 +43,7 @@ from billing.chains.solana.rpc import SolanaRpc
 from billing.chains.solana.scan import AddressCursor, FinalMemory, PendingTx, ScanOutcome, solana_scan
 from billing.chains.spec import ChainSpec
 from billing.models import ChainState
-from core.audit import audit_record
+from core.audit import AuditAction, audit_record
 
 CURRENCY = "SOL"
 STRAY_KIND = "no_reference"
@@ -186,7 +186,7 @@ class SolanaWatcher(Watcher):
             state.save(update_fields=["extra"])
             audit_record(
                 actor=None,
-                action="chain.cursor_set",
+                action=AuditAction.CHAIN_CURSOR_SET,
                 obj=state,
                 reason="listing cursors forgotten by an operator: every watched reference is listed again",
                 changes={"cursors": [len(forgotten), 0]},
