@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import importlib
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 from django.apps import apps
 
 from billing import services
 from billing.models import Payment
+from billing.services import LineSpec
 from core.audit import audit_record
 from core.models import AuditEntry
-from tests.billing.test_api import invoice
 
 pytestmark = pytest.mark.django_db
 
@@ -22,7 +23,13 @@ MIGRATION = importlib.import_module("billing.migrations.0007_payment_flagged_at"
 
 
 def _payment(customer) -> Payment:
-    inv = invoice(customer, currency="LTC", total="90.00")
+    inv = services.invoice_create(
+        account=customer,
+        subject="test:1",
+        description="A thing",
+        lines=[LineSpec("Thing", Decimal(1), Decimal("90.00"), Decimal("90.00"))],
+        currency="LTC",
+    )
     request = inv.active_request
     services.payment_record_manual(
         invoice_number=inv.number,
