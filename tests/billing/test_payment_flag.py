@@ -31,6 +31,7 @@ def _payment(customer) -> Payment:
         currency="LTC",
     )
     request = inv.active_request
+    assert request is not None
     services.payment_record_manual(
         invoice_number=inv.number,
         txid="ab" * 32,
