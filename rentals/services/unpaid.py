@@ -16,7 +16,14 @@ it for free. So, counting the orders awaiting payment:
 - no account and no address holds more than UNPAID_HOLD_SHARE_PCT percent of
   a card's stock in a region (its GPUs there that are free or held unpaid, on
   active hosts), and never less than one host's worth of that card, so a whole
-  node can always be ordered: beyond it 409 `hold_share_exceeded`.
+  node can always be ordered: beyond it 409 `hold_share_exceeded`;
+- that one-host allowance (a hold above the percentage, admitted only because
+  one host is the least that can be ordered) is given once per
+  UNPAID_HOLD_FLOOR_COOLDOWN_HOURS to an account and to an address: an order of
+  that card in that region from either that closed unpaid (expired or
+  cancelled) within that time spends it, so the only host of a card cannot be
+  held for free over and over, by one account or by fresh accounts from one
+  address (409 `hold_share_exceeded`, with `floor_available_at`).
 
 The refusals' details carry the numbers. The client address comes from
 core.throttle.client_address (REMOTE_ADDR, or the entry of X-Forwarded-For the
@@ -31,10 +38,13 @@ import hashlib
 import ipaddress
 import logging
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Max, Q
+from django.utils import timezone
 
 from accounts.models import Account
 from catalog.models import Host, Slot, SlotStatus
@@ -273,6 +283,14 @@ def unpaid_limit_check(
     share = hold_share_max(stock=held.stock, gpus_per_host=gpu.gpus_per_host)
     if share is None:
         return
+    details = {
+        "region": region.code,
+        "gpu": gpu.slug,
+        "requested_gpus": gpu_count,
+        "max_held_gpus": share,
+        "stock_gpus": held.stock,
+        "share_pct": settings.UNPAID_HOLD_SHARE_PCT,
+    }
     for holder, here in (("account", held.account_here), ("address", held.address_here if network else None)):
         if here is not None and here + gpu_count > share:
             raise Conflict(
@@ -280,17 +298,56 @@ def unpaid_limit_check(
                 f"One {holder} may hold at most {share} {gpu.name} in {region.code} unpaid at once "
                 f"({settings.UNPAID_HOLD_SHARE_PCT}% of the {held.stock} there, at least one host's worth), "
                 f"and {here} are held already: pay or cancel an open order first.",
-                details={
-                    "holder": holder,
-                    "region": region.code,
-                    "gpu": gpu.slug,
-                    "held_gpus": here,
-                    "requested_gpus": gpu_count,
-                    "max_held_gpus": share,
-                    "stock_gpus": held.stock,
-                    "share_pct": settings.UNPAID_HOLD_SHARE_PCT,
-                },
+                details={"holder": holder, "held_gpus": here, **details},
             )
+    if (
+        max(held.account_here, held.address_here if network else 0) + gpu_count
+        <= held.stock * (settings.UNPAID_HOLD_SHARE_PCT) // 100
+    ):
+        return  # within the percentage: the one-host allowance is not used
+    spent = _floor_spent(account=account, network=network, region=region, gpu=gpu)
+    if spent is not None:
+        holder, available_at = spent
+        raise Conflict(
+            "hold_share_exceeded",
+            f"Holding {gpu_count} {gpu.name} in {region.code} unpaid is more than "
+            f"{settings.UNPAID_HOLD_SHARE_PCT}% of the {held.stock} there, allowed to one {holder} once in "
+            f"{settings.UNPAID_HOLD_FLOOR_COOLDOWN_HOURS} hours, and an order of it from this {holder} "
+            f"closed unpaid since: order it again after {available_at:%Y-%m-%d %H:%M} UTC, or pay for the "
+            "order when you place it.",
+            details={
+                "holder": holder,
+                "held_gpus": held.account_here if holder == "account" else held.address_here,
+                **details,
+                "floor_available_at": available_at.isoformat().replace("+00:00", "Z"),
+            },
+        )
+
+
+def _floor_spent(*, account: Account, network: str, region: Any, gpu: Any) -> tuple[str, datetime] | None:
+    """("account" or "address", when the one-host allowance comes back) if an
+    order of `gpu` in `region` from the account or the address closed unpaid
+    within UNPAID_HOLD_FLOOR_COOLDOWN_HOURS; None when the allowance is there."""
+    hours: int = settings.UNPAID_HOLD_FLOOR_COOLDOWN_HOURS
+    if hours <= 0:
+        return None
+    since = timezone.now() - timedelta(hours=hours)
+    closed = Order.objects.filter(
+        region=region,
+        gpu=gpu,
+        status__in=[OrderStatus.EXPIRED, OrderStatus.CANCELLED],
+        closed_at__gte=since,
+    )
+    holders = {"account": Q(account=account)}
+    if network:
+        holders["address"] = Q(client_network=network)
+    latest = closed.filter(Q(*holders.values(), _connector=Q.OR)).aggregate(
+        **{holder: Max("closed_at", filter=where) for holder, where in holders.items()}
+    )
+    for holder, at in latest.items():
+        if at is not None:
+            return holder, at + timedelta(hours=hours)
+    return None
 
 
 def account_unpaid_orders_release(*, account: Account, reason: str, actor: Any = None) -> int:

@@ -266,3 +266,66 @@ def test_concurrent_orders_from_one_address_cannot_pass_the_cap_together(chains,
 
     assert sorted(results) == [(201, None)] * 2 + [(409, "unpaid_limit_address")] * 10
     assert Order.objects.filter(client_network=ATTACKER, status=OrderStatus.AWAITING_PAYMENT).count() == 2
+
+
+def _close_unpaid(order_id: int, when) -> None:
+    """The order expired unpaid at `when` (its GPUs back in stock), as the expiry job leaves it."""
+    from rentals.services.orders import order_cancel
+
+    order = Order.objects.get(pk=order_id)
+    order_cancel(order_id=order_id, actor=order.account, reason="test")
+    Order.objects.filter(pk=order_id).update(status=OrderStatus.EXPIRED, closed_at=when)
+
+
+def test_the_one_host_allowance_comes_once_a_day_per_account_and_address(chains, catalog, caps, make_customer):
+    """The B200 attack again: PDX-1's only B200 host is above the 25 % share and
+    held through the one-host allowance. After that hold closed unpaid, neither
+    the account nor a new account from its address may hold the host again
+    within UNPAID_HOLD_FLOOR_COOLDOWN_HOURS; another address may; a day later
+    the address may again."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    caps.UNPAID_HOLD_FLOOR_COOLDOWN_HOURS = 24
+    first = make_customer()
+    resp = first.order(ATTACKER, region="PDX-1", gpu="b200")
+    assert resp.status_code == 201, resp.json()
+    now = timezone.now()
+    _close_unpaid(resp.json()["id"], now)
+    assert free("b200", "PDX-1") == 8
+
+    for customer in (first, make_customer()):  # the same account, then a fresh one from the address
+        refused = customer.order(ATTACKER, region="PDX-1", gpu="b200")
+        assert refused.status_code == 409
+        error = refused.json()["error"]
+        assert error["code"] == "hold_share_exceeded"
+        holder = "account" if customer is first else "address"
+        assert error["details"]["holder"] == holder
+        available = dt.datetime.fromisoformat(error["details"]["floor_available_at"].replace("Z", "+00:00"))
+        assert abs((available - now) - dt.timedelta(hours=24)) < dt.timedelta(seconds=1)
+        assert "once in 24 hours" in error["message"]
+    # A share within the percentage is never affected: 2 of the 8 B200 (25 %) are not a host's
+    # worth and cannot be ordered alone, but the H100s of DFW-1 (26: share 6) can, below it.
+    assert first.order(ATTACKER, gpu_count=4).status_code == 201
+    # Another address still orders the host.
+    assert make_customer().order("203.0.113.60", region="PDX-1", gpu="b200").status_code == 201
+
+
+def test_the_one_host_allowance_returns_after_the_cooldown(chains, catalog, caps, make_customer):
+    import datetime as dt
+
+    from django.utils import timezone
+
+    caps.UNPAID_HOLD_FLOOR_COOLDOWN_HOURS = 24
+    first = make_customer()
+    resp = first.order(ATTACKER, region="PDX-1", gpu="b200")
+    assert resp.status_code == 201
+    _close_unpaid(resp.json()["id"], timezone.now() - dt.timedelta(hours=24, minutes=1))
+    again = make_customer().order(ATTACKER, region="PDX-1", gpu="b200")
+    assert again.status_code == 201
+
+    _close_unpaid(again.json()["id"], timezone.now())
+    assert make_customer().order(ATTACKER, region="PDX-1", gpu="b200").status_code == 409
+    caps.UNPAID_HOLD_FLOOR_COOLDOWN_HOURS = 0  # off: the allowance is always there
+    assert make_customer().order(ATTACKER, region="PDX-1", gpu="b200").status_code == 201
