@@ -12,11 +12,11 @@ from tests.accounts.helpers import PASSWORD
 
 @pytest.fixture(autouse=True)
 def _fast_argon2(settings):
-    from accounts import services
+    from accounts.services import passwords
 
-    services._dummy_password_hash.cache_clear()
+    passwords._dummy_password_hash.cache_clear()
     yield
-    services._dummy_password_hash.cache_clear()
+    passwords._dummy_password_hash.cache_clear()
 
 
 @pytest.fixture

@@ -1,0 +1,209 @@
+"""API tokens: issuing, authenticating, revoking; a staff token's second factor."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts.models import Account, ApiToken
+from accounts.services.passwords import _invalid_credentials, _password_matches
+from accounts.services.staff import staff_otp_device
+from accounts.services.usernames import _login_username
+from accounts.throttling import (
+    auth_attempt_begin,
+    auth_attempt_succeeded,
+)
+from core.audit import AuditAction, audit_record
+from core.db import from_row, locked_or_404, select_columns
+from core.errors import Conflict, DomainError
+from core.permissions import TokenScope
+
+TOKEN_PREFIX = "grh_"
+TOKEN_SECRET_BYTES = 32  # 256 bits
+TOKEN_LENGTH = len(TOKEN_PREFIX) + 43  # token_urlsafe(32) is 43 characters
+TOKEN_VISIBLE_CHARS = 12  # "grh_" and the first 8 characters of the secret
+TOKEN_LAST_USED_RESOLUTION = timedelta(minutes=1)
+_TOKEN_CHARS = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    """A token as issued: `raw` is the bearer secret, shown this once."""
+
+    token: ApiToken
+    raw: str
+
+
+def _account_lock(*, account: Account) -> None:
+    """Lock the account's row until the transaction ends: what is counted
+    against a per-account limit is then counted by one writer at a time."""
+    list(Account.objects.select_for_update().filter(pk=account.pk).values_list("pk", flat=True))
+
+
+def _sha256_hex(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def _token_issue(*, account: Account, name: str, scope: str = TokenScope.FULL) -> IssuedToken:
+    """Make a token; inside the caller's transaction. The account's row is
+    locked while its live tokens are counted, so concurrent logins cannot pass
+    API_TOKENS_MAX_PER_ACCOUNT between them."""
+    scope = TokenScope(scope)
+    if scope == TokenScope.OPS and not account.is_staff:
+        raise DomainError(
+            "scope_not_allowed", "Only staff accounts get tokens of scope `ops`.", status=403, details={"scope": scope}
+        )
+    _account_lock(account=account)
+    limit = settings.API_TOKENS_MAX_PER_ACCOUNT
+    if ApiToken.objects.filter(account=account, revoked_at__isnull=True).count() >= limit:
+        raise Conflict(
+            "token_limit_reached",
+            f"An account holds at most {limit} live API tokens: revoke one you no longer use "
+            "(DELETE /api/v1/auth/tokens/{id}) first.",
+            details={"limit": limit},
+        )
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_SECRET_BYTES)
+    token = ApiToken.objects.create(
+        account=account, name=name[:64], prefix=raw[:TOKEN_VISIBLE_CHARS], digest=_sha256_hex(raw), scope=scope
+    )
+    audit_record(
+        actor=account,
+        action=AuditAction.TOKEN_CREATE,
+        obj=token,
+        changes={"name": token.name, "prefix": token.prefix, "scope": token.scope},
+    )
+    return IssuedToken(token=token, raw=raw)
+
+
+def _tokens_revoke(*, account: Account, keep: ApiToken | None = None) -> int:
+    active = ApiToken.objects.filter(account=account, revoked_at__isnull=True)
+    if keep is not None:
+        active = active.exclude(pk=keep.pk)
+    return active.update(revoked_at=timezone.now())
+
+
+def token_create(*, account: Account, name: str = "", scope: str = TokenScope.FULL) -> IssuedToken:
+    """A new token for an account already known to be its holder's (no
+    password or second factor asked here: the caller vouches)."""
+    with transaction.atomic():
+        return _token_issue(account=account, name=name, scope=scope)
+
+
+def token_obtain(
+    *,
+    username: str,
+    password: str,
+    name: str = "",
+    client_address: str,
+    otp_token: str = "",
+    scope: str | None = None,
+) -> IssuedToken:
+    """Log in with username and password: a new token of `scope` (`full`
+    unless asked; `ops` only for staff, `403 scope_not_allowed` otherwise), or
+    `invalid_credentials` (401) / `throttled` (429). A staff account's token
+    also needs the second factor, whatever ADMIN_OTP_REQUIRED says (the token
+    would skip the admin's): `otp_not_enrolled` (403) without a confirmed
+    authenticator, `otp_required` / `otp_invalid` (401, counted as failed
+    logins) without its current code or with a wrong one. Past
+    API_TOKENS_MAX_PER_ACCOUNT live tokens: `409 token_limit_reached`."""
+    username = _login_username(username)
+    counted = auth_attempt_begin(username=username, address=client_address)
+    account = Account.objects.filter(username=username).first()
+    if not _password_matches(account=account, password=password) or account is None:
+        raise _invalid_credentials()
+    if account.is_staff:
+        _staff_token_second_factor(account=account, otp_token=otp_token)
+    auth_attempt_succeeded(username=username, address=client_address, counted=counted)
+    with transaction.atomic():
+        account.last_login = timezone.now()
+        account.save(update_fields=["last_login"])
+        return _token_issue(account=account, name=name or "login", scope=scope or TokenScope.FULL)
+
+
+def _staff_token_second_factor(*, account: Account, otp_token: str) -> None:
+    """A staff account's token is issued only against a current code of its
+    confirmed authenticator. Verified outside any transaction of the caller's:
+    the device records a wrong code (its own throttle), which must stay."""
+    from django_otp import verify_token
+
+    device = staff_otp_device(account=account)
+    if device is None:
+        setup = reverse("admin:two_factor")
+        raise DomainError(
+            "otp_not_enrolled",
+            f"A staff account gets API tokens only with two-factor authentication: set it up in the admin "
+            f"({setup}), then send the authenticator's code as `otp`.",
+            status=403,
+            details={"setup_url": setup},
+        )
+    token = "".join((otp_token or "").split())
+    if not token:
+        raise DomainError(
+            "otp_required", "Send `otp`: the 6-digit code your authenticator app shows for this account.", status=401
+        )
+    if verify_token(account, device.persistent_id, token) is None:
+        raise DomainError("otp_invalid", "The authentication code is wrong or has expired.", status=401)
+
+
+def _token_with_account(*, digest: str) -> ApiToken | None:
+    """The unrevoked token of this digest with its account, in one written-out
+    read: every authenticated request makes it, and the ORM spent three times
+    as long building it as the database answering."""
+    quote = connection.ops.quote_name
+    tokens, accounts = quote(ApiToken._meta.db_table), quote(Account._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {select_columns(ApiToken, 't')}, {select_columns(Account, 'a')} FROM {tokens} t "
+            f"JOIN {accounts} a ON a.id = t.account_id WHERE t.digest = %s AND t.revoked_at IS NULL",
+            [digest],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    split = len(ApiToken._meta.concrete_fields)
+    token = from_row(ApiToken, row[:split])
+    token.account = from_row(Account, row[split:])
+    return token
+
+
+def token_authenticate(*, raw: str) -> tuple[Account, ApiToken] | None:
+    """The (account, token) a bearer secret belongs to, or None when it is
+    unknown, revoked or its account is inactive. Records the token's last use,
+    writing at most once per TOKEN_LAST_USED_RESOLUTION."""
+    if len(raw) != TOKEN_LENGTH or not raw.startswith(TOKEN_PREFIX) or not _TOKEN_CHARS.match(raw):
+        return None
+    token = _token_with_account(digest=_sha256_hex(raw))
+    if token is None or not token.account.is_active:
+        return None
+    now = timezone.now()
+    stale = now - TOKEN_LAST_USED_RESOLUTION
+    if token.last_used_at is None or token.last_used_at <= stale:
+        # Conditional, so concurrent requests write once between them.
+        ApiToken.objects.filter(pk=token.pk).filter(Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale)).update(
+            last_used_at=now
+        )
+        token.last_used_at = now
+    return token.account, token
+
+
+def token_revoke(*, account: Account, token_id: int) -> None:
+    """Revoke one of the account's active tokens (404 when there is none)."""
+    with transaction.atomic():
+        token = locked_or_404(
+            ApiToken.objects.filter(account=account, revoked_at__isnull=True),
+            pk=token_id,
+            message="No such token.",
+            code="token_not_found",
+        )
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        audit_record(actor=account, action=AuditAction.TOKEN_REVOKE, obj=token)
