@@ -28,7 +28,6 @@ from catalog.models import (
 )
 from catalog.selectors import hosts_with_free_slots
 from core.audit import AuditAction
-from core.db import from_row, select_columns
 from core.errors import Conflict, DomainError
 from core.money import ZERO, cents
 
@@ -246,31 +245,21 @@ def slots_reserve(*, region: Region, gpu: GpuModel, count: int, holder: str) -> 
 
 def _host_unheld(*, region: Region, gpu: GpuModel, count: int) -> Host | None:
     """The best-fit host that can take `count` and no other transaction holds,
-    locked (FOR UPDATE SKIP LOCKED). Written out on PostgreSQL: every order asks
-    it, and the ORM spends more building it than the database answering it."""
-    if not connection.features.has_select_for_update_skip_locked:  # SQLite: one writer at a time
-        return (
-            Host.objects.filter(region=region, gpu=gpu, is_active=True, region__is_active=True, gpu__is_active=True)
-            .filter(free_slots__gte=count)
-            .order_by("free_slots", "name")
-            .first()
+    locked (FOR UPDATE OF the host SKIP LOCKED on PostgreSQL; SQLite has one
+    writer at a time and no row locks)."""
+    return (
+        Host.objects.select_for_update(skip_locked=True, of=("self",))
+        .filter(
+            region=region,
+            gpu=gpu,
+            is_active=True,
+            region__is_active=True,
+            gpu__is_active=True,
+            free_slots__gte=count,
         )
-    q = connection.ops.quote_name
-    host, regions, gpus = (q(m._meta.db_table) for m in (Host, Region, GpuModel))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {select_columns(Host, 'h')} FROM {host} h "
-            f"JOIN {regions} r ON r.id = h.region_id JOIN {gpus} g ON g.id = h.gpu_id "
-            "WHERE h.region_id = %s AND h.gpu_id = %s AND h.is_active AND r.is_active AND g.is_active "
-            "AND h.free_slots >= %s ORDER BY h.free_slots, h.name LIMIT 1 FOR UPDATE OF h SKIP LOCKED",
-            [region.pk, gpu.pk, count],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    found = from_row(Host, row)
-    found.region, found.gpu = region, gpu  # the caller's objects, not read again
-    return found
+        .order_by("free_slots", "name")
+        .first()
+    )
 
 
 def _slots_take(*, host: Host, count: int, holder: str) -> Reservation | None:
@@ -278,17 +267,19 @@ def _slots_take(*, host: Host, count: int, holder: str) -> Reservation | None:
     indexes, in one statement); None (nothing taken) when it no longer has them."""
     if host.free_slots < count:
         return None
+    # One statement: the host's lowest free slots, reserved and read back (RETURNING).
     table = connection.ops.quote_name(Slot._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
+    columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in Slot._meta.concrete_fields)
+    rows = list(
+        Slot.objects.raw(
             f"UPDATE {table} SET status = %s, holder = %s WHERE id IN (SELECT id FROM {table} "
-            f'WHERE host_id = %s AND status = %s ORDER BY "index" LIMIT %s) RETURNING {select_columns(Slot)}',
+            f'WHERE host_id = %s AND status = %s ORDER BY "index" LIMIT %s) RETURNING {columns}',
             [SlotStatus.RESERVED, holder, host.pk, SlotStatus.FREE, count],
         )
-        rows = cursor.fetchall()
+    )
     if len(rows) != count:  # cannot happen under the host's lock; refuse rather than half-reserve
         raise Conflict("insufficient_stock", "The host's slots changed under the reservation; try again.")
-    taken = sorted((from_row(Slot, row) for row in rows), key=lambda slot: slot.index)
+    taken = sorted(rows, key=lambda slot: slot.index)
     for slot in taken:
         slot.host = host
     host.free_slots -= count

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
@@ -23,7 +23,7 @@ from accounts.throttling import (
     auth_attempt_succeeded,
 )
 from core.audit import AuditAction, audit_record
-from core.db import from_row, locked_or_404, select_columns
+from core.db import locked_or_404
 from core.errors import Conflict, DomainError
 from core.permissions import TokenScope
 
@@ -155,24 +155,8 @@ def _staff_token_second_factor(*, account: Account, otp_token: str) -> None:
 
 
 def _token_with_account(*, digest: str) -> ApiToken | None:
-    """The unrevoked token of this digest with its account, in one written-out
-    read: every authenticated request makes it, and the ORM spent three times
-    as long building it as the database answering."""
-    quote = connection.ops.quote_name
-    tokens, accounts = quote(ApiToken._meta.db_table), quote(Account._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {select_columns(ApiToken, 't')}, {select_columns(Account, 'a')} FROM {tokens} t "
-            f"JOIN {accounts} a ON a.id = t.account_id WHERE t.digest = %s AND t.revoked_at IS NULL",
-            [digest],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    split = len(ApiToken._meta.concrete_fields)
-    token = from_row(ApiToken, row[:split])
-    token.account = from_row(Account, row[split:])
-    return token
+    """The unrevoked token of this digest with its account, in one read."""
+    return ApiToken.objects.select_related("account").filter(digest=digest, revoked_at__isnull=True).first()
 
 
 def token_authenticate(*, raw: str) -> tuple[Account, ApiToken] | None:
