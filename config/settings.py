@@ -151,10 +151,22 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
     )
 else:
-    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-        # Django's backend with a health check that needs no round trip (core/postgresql/base.py).
-        DATABASES["default"]["ENGINE"] = "core.postgresql"
-    DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+    DATABASE_POOL = env.bool("DATABASE_POOL", default=False)
+    if DATABASE_POOL:
+        # Django's own connection pool (psycopg_pool, one per process): a request takes a
+        # connection from it and gives it back at its end; the pool checks one before
+        # lending it (CONN_HEALTH_CHECKS) and replaces what is broken.
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=2),
+            "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=16),
+            "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+        }
+        DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them
+    else:
+        if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+            # Django's backend with a health check that needs no round trip (core/postgresql/base.py).
+            DATABASES["default"]["ENGINE"] = "core.postgresql"
+        DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     if env.bool("DATABASE_PREPARED_STATEMENTS", default=True):
         # Parameters sent apart from the statement, and a statement run five times on
