@@ -82,6 +82,9 @@ class WebhookDelivery(models.Model):
         ordering = ["-created_at", "-id"]
         verbose_name_plural = "webhook deliveries"
         constraints = [models.UniqueConstraint(fields=["event", "endpoint"], name="delivery_once_per_endpoint")]
+        # The metrics' count and oldest per status (observability.selectors) read this index alone,
+        # not a table of every delivery ever made.
+        indexes = [models.Index(fields=["status", "created_at"], name="delivery_status_created")]
 
     def __str__(self) -> str:
         return f"{self.event} -> {self.endpoint}"
