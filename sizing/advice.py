@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from core.money import cents
 
 from .arithmetic import Workload, requirement_compute, to_gb
+from .engine import release_get
 
 if TYPE_CHECKING:
     from catalog.models import GpuModel
@@ -84,7 +85,9 @@ def advice_for(
     no_fp8 = sorted({g.name for g in gpus if not g.fp8})
     if workload.profile == "vllm":
         if workload.precision == "fp8" and no_fp8:
-            moe = workload.arch.is_moe
+            # Whether the release refuses FP8 experts on cards without FP8 (neither release
+            # the sizing knows does: both run them weight-only through Marlin).
+            moe = workload.arch.is_moe and bool(release_get(workload.engine_version).moe_refused.get("fp8"))
             out.append(
                 Advice(
                     "ampere_no_fp8" if moe else "fp8_weight_only",
@@ -98,7 +101,8 @@ def advice_for(
                         "Ampere cards ("
                         + ", ".join(no_fp8)
                         + ") have no FP8 tensor cores: vLLM runs FP8 weights on them weight-only (W8A16, "
-                        "Marlin). They hold the model in the same memory but decode no faster than 8-bit weights."
+                        "Marlin, experts included). They hold the model in the same memory but decode no faster "
+                        "than 8-bit weights."
                     ),
                     {"gpus": sorted(g.slug for g in gpus if not g.fp8)},
                 )

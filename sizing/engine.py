@@ -256,8 +256,9 @@ def format_reasons(*, workload: Workload, card: Card) -> tuple[list[Reason], lis
         )
     elif fmt == "fp8" and family in release.weight_only.get("fp8", ()):
         notes.append(
-            f"The {card.name} has no FP8 tensor cores: vLLM runs FP8 weights weight-only (W8A16, Marlin), "
-            "so they save memory but decode no faster than 8-bit weights would, and prefill is slower than BF16."
+            f"The {card.name} has no FP8 tensor cores: vLLM runs FP8 weights weight-only (W8A16, Marlin"
+            + (", the experts through its fused Marlin MoE kernel" if is_moe else "")
+            + "), so they save memory but decode no faster than 8-bit weights would, and prefill is slower than BF16."
         )
     elif family in release.weight_only.get(fmt, ()):
         notes.append(

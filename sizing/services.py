@@ -9,7 +9,8 @@ that do not fit) and `sizing_recommend`. Reading only: nothing here writes.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections import defaultdict
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from core.money import cents
 
 from .advice import Advice, advice_for
 from .arithmetic import Card, Check, Reason, Requirement, Workload, fit_check, requirement_compute, to_gb
-from .engine import PROFILE_VLLM, engine_check
+from .engine import PROFILE_VLLM, Budget, engine_check
 from .matrix import Placement, workload_class
 
 # The request type of a sizing: what is served, at which precision, context and concurrency.
@@ -381,8 +382,6 @@ def sizing_recommend(
 def cost_by_concurrency(*, result: SizingResult) -> Advice:
     """How the cheapest configuration's cost per million tokens falls as more
     sequences share each step, up to the most that fit at the asked context."""
-    from dataclasses import replace
-
     from .engine import max_concurrency, throughput_compute
 
     check = result.check
@@ -481,6 +480,55 @@ def _catalog_cards() -> dict[str, Card]:
     }
 
 
+# TensorRT-LLM's perf overview runs its MoE rows with attention data parallelism
+# (`enable_attention_dp: true` in the llm_options it gives for MoE models, with
+# --ep): tensorrt_llm/_torch/models/modeling_llama.py then keeps the attention, the
+# dense MLPs and the shared expert (GatedMLP overridden_tp_size=1) and the embedding
+# whole on every GPU, and splits only the routed experts; each GPU keeps every KV
+# head of its own requests. Its KV cache takes up to this share of the card ("in
+# many cases ... --kv_cache_free_gpu_mem_fraction 0.95"; 0.90 or lower on OOM).
+TRTLLM_KV_FRACTION = Decimal("0.95")
+_ATTENTION_DP = "attention-dp"  # placeholder until the rule's figures are known
+
+
+def attention_dp_kv_tokens(*, workload: Workload, budget: Budget, gpu_count: int) -> int:
+    """Tokens of KV cache the group holds under TensorRT-LLM's attention-DP layout
+    (every layer at full rate, as `kv_tokens_capacity` counts vLLM's), with the
+    same engine memory besides the weights as vLLM's budget."""
+    from .engine import arch_layout, kv_tokens_capacity, layout_weight_bytes, workload_format
+
+    layout = arch_layout(workload.arch)
+    fmt = workload_format(workload)
+    whole = layout_weight_bytes(layout=layout, fmt=fmt, gpu_count=1).total
+    replicated = layout_weight_bytes(layout=layout, fmt=fmt, gpu_count=1, experts_read=0).total
+    per_gpu = replicated + (whole - replicated) // gpu_count
+    room = int(budget.memory_bytes * TRTLLM_KV_FRACTION) - per_gpu - budget.non_torch - budget.activation
+    if room <= 0:
+        return 0
+    # Each GPU holds all KV heads of its requests: one GPU's capacity, n times.
+    return gpu_count * kv_tokens_capacity(
+        arch=workload.arch, kv_precision=workload.kv_precision, gpu_count=1, kv_bytes=room
+    )
+
+
+def _attention_dp_reason(n: int, gpu: str, pairs: list[tuple[int, int]]) -> str:
+    trt = sorted(p[0] for p in pairs)
+    vllm = sorted(p[1] for p in pairs)
+
+    def span(values: list[int]) -> str:
+        return f"{values[0]:,}" if values[0] == values[-1] else f"{values[0]:,}-{values[-1]:,}"
+
+    return (
+        "TensorRT-LLM ran its MoE rows with attention data parallelism (the perf overview's MoE options: "
+        "`enable_attention_dp: true`, `--ep`), in which `tensorrt_llm/_torch/models/modeling_llama.py` keeps the "
+        "attention, the dense and shared-expert MLPs (`overridden_tp_size=1`) and the embedding whole on every GPU "
+        f"and splits only the routed experts. On {n} x {gpu} that layout, even at its KV fraction of 0.95, holds "
+        f"{span(trt)} of these requests at once against the {span(vllm)} the vLLM line (tensor parallel) holds: "
+        "fewer by more than the band's 1.10x, so TensorRT-LLM's figure is no ceiling for vLLM's and the row is "
+        "listed apart by this rule, computed from memory alone, whatever its prediction."
+    )
+
+
 def sizing_accuracy(*, path: Path = BENCHMARKS_FILE) -> list[AccuracyRow]:
     """Every published row against the speed model's prediction for the same
     model, cards, precision, lengths and load."""
@@ -491,12 +539,13 @@ def sizing_accuracy(*, path: Path = BENCHMARKS_FILE) -> list[AccuracyRow]:
         model_cost,
     )
     from .hf_config import architecture_from_hf_config
-    from .performance import Serving, serve
+    from .performance import Serving, footprint_tokens, serve
     from .seed import published_config
 
     data = json.loads(path.read_text())
     cards = _catalog_cards()
     out: list[AccuracyRow] = []
+    dp_held: dict[tuple[str, int, str], list[tuple[int, int]]] = defaultdict(list)
     for row in data["rows"]:
         model = data["models"][row["model"]]
         published = row.get("latency_s", row.get("output_tokens_per_s"))
@@ -548,6 +597,21 @@ def sizing_accuracy(*, path: Path = BENCHMARKS_FILE) -> list[AccuracyRow]:
                 kv_tokens=kv_tokens,
             ),
         )
+        if row["source"] == "trtllm" and arch.is_moe and count > 1 and not apart:
+            footprint = footprint_tokens(
+                Serving(
+                    concurrency=load,
+                    input_tokens=prompt,
+                    output_tokens=output,
+                    max_num_seqs=seqs,
+                    batched_tokens=budget.batched_tokens,
+                    kv_tokens=kv_tokens,
+                )
+            )
+            held = attention_dp_kv_tokens(workload=workload, budget=budget, gpu_count=count) // footprint
+            if held * BANDS["trtllm"][1] < perf.in_flight:
+                dp_held[(row["model"], count, row["gpu"])].append((held, perf.in_flight))
+                apart = _ATTENTION_DP
         predicted = perf.e2e_p50_s if "latency_s" in row else perf.output_tokens_per_s
         # The linear-layer FLOPs the predicted rate implies, against the group's dense peak.
         tokens_per_s = perf.requests_per_s * (prompt + output)
@@ -567,7 +631,18 @@ def sizing_accuracy(*, path: Path = BENCHMARKS_FILE) -> list[AccuracyRow]:
                 peak_share=peak_share,
             )
         )
-    return out
+    # The attention-DP rule's reason, with its figures for each model and group of cards.
+    return [
+        replace(
+            r,
+            separately=_attention_dp_reason(
+                r.row["gpu_count"], r.row["gpu"], dp_held[(r.row["model"], r.row["gpu_count"], r.row["gpu"])]
+            ),
+        )
+        if r.separately == _ATTENTION_DP
+        else r
+        for r in out
+    ]
 
 
 def _figure(value: float | None, metric: str) -> str:

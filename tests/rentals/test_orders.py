@@ -181,13 +181,14 @@ def test_workload_that_does_not_fit_is_refused_with_the_breakdown_and_the_cheape
 
 
 def test_a_format_the_card_cannot_run_is_refused(chains, customer_api, ssh_key, catalog):
-    # FP8 mixture-of-experts kernels need Ada or newer: not on an A100.
-    workload = {"model": "mixtral-8x7b", "precision": "fp8", "context": 4096}
+    # The template's vLLM (0.9.2) has no MXFP4 kernels at all (nor gpt-oss): not on an A100.
+    workload = {"model": "gpt-oss-20b", "precision": "mxfp4", "context": 4096}
     resp = customer_api.post(
         "/api/v1/orders", order_body(ssh_key, gpu="a100-sxm", gpu_count=2, workload=workload), format="json"
     )
-    assert resp.status_code == 400 and resp.json()["error"]["code"] == "fp8_unsupported"
-    assert "bf16" in resp.json()["error"]["details"]["reasons"][0]["details"]["formats"]
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "model_unsupported"
+    (fmt,) = [r for r in resp.json()["error"]["details"]["reasons"] if r["code"] == "format_unsupported"]
+    assert "bf16" in fmt["details"]["formats"]
     # AWQ has no kernels on the MI300X.
     awq = {"model": "llama-3.1-8b", "precision": "awq"}
     resp = customer_api.post(

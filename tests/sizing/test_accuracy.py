@@ -44,3 +44,57 @@ def test_the_docs_table_is_the_commands(tmp_path):
     copy.write_text(text[: start + len(ACCURACY_START)] + "\nhand-edited\n" + text[end:])
     call_command("sizing_accuracy", write=str(copy))
     assert copy.read_text() == text
+
+
+def test_attention_dp_rule_is_decided_by_memory_alone():
+    # TensorRT-LLM's MoE rows run with attention data parallelism: where that layout
+    # holds fewer requests than the vLLM line by more than the band's 1.10x, the row is
+    # listed apart, and the reason gives both counts. It is the layout, not the prediction.
+    rows = sizing_accuracy()
+    by_rule = [r for r in rows if "attention data parallelism" in r.separately]
+    assert {(r.row["model"], r.row["gpu"]) for r in by_rule} >= {
+        ("llama-4-maverick", "h100-sxm"),
+        ("llama-4-scout", "h100-sxm"),
+    }
+    assert all(r.row["source"] == "trtllm" and r.row["gpu_count"] > 1 for r in by_rule)
+    # Rows the rule lists apart include ones inside the band: it does not read the ratio.
+    assert any(r.within for r in by_rule)
+    # Qwen3-235B-A22B's layout holds more than the vLLM line: its rows stay held.
+    qwen = [r for r in rows if r.row["model"] == "qwen3-235b-a22b"]
+    assert qwen and not any(r.separately for r in qwen)
+    # No row on one GPU (the two layouts are the same there).
+    assert not [r for r in by_rule if r.row["gpu_count"] == 1]
+
+
+def test_attention_dp_keeps_all_but_the_routed_experts_whole():
+    from decimal import Decimal
+
+    from sizing.arithmetic import Workload
+    from sizing.engine import PROFILE_VLLM, budget_compute, kv_tokens_capacity
+    from sizing.hf_config import architecture_from_hf_config
+    from sizing.services import BENCH_UTILIZATION, _catalog_cards, attention_dp_kv_tokens
+
+    from .conftest import hf_config
+
+    arch = architecture_from_hf_config(hf_config("llama-4-maverick"), slug="llama-4-maverick")
+    w = Workload(
+        arch=arch,
+        precision="fp8",
+        kv_precision="fp8",
+        engine_version="0.9.2",
+        context=2176,
+        concurrency=1024,
+        profile=PROFILE_VLLM,
+        max_gpu_memory_utilization=Decimal("0.90"),
+        input_tokens=128,
+        output_tokens=2048,
+    )
+    cards = _catalog_cards()
+    for gpu, low, high in (("h100-sxm", 0.2, 0.5), ("h200-sxm", 0.8, 1.0)):
+        b = budget_compute(workload=w, card=cards[gpu], gpu_count=8, concurrency=1024)
+        vllm = kv_tokens_capacity(
+            arch=arch, kv_precision="fp8", gpu_count=8, kv_bytes=b.kv_available(BENCH_UTILIZATION)
+        )
+        # Maverick's attention, 24 dense MLPs, shared experts and embedding whole on each of
+        # eight H100s leave TensorRT-LLM about a third of the vLLM line's KV room.
+        assert low < attention_dp_kv_tokens(workload=w, budget=b, gpu_count=8) / vllm < high

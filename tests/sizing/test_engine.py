@@ -15,11 +15,13 @@ from sizing.engine import (
     card_facts,
     checkpoint_bytes,
     engine_check,
+    formats_that_run,
     kv_bytes_per_sequence,
     kv_tokens_capacity,
     max_concurrency,
     max_context,
     newest_version,
+    release_get,
     throughput_compute,
 )
 from sizing.hf_config import architecture_from_hf_config
@@ -173,8 +175,6 @@ def test_tensor_parallel_adds_nccl_memory_and_replicates_mla():
 
 REFUSALS = [
     # (model, weight format, kv, card, reason code)
-    ("mixtral-8x7b", "fp8", "bf16", "a100-sxm", "fp8_unsupported"),  # FP8 MoE needs Ada+
-    ("mixtral-8x7b", "fp8", "bf16", "rtx-3090", "fp8_unsupported"),
     ("llama-3.1-8b", "awq", "bf16", "mi300x", "format_unsupported"),
     ("llama-3.1-8b", "gptq", "bf16", "mi300x", "format_unsupported"),
     ("llama-3.1-8b", "int8", "bf16", "mi300x", "format_unsupported"),
@@ -209,6 +209,8 @@ ALLOWED = [
     ("llama-3.1-8b", "nvfp4", "l40s"),
     ("llama-3.1-8b", "nvfp4", "a100-sxm"),
     ("mixtral-8x7b", "fp8", "l40s"),
+    ("mixtral-8x7b", "fp8", "a100-sxm"),  # FP8 experts weight-only through Marlin's MoE kernel on Ampere
+    ("mixtral-8x7b", "fp8", "rtx-a6000"),
 ]
 WEIGHT_ONLY = {("fp8", "Ampere"), ("nvfp4", "Ampere"), ("nvfp4", "Ada"), ("nvfp4", "Hopper"), ("mxfp4", "Ampere")}
 WEIGHT_ONLY |= {("mxfp4", "Ada")}
@@ -228,6 +230,21 @@ def test_combinations_that_run(model, fmt, gpu):
     assert not [r for r in check.reasons if r.code in ("format_unsupported", "fp8_unsupported", "model_unsupported")]
     weight_only = (fmt, CARDS[gpu][4]) in WEIGHT_ONLY
     assert any("weight-only" in n for n in check.engine.notes) == weight_only
+
+
+@pytest.mark.parametrize("version", ["0.9.2", "0.34.0"])
+def test_fp8_experts_run_weight_only_on_ampere_in_each_release(version):
+    # 0.9.2: fp8.py Fp8MoEMethod / CompressedTensorsW8A8Fp8MoEMethod set use_marlin below
+    # capability 8.9 and call fused_marlin_moe; 0.34.0: oracle/fp8.py select_fp8_moe_backend
+    # falls through to MARLIN where Triton needs FP8 silicon.
+    release = release_get(version)
+    assert not release.moe_refused.get("fp8") and "ampere" in release.weight_only["fp8"]
+    assert "fp8" in formats_that_run(family="ampere", is_moe=True, release=release)
+    check = engine_check(
+        workload=vllm("mixtral-8x7b", "fp8", context=4096, engine_version=version), card=card("a100-sxm"), gpu_count=2
+    )
+    assert not [r for r in check.reasons if r.code in ("format_unsupported", "fp8_unsupported")]
+    assert any("weight-only" in n and "Marlin MoE" in n for n in check.engine.notes)
 
 
 def test_gpt_oss_needs_vllm_0_10_1():
