@@ -1,7 +1,7 @@
 import pytest
 from django.test import Client
 
-from catalog.models import GpuModel
+from catalog.models import GpuModel, Region
 from core.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
@@ -53,7 +53,7 @@ def test_catalog_admin_lists_render(staff_client, catalog):
         "/admin/core/auditentry/",
     ):
         assert staff_client.get(url).status_code == 200, url
-    region = staff_client.get("/admin/catalog/region/1/change/")
+    region = staff_client.get(f"/admin/catalog/region/{Region.objects.get(code='DFW-1').pk}/change/")
     assert region.status_code == 200 and "dfw-1-b200-001" in region.content.decode()
 
 
