@@ -16,13 +16,20 @@ this module supplies the node-specific steps and the mempool:
    output): a killed worker credits exactly once.
 2. Confirmations. Payments in blocks that have not reached the policy yet are
    brought up to date with the node's tip.
-3. The mempool. New transactions paying open destinations are recorded with
-   0 confirmations (the invoice moves to `processing` within one run);
-   payments replaced (RBF), double spent or dropped are un-counted.
+3. The mempool, followed by its changes: each pass lists its txids with the
+   node's mempool sequence (`getrawmempool false true`) and decodes only the
+   txids not seen before. New transactions paying open destinations are
+   recorded with 0 confirmations (the invoice moves to `processing` within
+   one run); payments replaced (RBF), double spent or dropped are un-counted.
 
 Unconfirmed payments are remembered in `ChainState.extra["mempool"]` with the
 outpoints they spend, so whichever worker process runs next can still tell a
-replaced payment from a mined one.
+replaced payment from a mined one. The txids already decoded are stored as
+rows of `MempoolSeen` (one per transaction in the mempool, deleted when it
+leaves), with the sequence in `ChainState.extra["mempool_sequence"]`, so a
+restarted worker decodes only what entered the mempool since. They are rows,
+not a list in `extra`: the state row is read and locked with every block and
+pass, and a mempool of 100,000 transactions would make it megabytes.
 """
 
 from __future__ import annotations
@@ -30,12 +37,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db.models import F
 
 from billing import services
 from billing.chains.blocks import ChainStep
@@ -61,7 +69,8 @@ from billing.chains.utxo.scanner import (
     fork_walk,
     height_at_time,
 )
-from billing.selectors import watched_match_keys
+from billing.models import MempoolSeen
+from billing.selectors import AnyOf, watched_match_keys
 from core.errors import DomainError
 
 __all__ = ["FAMILIES", "NodeMismatch", "ScanReport", "UtxoWatcher", "bitcoin_chain_scan", "bitcoin_cursor_set"]
@@ -197,6 +206,22 @@ def _pending_load(extra: Mapping[str, Any]) -> list[PaymentTx]:
     return [PaymentTx.from_json(txid, data) for txid, data in stored.items()]
 
 
+def _seen_load(chain: str) -> list[str]:
+    """The txids of `chain`'s mempool that a watcher has already decoded (stored)."""
+    return list(MempoolSeen.objects.filter(chain=chain).values_list("txid", flat=True))
+
+
+def _seen_store(chain: str, *, added: Collection[str], dropped: Collection[str]) -> None:
+    """Bring the stored seen-set up to date (inside the pass's transaction): rows for
+    the txids first decoded, none for those that left the mempool."""
+    if dropped:
+        MempoolSeen.objects.filter(AnyOf(F("txid"), dropped), chain=chain).delete()
+    if added:
+        MempoolSeen.objects.bulk_create(
+            (MempoolSeen(chain=chain, txid=txid) for txid in added), batch_size=5_000, ignore_conflicts=True
+        )
+
+
 def _payment_observation(family: Family, o: Observation, *, confirmations: int) -> services.Observation:
     return services.Observation(
         currency=family.currency,
@@ -244,8 +269,14 @@ class UtxoWatcher(BlockWatcher):
 
     def scan(self, run: ScanRun) -> None:
         mempool = _mempool(self.chain, run.client)
-        mempool.pending_replace(_pending_load(chain_state(self.chain).extra))
+        extra = chain_state(self.chain).extra or {}
+        mempool.pending_replace(_pending_load(extra))
+        stored_sequence = extra.get("mempool_sequence")
+        if not mempool.loaded or stored_sequence != mempool.sequence:
+            # A new process (a restart), or another process ran the passes since this one.
+            mempool.seen_load(_seen_load(self.chain), sequence=stored_sequence)
         run.data["mempool"] = mempool
+        run.data["mempool_sequence"] = stored_sequence
         run.data["newest"] = run.newest_request_id([self.currency])
         run.data["scripts"] = watched_scripts(currency=self.currency, now=run.now)
         super().scan(run)
@@ -306,6 +337,10 @@ class UtxoWatcher(BlockWatcher):
         back to `new`)."""
         mempool: MempoolWatcher = run.data["mempool"]
         pool = mempool.scan(scripts=scripts, scanned_tip=cursor)
+        run.data["mempool_scan"] = pool
+        added, dropped = mempool.seen_changes()
+        if not (pool.new or pool.gone or added or dropped or pool.sequence != run.data["mempool_sequence"]):
+            return  # nothing entered or left that the database does not know: no transaction
         with run.atomic() as recorder:
             for tx in pool.new:
                 for o in tx.observations:
@@ -316,7 +351,10 @@ class UtxoWatcher(BlockWatcher):
                         txid=gone.txid,
                         reason=f"{gone.txid} {gone.reason} from the mempool{' by ' + gone.by if gone.by else ''}",
                     )
+            _seen_store(self.chain, added=added, dropped=dropped)
             recorder.extra["mempool"] = _pending_json(mempool)
+            recorder.extra["mempool_sequence"] = pool.sequence
+        mempool.seen_stored()
         run.report.unconfirmed += recorder.recorded
 
     # --- operators -------------------------------------------------------------------------
