@@ -37,13 +37,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import F
+from django.db.models import F, Max, Q
 
 from billing import services
 from billing.chains.blocks import ChainStep
@@ -69,7 +70,7 @@ from billing.chains.utxo.scanner import (
     fork_walk,
     height_at_time,
 )
-from billing.models import MempoolSeen
+from billing.models import MempoolSeen, PaymentRequest
 from billing.selectors import AnyOf, watched_match_keys
 from core.errors import DomainError
 
@@ -115,6 +116,72 @@ _lock = threading.Lock()
 _mempools: dict[tuple[str, str], MempoolWatcher] = {}
 _nodes_checked: set[tuple[str, str, str]] = set()
 
+# The watched destinations are read in full at most every WATCHED_RELOAD_SECONDS (which
+# is also when destinations past their watch drop out); in between, a run reads only the
+# destinations issued since (by primary key), so its database work grows with the new
+# invoices, not with the open ones. An id below the newest read that is not there yet
+# (an insert not committed yet, or rolled back) is asked for again on every run for
+# GAP_SECONDS; at a full read, the GAP_WINDOW ids below the newest are checked for gaps.
+WATCHED_RELOAD_SECONDS = 300.0
+GAP_SECONDS = 600.0
+GAP_WINDOW = 1_000
+
+
+@dataclass(frozen=True)
+class WatchedSet:
+    keys: frozenset[str]
+    newest: int  # the highest PaymentRequest id read
+    gaps: Mapping[int, float]  # ids below `newest` not read yet -> when first missed (monotonic)
+    loaded_at: float  # when read in full (monotonic)
+
+
+_watched: dict[str, WatchedSet] = {}
+
+
+def _watched_load(currency: str) -> WatchedSet:
+    """Every watched destination of `currency`, and where to read new ones from."""
+    newest: int = PaymentRequest.objects.aggregate(newest=Max("id"))["newest"] or 0
+    keys = watched_scripts(currency=currency)
+    lowest = max(1, newest - GAP_WINDOW + 1)
+    present = set(PaymentRequest.objects.filter(id__gte=lowest, id__lte=newest).values_list("id", flat=True))
+    clock = time.monotonic()
+    return WatchedSet(keys, newest, {i: clock for i in range(lowest, newest + 1) if i not in present}, clock)
+
+
+def _watched_update(watched: WatchedSet, currency: str) -> WatchedSet:
+    """`watched` with the destinations issued since it was read (any currency's ids
+    are read, so that another currency's row is no gap; `currency`'s keys are kept)."""
+    clock = time.monotonic()
+    gaps = {i: at for i, at in watched.gaps.items() if clock - at < GAP_SECONDS}
+    rows = list(
+        PaymentRequest.objects.filter(Q(id__gt=watched.newest) | Q(id__in=list(gaps))).values_list(
+            "id", "currency", "match_key"
+        )
+    )
+    if not rows:
+        return WatchedSet(watched.keys, watched.newest, gaps, watched.loaded_at)
+    found = {row[0] for row in rows}
+    newest = max(watched.newest, *found)
+    for i in found:
+        gaps.pop(i, None)
+    gaps.update({i: clock for i in range(watched.newest + 1, newest + 1) if i not in found})
+    keys = watched.keys | {key for _, code, key in rows if code == currency}
+    return WatchedSet(keys, newest, gaps, watched.loaded_at)
+
+
+def watched_cached(*, chain: str, currency: str) -> frozenset[str]:
+    """The watched destinations of `currency` (see WATCHED_RELOAD_SECONDS): a superset of
+    `watched_scripts` for at most that long, never missing one issued and committed."""
+    with _lock:
+        watched = _watched.get(chain)
+    if watched is None or time.monotonic() - watched.loaded_at >= WATCHED_RELOAD_SECONDS:
+        watched = _watched_load(currency)
+    else:
+        watched = _watched_update(watched, currency)
+    with _lock:
+        _watched[chain] = watched
+    return watched.keys
+
 
 def _mempool(chain: str, rpc: BitcoinRpc) -> MempoolWatcher:
     """This process's watcher of the node's mempool, talking through `rpc` for this run."""
@@ -128,10 +195,12 @@ def _mempool(chain: str, rpc: BitcoinRpc) -> MempoolWatcher:
 
 
 def process_state_clear(*, chain: str | None = None) -> None:
-    """Forget this process's mempool watchers (all, or one chain's) and node checks."""
+    """Forget this process's mempool watchers and watched sets (all, or one chain's) and node checks."""
     with _lock:
         for key in [k for k in _mempools if chain is None or k[0] == chain]:
             del _mempools[key]
+        for name in [c for c in _watched if chain is None or c == chain]:
+            del _watched[name]
         _nodes_checked.clear()
 
 
@@ -277,9 +346,18 @@ class UtxoWatcher(BlockWatcher):
             mempool.seen_load(_seen_load(self.chain), sequence=stored_sequence)
         run.data["mempool"] = mempool
         run.data["mempool_sequence"] = stored_sequence
-        run.data["newest"] = run.newest_request_id([self.currency])
-        run.data["scripts"] = watched_scripts(currency=self.currency, now=run.now)
+        run.data["scripts"] = self.watched_scripts(run)
         super().scan(run)
+
+    def watched_scripts(self, run: ScanRun) -> frozenset[str]:
+        """The scripts to match: this process's watched set brought up to date (a run
+        at another time than the clock's, as tests make, reads them in full)."""
+        if run.now is not None:
+            if "newest" not in run.data:
+                run.data["newest"] = run.newest_request_id([self.currency])
+                return watched_scripts(currency=self.currency, now=run.now)
+            return frozenset(run.data["scripts"] | run.created_since(run.data["newest"] + 1, [self.currency]))
+        return watched_cached(chain=self.chain, currency=self.currency)
 
     # --- the block walk ------------------------------------------------------------------
 
@@ -327,7 +405,7 @@ class UtxoWatcher(BlockWatcher):
     def blocks_done(self, run: ScanRun, *, tip: Any, recent: list[BlockRef]) -> None:
         run.confirmations_refresh(tip_height=tip.height)
         # Destinations created while the blocks were read are matched in the mempool too.
-        scripts = run.data["scripts"] | run.created_since(run.data["newest"] + 1, [self.currency])
+        scripts = self.watched_scripts(run)
         cursor = recent[-1].hash if recent else None
         self._mempool_pass(run, scripts=scripts, cursor=cursor)
 
