@@ -69,6 +69,9 @@ def main() -> None:
     parser.add_argument("--transactions", type=int, default=2000, help="transactions in the block (default 2000)")
     parser.add_argument("--destinations", type=int, default=100_000, help="open destinations (default 100000)")
     parser.add_argument("--database-url", default="", help="default: SQLite in a temporary folder")
+    parser.add_argument(
+        "--poll-samples", type=int, default=5, help="payments timed under the periodic poll (default 5; 0: none)"
+    )
     args = parser.parse_args()
 
     from devtools.litecoind import RegtestNode, watch_only_account_generate
@@ -265,11 +268,7 @@ def run(node, args) -> None:
             f"| {row['what']} | {row['calls']:,} | {row['decoded']:,} | {row['db'] * 1000:,.0f} ms | "
             f"{row['queries']:,} | {row['wall'] * 1000:,.0f} ms | {latency} | {found or 'nothing'} |"
         )
-    print()
-    print(
-        "Push off (the poll): a payment or block waits up to CHAIN_SCAN_SECONDS "
-        f"({settings.CHAIN_SCAN_SECONDS:g} s) for the next run, then the run above."
-    )
+    poll_latencies(node, customer, samples=args.poll_samples, interval=settings.CHAIN_SCAN_SECONDS)
 
     # The same block, taken apart.
     body = json.dumps({"jsonrpc": "1.0", "id": 1, "method": "getblock", "params": [block_hash, 2]})
@@ -319,6 +318,70 @@ def run(node, args) -> None:
     print(row("the node's `getblock <hash> 0` (HTTP round trip)", raw_fetch_time))
     print(row("decoding it (`CBlock`), txids, outpoints, matching", raw_time))
     print(row("against the JSON way: `getblock <hash> 2`, parsing, matching", getblock_time + parse_time + match_time))
+
+
+def poll_latencies(node, customer, *, samples: int, interval: float) -> None:
+    """Push off, as deployed: a poller runs the watcher every `interval` seconds (the
+    beat schedule) while payments are broadcast and blocks mined at random moments;
+    the time from each to its invoice's new status, as a customer polling would see it."""
+    import random
+    import threading
+
+    from django.db import connection
+
+    from billing import services
+    from billing.chains.watchers import chain_scan
+    from billing.models import Invoice
+
+    if samples <= 0:
+        return
+    stop = threading.Event()
+
+    def poller() -> None:
+        try:
+            while not stop.is_set():
+                started = time.monotonic()
+                chain_scan(currency="LTC")
+                stop.wait(max(0.0, interval - (time.monotonic() - started)))
+        finally:
+            connection.close()
+
+    def wait_for(invoice, status: str, since: float) -> float:
+        while Invoice.objects.filter(pk=invoice.pk, status=status).count() == 0:
+            if time.perf_counter() - since > 4 * interval + 30:
+                raise AssertionError(f"{invoice.number} not {status} after {4 * interval + 30:g} s")
+            time.sleep(0.01)
+        return time.perf_counter() - since
+
+    thread = threading.Thread(target=poller, daemon=True)
+    thread.start()
+    detected, settled = [], []
+    try:
+        for n in range(samples):
+            invoice = services.invoice_create(
+                account=customer,
+                subject=f"bench:poll:{n}",
+                description="Benchmark",
+                lines=[services.LineSpec("GPU time", Decimal(1), Decimal("9.00"), Decimal("9.00"))],
+                currency="LTC",
+            )
+            time.sleep(random.uniform(0, interval))
+            node.send_to_script(invoice.active_request.match_key, int(invoice.active_request.amount_due))
+            detected.append(wait_for(invoice, "processing", time.perf_counter()))
+            time.sleep(random.uniform(0, interval))
+            node.mine(1)
+            settled.append(wait_for(invoice, "settled", time.perf_counter()))
+    finally:
+        stop.set()
+        thread.join()
+
+    def spread(values: list[float]) -> str:
+        return f"median {statistics.median(values):.2f} s, {min(values):.2f}-{max(values):.2f} s"
+
+    print()
+    print(f"Push off: the watcher polled every CHAIN_SCAN_SECONDS ({interval:g} s), {samples} payments:")
+    print(f"- broadcast -> invoice processing: {spread(detected)}")
+    print(f"- block mined -> invoice settled (CONFIRMATIONS_LTC=1): {spread(settled)}")
 
 
 class Meter:
