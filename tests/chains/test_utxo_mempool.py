@@ -138,3 +138,33 @@ def test_pending_payments_are_written_only_when_their_confirmations_change(ltc, 
     # (with the state row and the stored block), then one per changed confirmation.
     assert locks(queries, "billing_invoice") == 2 + 3
     assert sorted(pending.values_list("confirmations", flat=True)) == [1, 1, 2, 2, 2]
+
+
+def test_the_scanner_follows_the_mempool_sequence(node, destinations, monkeypatch):
+    from billing.chains.utxo.scanner import MempoolWatcher
+
+    paid = destinations.new()
+    node.send_many_transactions(5)
+    watcher = MempoolWatcher(node.rpc)
+    first = watcher.scan(scripts={paid.script_hex})
+    assert first.fetched >= 5 and not first.unchanged and first.sequence is not None
+    with node_calls(monkeypatch) as calls:
+        idle = watcher.scan(scripts={paid.script_hex})
+    assert idle.unchanged and (idle.sequence, idle.fetched) == (first.sequence, 0)
+    assert dict(calls) == {"getrawmempool": 1, "getbestblockhash": 1}
+
+    txid = node.send(paid.address, 150_000)
+    found = watcher.scan(scripts={paid.script_hex})
+    assert not found.unchanged and found.sequence > first.sequence
+    assert found.fetched == 1 and [o.txid for o in found.observations] == [txid]
+
+    # What the watcher would store now: everything it decoded, and nothing left the mempool.
+    added, dropped = watcher.seen_changes()
+    assert added == set(node.mempool()) and not dropped
+    watcher.seen_stored()
+    assert watcher.seen_changes() == (set(), set())
+    # A new watcher handed the stored seen-set decodes nothing; one without it decodes all.
+    again = MempoolWatcher(node.rpc)
+    again.seen_load(added, sequence=found.sequence)
+    assert again.scan(scripts={paid.script_hex}).fetched == 0
+    assert MempoolWatcher(node.rpc).scan(scripts={paid.script_hex}).fetched == len(node.mempool())

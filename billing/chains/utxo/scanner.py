@@ -511,6 +511,7 @@ class MempoolWatcher:
         self._stored: set[str] | None = None  # the seen-set as last stored; None: never loaded
         self.sequence: int | None = None  # the node's mempool sequence at the last pass
         self._best: str | None = None  # the node's best block at the last pass
+        self._size = -1  # transactions in the mempool at the last pass
 
     @property
     def pending(self) -> tuple[PaymentTx, ...]:
@@ -598,8 +599,10 @@ class MempoolWatcher:
         listing, best = self.rpc.batch([("getrawmempool", (False, True)), ("getbestblockhash", ())])
         txids, sequence = mempool_listing(listing)
         deferred = scanned_tip is not None and best != scanned_tip
-        if sequence is not None and sequence == self.sequence and best == self._best and not deferred:
-            # Nothing entered or left the mempool (each does bump the sequence) and no block came.
+        same = (sequence, best, len(txids)) == (self.sequence, self._best, self._size)
+        if sequence is not None and same and not deferred:
+            # Nothing entered or left the mempool (each bumps the sequence) and no block came; the
+            # size guards against a restarted node whose new sequence happens to be the same.
             return MempoolScan(
                 new=(), gone=(), size=len(txids), fetched=0, deferred=False, sequence=sequence, unchanged=True
             )
@@ -636,7 +639,7 @@ class MempoolWatcher:
                 del self._payments[g.txid]
         self._seen &= current | set(self._payments)
         # A deferred pass has gone payments left to classify: the next one looks again.
-        self.sequence, self._best = sequence, (None if deferred else best)
+        self.sequence, self._best, self._size = sequence, (None if deferred else best), len(txids)
         return MempoolScan(
             new=tuple(new), gone=tuple(gone), size=len(txids), fetched=fetched, deferred=deferred, sequence=sequence
         )
