@@ -5,8 +5,14 @@ database (SQLite in a temporary folder, or --database-url), registers
 100,000 open deposit destinations, fills a block with 2,000+ transactions one
 of which pays a real invoice, mines it, and prints:
 
-- the time from the block being mined to the invoice being `settled` (one
-  watcher run, as the periodic task does it; the confirmation policy is 1
+- per watcher run (pass), as the periodic task runs it: the calls to the node
+  (a batch counts each of its calls), the transactions decoded, the database
+  time and queries, the run's wall time, and what it found: the mempool pass
+  that first sees the 2,000 transactions, an idle pass, a pass after a worker
+  restart (the seen-set is stored: nothing is decoded again), a new payment
+  (detection latency from its broadcast, push off: the run that follows it;
+  the poll adds up to CHAIN_SCAN_SECONDS before that run starts), and the
+  block (block mined -> invoice `settled`; the confirmation policy is 1
   block here so the one block settles it);
 - the watcher's scan of that block, per block and per transaction: parsing
   the node's JSON (exact decimals) and matching every output against the
@@ -31,6 +37,7 @@ migrated, filled and left behind).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
@@ -39,6 +46,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
@@ -61,6 +69,9 @@ def main() -> None:
     parser.add_argument("--transactions", type=int, default=2000, help="transactions in the block (default 2000)")
     parser.add_argument("--destinations", type=int, default=100_000, help="open destinations (default 100000)")
     parser.add_argument("--database-url", default="", help="default: SQLite in a temporary folder")
+    parser.add_argument(
+        "--poll-samples", type=int, default=5, help="payments timed under the periodic poll (default 5; 0: none)"
+    )
     args = parser.parse_args()
 
     from devtools.litecoind import RegtestNode, watch_only_account_generate
@@ -99,12 +110,14 @@ def run(node, args) -> None:
 
     django.setup()
     import httpx
+    from django.conf import settings
     from django.core.management import call_command
     from django.db import connection
     from django.utils import timezone
 
     from accounts.models import Account
     from billing import services
+    from billing.chains.utxo import watcher as utxo_watcher
     from billing.chains.utxo.scanner import block_parse
     from billing.chains.utxo.watcher import bitcoin_cursor_set, watched_scripts
     from billing.chains.watchers import chain_scan
@@ -142,45 +155,120 @@ def run(node, args) -> None:
             )
             for i in range(count)
         )
+        # A batch stays under the 65,535 parameters of a PostgreSQL statement (a row binds ~17).
         PaymentRequest.objects.bulk_create(
-            PaymentRequest(
-                invoice=inv,
-                currency="LTC",
-                network="litecoin-regtest",
-                address="filler",
-                match_key="0014" + secrets.token_hex(20),
-                keyset="bench:filler",
-                derivation_index=start + i,
-                amount_due=100_000_000,
-                rate_usd=Decimal(90),
-                rate_source="manual",
-                rate_at=now,
-                payment_uri="",
-                created_at=now,
-                expires_at=later,
-            )
-            for i, inv in enumerate(invoices)
+            (
+                PaymentRequest(
+                    invoice=inv,
+                    currency="LTC",
+                    network="litecoin-regtest",
+                    address="filler",
+                    match_key="0014" + secrets.token_hex(20),
+                    keyset="bench:filler",
+                    derivation_index=start + i,
+                    amount_due=100_000_000,
+                    amount_usd=Decimal("90.00"),
+                    rate_usd=Decimal(90),
+                    rate_source="manual",
+                    rate_at=now,
+                    payment_uri="",
+                    created_at=now,
+                    expires_at=later,
+                )
+                for i, inv in enumerate(invoices)
+            ),
+            batch_size=2_000,
         )
     load_time, scripts = timed(lambda: watched_scripts(currency="LTC"), repeat=3)
     assert len(scripts) == args.destinations
 
     bitcoin_cursor_set(currency="LTC", height=node.height())
+    second = services.invoice_create(
+        account=customer,
+        subject="bench:2",
+        description="Benchmark",
+        lines=[services.LineSpec("GPU time", Decimal(1), Decimal("90.00"), Decimal("90.00"))],
+        currency="LTC",
+    )
+    meter = Meter()
+    passes: list[dict] = []
+
+    def scan_pass(what: str, *, since: float | None = None, until=None) -> dict:
+        """One watcher run, metered; `since` (a broadcast or a block, perf_counter) to when
+        `until()` holds after the run: the detection latency."""
+        with meter.measure() as m:
+            started = time.perf_counter()
+            report = chain_scan(currency="LTC", force=True)
+            wall = time.perf_counter() - started
+        assert report.ok, report.summary()
+        row = {"what": what, "report": report, "wall": wall, **m}
+        if since is not None:
+            assert until is None or until(), f"{what}: not detected in one run"
+            row["latency"] = time.perf_counter() - since
+        passes.append(row)
+        return row
+
+    def status_is(inv, wanted):
+        return lambda: Invoice.objects.get(pk=inv.pk).status == wanted
+
     print(f"Filling the mempool with {args.transactions:,} transactions, one paying {invoice.number} ...", flush=True)
     node.send_many_transactions(args.transactions, payees=[(request.match_key, int(request.amount_due))])
-    bitcoin_cursor_set(currency="LTC", height=node.height())  # past the fan-out block
-    started = time.perf_counter()
-    mempool = chain_scan(currency="LTC", force=True)
-    mempool_time = time.perf_counter() - started
-    assert mempool.unconfirmed == 1, mempool.summary()
-    invoice.refresh_from_db()
-    assert invoice.status == "processing", invoice.status
+    broadcast = time.perf_counter()
+    first = scan_pass(
+        f"the fan-out block and {args.transactions:,} new mempool txs, one paying",
+        since=broadcast,
+        until=status_is(invoice, "processing"),
+    )
+    assert first["report"].unconfirmed == 1 and first["decoded"] >= args.transactions, first
+    mempool_time = first["wall"]
+    scan_pass("idle: nothing new")
+    utxo_watcher.process_state_clear()  # a worker restart: the process's watchers are gone
+    restarted = scan_pass(f"after a worker restart, the {args.transactions:,} txs still in the mempool")
+    assert restarted["decoded"] == 0, restarted
+    txid = node.send_to_script(second.active_request.match_key, int(second.active_request.amount_due))
+    broadcast = time.perf_counter()
+    paid = scan_pass("a new payment broadcast", since=broadcast, until=status_is(second, "processing"))
+    assert paid["decoded"] == 1 and paid["report"].unconfirmed == 1, (txid, paid)
+    scan_pass("idle: nothing new")
 
     [block_hash] = node.mine(1)
     mined_at = time.perf_counter()
-    report = chain_scan(currency="LTC", force=True)
-    invoice.refresh_from_db()
-    to_settled = time.perf_counter() - mined_at
-    assert invoice.status == "settled" and report.blocks == 1, report.summary()
+    block_row = scan_pass(
+        "the block holding them mined (CONFIRMATIONS_LTC=1)",
+        since=mined_at,
+        until=lambda: status_is(invoice, "settled")() and status_is(second, "settled")(),
+    )
+    report = block_row["report"]
+    to_settled = block_row["latency"]
+    assert report.blocks == 1, report.summary()
+    scan_pass("idle: nothing new")
+
+    print()
+    print(
+        f"Watcher runs at {args.destinations:,} open LTC invoices ({connection.vendor}); "
+        "latency: from the broadcast (or the block) to the invoice's new status, the run starting at once."
+    )
+    print()
+    print("| run | node calls | txs decoded | database | queries | run | latency | found |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row in passes:
+        r = row["report"]
+        found = ", ".join(
+            f"{n} {label}"
+            for n, label in (
+                (r.blocks, "block(s)"),
+                (r.unconfirmed, "unconfirmed"),
+                (r.recorded, "from blocks"),
+                (r.confirmations_updated, "confirmations"),
+            )
+            if n
+        )
+        latency = f"{row['latency'] * 1000:,.0f} ms" if "latency" in row else ""
+        print(
+            f"| {row['what']} | {row['calls']:,} | {row['decoded']:,} | {row['db'] * 1000:,.0f} ms | "
+            f"{row['queries']:,} | {row['wall'] * 1000:,.0f} ms | {latency} | {found or 'nothing'} |"
+        )
+    poll_latencies(node, customer, samples=args.poll_samples, interval=settings.CHAIN_SCAN_SECONDS)
 
     # The same block, taken apart.
     body = json.dumps({"jsonrpc": "1.0", "id": 1, "method": "getblock", "params": [block_hash, 2]})
@@ -213,7 +301,7 @@ def run(node, args) -> None:
         f"Block mined -> invoice settled: {to_settled * 1000:,.0f} ms (one watcher run; the periodic task "
         f"starts one every CHAIN_SCAN_SECONDS)."
     )
-    print(f"Loading the {args.destinations:,} watched scripts (once per run): {load_time * 1000:,.0f} ms.")
+    print(f"Loading the {args.destinations:,} watched scripts from scratch: {load_time * 1000:,.0f} ms.")
     print(f"Mempool pass that first saw the {args.transactions:,} transactions: {mempool_time * 1000:,.0f} ms.")
 
     body = json.dumps({"jsonrpc": "1.0", "id": 1, "method": "getblock", "params": [block_hash, 0]})
@@ -230,6 +318,116 @@ def run(node, args) -> None:
     print(row("the node's `getblock <hash> 0` (HTTP round trip)", raw_fetch_time))
     print(row("decoding it (`CBlock`), txids, outpoints, matching", raw_time))
     print(row("against the JSON way: `getblock <hash> 2`, parsing, matching", getblock_time + parse_time + match_time))
+
+
+def poll_latencies(node, customer, *, samples: int, interval: float) -> None:
+    """Push off, as deployed: a poller runs the watcher every `interval` seconds (the
+    beat schedule) while payments are broadcast and blocks mined at random moments;
+    the time from each to its invoice's new status, as a customer polling would see it."""
+    import random
+    import threading
+
+    from django.db import connection
+
+    from billing import services
+    from billing.chains.watchers import chain_scan
+    from billing.models import Invoice
+
+    if samples <= 0:
+        return
+    stop = threading.Event()
+
+    def poller() -> None:
+        try:
+            while not stop.is_set():
+                started = time.monotonic()
+                chain_scan(currency="LTC")
+                stop.wait(max(0.0, interval - (time.monotonic() - started)))
+        finally:
+            connection.close()
+
+    def wait_for(invoice, status: str, since: float) -> float:
+        while Invoice.objects.filter(pk=invoice.pk, status=status).count() == 0:
+            if time.perf_counter() - since > 4 * interval + 30:
+                raise AssertionError(f"{invoice.number} not {status} after {4 * interval + 30:g} s")
+            time.sleep(0.01)
+        return time.perf_counter() - since
+
+    thread = threading.Thread(target=poller, daemon=True)
+    thread.start()
+    detected, settled = [], []
+    try:
+        for n in range(samples):
+            invoice = services.invoice_create(
+                account=customer,
+                subject=f"bench:poll:{n}",
+                description="Benchmark",
+                lines=[services.LineSpec("GPU time", Decimal(1), Decimal("9.00"), Decimal("9.00"))],
+                currency="LTC",
+            )
+            time.sleep(random.uniform(0, interval))
+            node.send_to_script(invoice.active_request.match_key, int(invoice.active_request.amount_due))
+            detected.append(wait_for(invoice, "processing", time.perf_counter()))
+            time.sleep(random.uniform(0, interval))
+            node.mine(1)
+            settled.append(wait_for(invoice, "settled", time.perf_counter()))
+    finally:
+        stop.set()
+        thread.join()
+
+    def spread(values: list[float]) -> str:
+        return f"median {statistics.median(values):.2f} s, {min(values):.2f}-{max(values):.2f} s"
+
+    print()
+    print(f"Push off: the watcher polled every CHAIN_SCAN_SECONDS ({interval:g} s), {samples} payments:")
+    print(f"- broadcast -> invoice processing: {spread(detected)}")
+    print(f"- block mined -> invoice settled (CONFIRMATIONS_LTC=1): {spread(settled)}")
+
+
+class Meter:
+    """Counts what a watcher run asks of the node and of the database."""
+
+    @contextlib.contextmanager
+    def measure(self):
+        from django.db import connection
+
+        from billing.chains.utxo.rpc import BitcoinRpc
+
+        calls: Counter = Counter()
+        db = {"seconds": 0.0, "queries": 0}
+        call, batch = BitcoinRpc.call, BitcoinRpc.batch
+
+        def counting_call(rpc, method, *params):
+            calls[method] += 1
+            return call(rpc, method, *params)
+
+        def counting_batch(rpc, requests, **kwargs):
+            requests = list(requests)
+            calls.update(method for method, _ in requests)
+            return batch(rpc, requests, **kwargs)
+
+        def timing(execute, sql, params, many, context):
+            started = time.perf_counter()
+            try:
+                return execute(sql, params, many, context)
+            finally:
+                db["seconds"] += time.perf_counter() - started
+                db["queries"] += 1
+
+        result: dict = {}
+        BitcoinRpc.call, BitcoinRpc.batch = counting_call, counting_batch
+        try:
+            with connection.execute_wrapper(timing):
+                yield result
+        finally:
+            BitcoinRpc.call, BitcoinRpc.batch = call, batch
+            result.update(
+                calls=sum(calls.values()),
+                decoded=calls["getrawtransaction"],
+                db=db["seconds"],
+                queries=db["queries"],
+                methods=dict(calls),
+            )
 
 
 def raw_block_match(block_bytes: bytes, scripts) -> list[tuple[str, int, int]]:

@@ -13,6 +13,7 @@ from billing.models.invoices import (
 )
 from billing.models.payments import Payment, PaymentDisposition, PaymentStatus, StrayTransfer
 from billing.models.rates import RateSample
+from billing.models.utxo_seen import MempoolSeen
 
 __all__ = [
     "ChainBlock",
@@ -26,6 +27,7 @@ __all__ = [
     "InvoiceException",
     "InvoiceLine",
     "InvoiceStatus",
+    "MempoolSeen",
     "Payment",
     "PaymentDisposition",
     "PaymentRequest",

@@ -467,20 +467,39 @@ class MempoolScan:
     size: int  # transactions in the node's mempool
     fetched: int  # transactions decoded in this pass (the new ones)
     deferred: bool  # the node has blocks the caller has not scanned: gone ones wait
+    sequence: int | None = None  # the node's mempool sequence at the listing (None: the node has none)
+    unchanged: bool = False  # same sequence and best block as the pass before: nothing to look at
 
     @property
     def observations(self) -> tuple[Observation, ...]:
         return tuple(o for p in self.new for o in p.observations)
 
 
-class MempoolWatcher:
-    """Follows the node's mempool between passes, decoding each txid once.
+def mempool_listing(reply: Any) -> tuple[list[str], int | None]:
+    """The txids and mempool sequence of `getrawmempool false true`.
 
-    Keep one instance per node for the life of the worker. It remembers which
-    txids it has already looked at (pruned to the current mempool each pass)
-    and which of them pay open destinations. A restarted worker can hand back
-    the unconfirmed payments it had recorded with `track`, so a payment that
-    vanished while it was down is still reported gone.
+    Bitcoin Core and Litecoin Core 0.21 on answer `{"txids": [...],
+    "mempool_sequence": n}` (src/rpc/blockchain.cpp, `getrawmempool`; Litecoin
+    Core v0.21.2.1's `help getrawmempool` says the same); a plain list (an
+    older node, or a stand-in) has no sequence.
+    """
+    if isinstance(reply, Mapping):
+        return list(reply["txids"]), int(reply["mempool_sequence"])
+    return list(reply), None
+
+
+class MempoolWatcher:
+    """Follows the node's mempool by its changes, decoding each txid once.
+
+    Keep one instance per node for the life of the worker. Each pass lists the
+    mempool's txids with its sequence (`getrawmempool false true`): an
+    unchanged sequence and best block means nothing entered or left; otherwise
+    only the txids not seen before are decoded (`getrawtransaction`), so the
+    node calls grow with new transactions, not with the mempool. The seen-set
+    is pruned to the current mempool each pass; `seen_load` hands it back after
+    a restart (the watcher stores it, see `seen_changes`), and `track` the
+    unconfirmed payments recorded earlier, so a payment that vanished while
+    the worker was down is still reported gone.
     """
 
     def __init__(self, rpc: BitcoinRpc, *, decimals: int = BITCOIN_DECIMALS, fetch_batch: int = 500) -> None:
@@ -489,11 +508,37 @@ class MempoolWatcher:
         self.fetch_batch = fetch_batch
         self._seen: set[str] = set()
         self._payments: dict[str, PaymentTx] = {}
+        self._stored: set[str] | None = None  # the seen-set as last stored; None: never loaded
+        self.sequence: int | None = None  # the node's mempool sequence at the last pass
+        self._best: str | None = None  # the node's best block at the last pass
+        self._size = -1  # transactions in the mempool at the last pass
 
     @property
     def pending(self) -> tuple[PaymentTx, ...]:
         """Payments reported as new and not yet reported gone or mined."""
         return tuple(self._payments.values())
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the stored seen-set was handed back (`seen_load`) since this watcher was made."""
+        return self._stored is not None
+
+    def seen_load(self, txids: Iterable[str], *, sequence: int | None = None) -> None:
+        """Take the seen-set a watcher stored (e.g. before a restart): these txids
+        are not decoded again while they stay in the mempool."""
+        stored = set(txids)
+        self._stored = set(stored)
+        self._seen = stored | set(self._payments)
+        self.sequence, self._best = sequence, None
+
+    def seen_changes(self) -> tuple[set[str], set[str]]:
+        """(added, dropped): how the seen-set differs from what was stored last."""
+        stored = self._stored or set()
+        return self._seen - stored, stored - self._seen
+
+    def seen_stored(self) -> None:
+        """The caller stored the seen-set as it stands (`seen_changes` applied)."""
+        self._stored = set(self._seen)
 
     def track(self, payments: Iterable[PaymentTx]) -> None:
         """Watch payments recorded earlier (e.g. by a previous worker)."""
@@ -505,6 +550,8 @@ class MempoolWatcher:
         """Make `payments` exactly the pending set (e.g. what the database says,
         when another worker process ran the previous passes)."""
         wanted = {tx.txid: tx for tx in payments}
+        if wanted.keys() != self._payments.keys():
+            self._best = None  # another process's passes: look again even if the node did not move
         self.forget([txid for txid in self._payments if txid not in wanted])
         self.track(wanted.values())
 
@@ -517,6 +564,7 @@ class MempoolWatcher:
         for txid in txids:
             self._seen.discard(txid)
             self._payments.pop(txid, None)
+            self._best = None
 
     def blocks_applied(self, scans: Iterable[BlockScan]) -> list[GoneTx]:
         """Tell the watcher which blocks the caller recorded.
@@ -539,7 +587,7 @@ class MempoolWatcher:
         return gone
 
     def scan(self, *, scripts: Container[str], scanned_tip: str | None = None) -> MempoolScan:
-        """One pass over the mempool.
+        """One pass over the mempool's changes since the last.
 
         `scanned_tip` is the hash of the block the caller's cursor stands on.
         When the node's best block differs, a payment that left the mempool may
@@ -548,7 +596,16 @@ class MempoolWatcher:
         """
         # Mempool first, then the best block: a block connected between the two
         # shows up as a moved tip (defer), never as a silently emptied mempool.
-        txids, best = self.rpc.batch([("getrawmempool", ()), ("getbestblockhash", ())])
+        listing, best = self.rpc.batch([("getrawmempool", (False, True)), ("getbestblockhash", ())])
+        txids, sequence = mempool_listing(listing)
+        deferred = scanned_tip is not None and best != scanned_tip
+        same = (sequence, best, len(txids)) == (self.sequence, self._best, self._size)
+        if sequence is not None and same and not deferred:
+            # Nothing entered or left the mempool (each bumps the sequence) and no block came; the
+            # size guards against a restarted node whose new sequence happens to be the same.
+            return MempoolScan(
+                new=(), gone=(), size=len(txids), fetched=0, deferred=False, sequence=sequence, unchanged=True
+            )
         current = set(txids)
         fresh = [t for t in txids if t not in self._seen]
         new: list[PaymentTx] = []
@@ -574,7 +631,6 @@ class MempoolWatcher:
                     )
                     self._payments[txid] = payment
                     new.append(payment)
-        deferred = scanned_tip is not None and best != scanned_tip
         gone: list[GoneTx] = []
         missing = [tx for txid, tx in self._payments.items() if txid not in current]
         if missing and not deferred:
@@ -582,7 +638,11 @@ class MempoolWatcher:
             for g in gone:
                 del self._payments[g.txid]
         self._seen &= current | set(self._payments)
-        return MempoolScan(new=tuple(new), gone=tuple(gone), size=len(txids), fetched=fetched, deferred=deferred)
+        # A deferred pass has gone payments left to classify: the next one looks again.
+        self.sequence, self._best, self._size = sequence, (None if deferred else best), len(txids)
+        return MempoolScan(
+            new=tuple(new), gone=tuple(gone), size=len(txids), fetched=fetched, deferred=deferred, sequence=sequence
+        )
 
     def _classify(self, missing: Collection[PaymentTx]) -> list[GoneTx]:
         """Why each payment left the mempool, asking the node (one request).
