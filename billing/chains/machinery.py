@@ -37,16 +37,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Max, Min
+from django.db.models import F, Max, Min, Q
 from django.utils import timezone
 
 from billing import services
@@ -56,6 +57,7 @@ from billing.chains.interface import ScanReport, Watcher
 from billing.models import (
     ChainBlock,
     ChainState,
+    MempoolSeen,
     Payment,
     PaymentDisposition,
     PaymentRequest,
@@ -158,6 +160,83 @@ def health_failed(chain: str, *, error: str, now: datetime) -> None:
     )
 
 
+# --- Watched sets kept by a process ------------------------------------------------------
+
+# The watched destinations are read in full at most every WATCHED_RELOAD_SECONDS (which
+# is also when destinations past their watch drop out); in between, a run reads only the
+# destinations issued since (by primary key), so its database work grows with the new
+# invoices, not with the open ones. An id below the newest read that is not there yet
+# (an insert not committed yet, or rolled back) is asked for again on every run for
+# GAP_SECONDS; at a full read, the GAP_WINDOW ids below the newest are checked for gaps.
+WATCHED_RELOAD_SECONDS = 300.0
+GAP_SECONDS = 600.0
+GAP_WINDOW = 1_000
+
+
+@dataclass(frozen=True)
+class WatchedSet:
+    keys: frozenset[str]
+    newest: int  # the highest PaymentRequest id read
+    gaps: Mapping[int, float]  # ids below `newest` not read yet -> when first missed (monotonic)
+    loaded_at: float  # when read in full (monotonic)
+
+
+_watched: dict[str, WatchedSet] = {}
+_watched_lock = threading.Lock()
+
+
+def _watched_load(currency: str) -> WatchedSet:
+    """Every watched destination of `currency`, and where to read new ones from."""
+    newest: int = PaymentRequest.objects.aggregate(newest=Max("id"))["newest"] or 0
+    keys = watched_match_keys(currencies=[currency])
+    lowest = max(1, newest - GAP_WINDOW + 1)
+    present = set(PaymentRequest.objects.filter(id__gte=lowest, id__lte=newest).values_list("id", flat=True))
+    clock = time.monotonic()
+    return WatchedSet(keys, newest, {i: clock for i in range(lowest, newest + 1) if i not in present}, clock)
+
+
+def _watched_update(watched: WatchedSet, currency: str) -> WatchedSet:
+    """`watched` with the destinations issued since it was read (any currency's ids
+    are read, so that another currency's row is no gap; `currency`'s keys are kept)."""
+    clock = time.monotonic()
+    gaps = {i: at for i, at in watched.gaps.items() if clock - at < GAP_SECONDS}
+    rows = list(
+        PaymentRequest.objects.filter(Q(id__gt=watched.newest) | Q(id__in=list(gaps))).values_list(
+            "id", "currency", "match_key"
+        )
+    )
+    if not rows:
+        return WatchedSet(watched.keys, watched.newest, gaps, watched.loaded_at)
+    found = {row[0] for row in rows}
+    newest = max(watched.newest, *found)
+    for i in found:
+        gaps.pop(i, None)
+    gaps.update({i: clock for i in range(watched.newest + 1, newest + 1) if i not in found})
+    keys = watched.keys | {key for _, code, key in rows if code == currency}
+    return WatchedSet(keys, newest, gaps, watched.loaded_at)
+
+
+def _watched_kept(*, chain: str, currency: str) -> frozenset[str]:
+    """The watched destinations of `currency` (see WATCHED_RELOAD_SECONDS): a superset of
+    `watched_match_keys` for at most that long, never missing one issued and committed."""
+    with _watched_lock:
+        watched = _watched.get(chain)
+    if watched is None or time.monotonic() - watched.loaded_at >= WATCHED_RELOAD_SECONDS:
+        watched = _watched_load(currency)
+    else:
+        watched = _watched_update(watched, currency)
+    with _watched_lock:
+        _watched[chain] = watched
+    return watched.keys
+
+
+def watched_forget(*, chain: str | None = None) -> None:
+    """Forget this process's kept watched sets (all, or one chain's)."""
+    with _watched_lock:
+        for name in [c for c in _watched if chain is None or c == chain]:
+            del _watched[name]
+
+
 # --- Writing through a run -------------------------------------------------------------------
 
 
@@ -201,6 +280,18 @@ class Recorder:
         return services.payment_flag(
             chain=self.run.chain, txid=txid, position=position, reason=reason, now=self.run.now
         )
+
+    def pool_seen_update(self, *, added: Collection[str], dropped: Collection[str]) -> None:
+        """Bring the chain's stored seen-set of its pool up to date: rows for the txids
+        first decoded, none for those that left the pool (see ScanRun.pool_seen)."""
+        if dropped:
+            MempoolSeen.objects.filter(AnyOf(F("txid"), dropped), chain=self.run.chain).delete()
+        if added:
+            MempoolSeen.objects.bulk_create(
+                (MempoolSeen(chain=self.run.chain, txid=txid) for txid in added),
+                batch_size=5_000,
+                ignore_conflicts=True,
+            )
 
     def stray(self, **fields: Any) -> Any:
         """Record a transfer for staff that is never credited (see services.stray_transfer_record)."""
@@ -276,6 +367,18 @@ class ScanRun:
         """Match keys of destinations created since `newest_request_id` was read (a few, by primary key)."""
         rows = PaymentRequest.objects.filter(currency__in=list(currencies or self.currencies()), id__gte=first_id)
         return frozenset(rows.values_list("match_key", flat=True))
+
+    def watched_kept(self, currency: str) -> frozenset[str]:
+        """`watched([currency])` as this process keeps it between runs: read in full
+        every WATCHED_RELOAD_SECONDS, in between only the destinations issued since
+        (by primary key), so an idle run's database work does not grow with the
+        open invoices."""
+        return _watched_kept(chain=self.chain, currency=currency)
+
+    def pool_seen(self) -> list[str]:
+        """The txids of the chain's pool a watcher has already decoded (stored by
+        Recorder.pool_seen_update), so a restarted worker decodes only what is new."""
+        return list(MempoolSeen.objects.filter(chain=self.chain).values_list("txid", flat=True))
 
     def issued(self, keys: Collection[str], currencies: Collection[str] | None = None) -> frozenset[str]:
         """Which of `keys` are destinations ever issued for the chain's currencies,

@@ -1,4 +1,4 @@
-"""The LTC watcher's watched destinations: read in full once in a while, and in
+"""The watched destinations a process keeps between runs (ScanRun.watched_kept), as the LTC watcher uses them: read in full once in a while, and in
 between only the destinations issued since (by primary key), so that a run's
 database work does not grow with the open invoices; an id skipped because its
 insert had not committed yet is read once it has."""
@@ -12,6 +12,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from billing.chains import machinery
 from billing.chains.utxo import watcher as utxo_watcher
 from billing.models import InvoiceStatus
 
@@ -49,8 +50,8 @@ def test_a_run_reads_only_the_destinations_issued_since_the_last(ltc, node):
 def test_the_set_is_read_in_full_again_after_the_reload_interval(ltc):
     ltc.invoice()
     ltc.scan()
-    read = utxo_watcher._watched["litecoin"]
-    utxo_watcher._watched["litecoin"] = replace(read, loaded_at=read.loaded_at - utxo_watcher.WATCHED_RELOAD_SECONDS)
+    read = machinery._watched["litecoin"]
+    machinery._watched["litecoin"] = replace(read, loaded_at=read.loaded_at - machinery.WATCHED_RELOAD_SECONDS)
     with CaptureQueriesContext(connection) as queries:
         ltc.scan()
     assert full_reads(queries) == 1
@@ -63,16 +64,16 @@ def test_an_id_not_committed_when_read_is_read_later(ltc):
     # As if `early`'s insert had not committed when the set was read: its id is a gap.
     keys = utxo_watcher.watched_scripts(currency="LTC") - {early.active_request.match_key}
     clock = time.monotonic()
-    seen = utxo_watcher.WatchedSet(keys, late_id, {early_id: clock}, clock)
-    updated = utxo_watcher._watched_update(seen, "LTC")
+    seen = machinery.WatchedSet(keys, late_id, {early_id: clock}, clock)
+    updated = machinery._watched_update(seen, "LTC")
     assert early.active_request.match_key in updated.keys and not updated.gaps
 
     # A gap older than GAP_SECONDS (a rolled-back insert) is no longer asked for.
-    stale = utxo_watcher.WatchedSet(keys, late_id, {early_id: clock - utxo_watcher.GAP_SECONDS - 1}, clock)
-    assert utxo_watcher._watched_update(stale, "LTC").keys == keys
+    stale = machinery.WatchedSet(keys, late_id, {early_id: clock - machinery.GAP_SECONDS - 1}, clock)
+    assert machinery._watched_update(stale, "LTC").keys == keys
 
     # Ids above the newest read that are not there (yet) become gaps; another currency's are none.
-    behind = utxo_watcher.WatchedSet(keys, early_id - 1, {}, clock)
-    updated = utxo_watcher._watched_update(behind, "LTC")
+    behind = machinery.WatchedSet(keys, early_id - 1, {}, clock)
+    updated = machinery._watched_update(behind, "LTC")
     assert updated.newest == late_id and not updated.gaps
     assert {early.active_request.match_key, late.active_request.match_key} <= updated.keys

@@ -37,20 +37,26 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import F, Max, Q
 
 from billing import services
 from billing.chains.blocks import ChainStep
 from billing.chains.errors import NodeMismatch
 from billing.chains.interface import PushSource, ScanReport, setting_value
-from billing.chains.machinery import BlockWatcher, Recorder, ScanRun, chain_run, chain_state, cursor_store_at
+from billing.chains.machinery import (
+    BlockWatcher,
+    Recorder,
+    ScanRun,
+    chain_run,
+    chain_state,
+    cursor_store_at,
+    watched_forget,
+)
 from billing.chains.spec import ChainSpec
 from billing.chains.utxo import CHAINS
 from billing.chains.utxo import family as utxo_family
@@ -70,8 +76,7 @@ from billing.chains.utxo.scanner import (
     fork_walk,
     height_at_time,
 )
-from billing.models import MempoolSeen, PaymentRequest
-from billing.selectors import AnyOf, watched_match_keys
+from billing.selectors import watched_match_keys
 from core.errors import DomainError
 
 __all__ = ["FAMILIES", "NodeMismatch", "ScanReport", "UtxoWatcher", "bitcoin_chain_scan", "bitcoin_cursor_set"]
@@ -116,72 +121,6 @@ _lock = threading.Lock()
 _mempools: dict[tuple[str, str], MempoolWatcher] = {}
 _nodes_checked: set[tuple[str, str, str]] = set()
 
-# The watched destinations are read in full at most every WATCHED_RELOAD_SECONDS (which
-# is also when destinations past their watch drop out); in between, a run reads only the
-# destinations issued since (by primary key), so its database work grows with the new
-# invoices, not with the open ones. An id below the newest read that is not there yet
-# (an insert not committed yet, or rolled back) is asked for again on every run for
-# GAP_SECONDS; at a full read, the GAP_WINDOW ids below the newest are checked for gaps.
-WATCHED_RELOAD_SECONDS = 300.0
-GAP_SECONDS = 600.0
-GAP_WINDOW = 1_000
-
-
-@dataclass(frozen=True)
-class WatchedSet:
-    keys: frozenset[str]
-    newest: int  # the highest PaymentRequest id read
-    gaps: Mapping[int, float]  # ids below `newest` not read yet -> when first missed (monotonic)
-    loaded_at: float  # when read in full (monotonic)
-
-
-_watched: dict[str, WatchedSet] = {}
-
-
-def _watched_load(currency: str) -> WatchedSet:
-    """Every watched destination of `currency`, and where to read new ones from."""
-    newest: int = PaymentRequest.objects.aggregate(newest=Max("id"))["newest"] or 0
-    keys = watched_scripts(currency=currency)
-    lowest = max(1, newest - GAP_WINDOW + 1)
-    present = set(PaymentRequest.objects.filter(id__gte=lowest, id__lte=newest).values_list("id", flat=True))
-    clock = time.monotonic()
-    return WatchedSet(keys, newest, {i: clock for i in range(lowest, newest + 1) if i not in present}, clock)
-
-
-def _watched_update(watched: WatchedSet, currency: str) -> WatchedSet:
-    """`watched` with the destinations issued since it was read (any currency's ids
-    are read, so that another currency's row is no gap; `currency`'s keys are kept)."""
-    clock = time.monotonic()
-    gaps = {i: at for i, at in watched.gaps.items() if clock - at < GAP_SECONDS}
-    rows = list(
-        PaymentRequest.objects.filter(Q(id__gt=watched.newest) | Q(id__in=list(gaps))).values_list(
-            "id", "currency", "match_key"
-        )
-    )
-    if not rows:
-        return WatchedSet(watched.keys, watched.newest, gaps, watched.loaded_at)
-    found = {row[0] for row in rows}
-    newest = max(watched.newest, *found)
-    for i in found:
-        gaps.pop(i, None)
-    gaps.update({i: clock for i in range(watched.newest + 1, newest + 1) if i not in found})
-    keys = watched.keys | {key for _, code, key in rows if code == currency}
-    return WatchedSet(keys, newest, gaps, watched.loaded_at)
-
-
-def watched_cached(*, chain: str, currency: str) -> frozenset[str]:
-    """The watched destinations of `currency` (see WATCHED_RELOAD_SECONDS): a superset of
-    `watched_scripts` for at most that long, never missing one issued and committed."""
-    with _lock:
-        watched = _watched.get(chain)
-    if watched is None or time.monotonic() - watched.loaded_at >= WATCHED_RELOAD_SECONDS:
-        watched = _watched_load(currency)
-    else:
-        watched = _watched_update(watched, currency)
-    with _lock:
-        _watched[chain] = watched
-    return watched.keys
-
 
 def _mempool(chain: str, rpc: BitcoinRpc) -> MempoolWatcher:
     """This process's watcher of the node's mempool, talking through `rpc` for this run."""
@@ -196,11 +135,10 @@ def _mempool(chain: str, rpc: BitcoinRpc) -> MempoolWatcher:
 
 def process_state_clear(*, chain: str | None = None) -> None:
     """Forget this process's mempool watchers and watched sets (all, or one chain's) and node checks."""
+    watched_forget(chain=chain)
     with _lock:
         for key in [k for k in _mempools if chain is None or k[0] == chain]:
             del _mempools[key]
-        for name in [c for c in _watched if chain is None or c == chain]:
-            del _watched[name]
         _nodes_checked.clear()
 
 
@@ -275,22 +213,6 @@ def _pending_load(extra: Mapping[str, Any]) -> list[PaymentTx]:
     return [PaymentTx.from_json(txid, data) for txid, data in stored.items()]
 
 
-def _seen_load(chain: str) -> list[str]:
-    """The txids of `chain`'s mempool that a watcher has already decoded (stored)."""
-    return list(MempoolSeen.objects.filter(chain=chain).values_list("txid", flat=True))
-
-
-def _seen_store(chain: str, *, added: Collection[str], dropped: Collection[str]) -> None:
-    """Bring the stored seen-set up to date (inside the pass's transaction): rows for
-    the txids first decoded, none for those that left the mempool."""
-    if dropped:
-        MempoolSeen.objects.filter(AnyOf(F("txid"), dropped), chain=chain).delete()
-    if added:
-        MempoolSeen.objects.bulk_create(
-            (MempoolSeen(chain=chain, txid=txid) for txid in added), batch_size=5_000, ignore_conflicts=True
-        )
-
-
 def _payment_observation(family: Family, o: Observation, *, confirmations: int) -> services.Observation:
     return services.Observation(
         currency=family.currency,
@@ -343,7 +265,7 @@ class UtxoWatcher(BlockWatcher):
         stored_sequence = extra.get("mempool_sequence")
         if not mempool.loaded or stored_sequence != mempool.sequence:
             # A new process (a restart), or another process ran the passes since this one.
-            mempool.seen_load(_seen_load(self.chain), sequence=stored_sequence)
+            mempool.seen_load(run.pool_seen(), sequence=stored_sequence)
         run.data["mempool"] = mempool
         run.data["mempool_sequence"] = stored_sequence
         run.data["scripts"] = self.watched_scripts(run)
@@ -357,7 +279,7 @@ class UtxoWatcher(BlockWatcher):
                 run.data["newest"] = run.newest_request_id([self.currency])
                 return watched_scripts(currency=self.currency, now=run.now)
             return frozenset(run.data["scripts"] | run.created_since(run.data["newest"] + 1, [self.currency]))
-        return watched_cached(chain=self.chain, currency=self.currency)
+        return run.watched_kept(self.currency)
 
     # --- the block walk ------------------------------------------------------------------
 
@@ -429,7 +351,7 @@ class UtxoWatcher(BlockWatcher):
                         txid=gone.txid,
                         reason=f"{gone.txid} {gone.reason} from the mempool{' by ' + gone.by if gone.by else ''}",
                     )
-            _seen_store(self.chain, added=added, dropped=dropped)
+            recorder.pool_seen_update(added=added, dropped=dropped)
             recorder.extra["mempool"] = _pending_json(mempool)
             recorder.extra["mempool_sequence"] = pool.sequence
         mempool.seen_stored()
