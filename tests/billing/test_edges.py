@@ -206,7 +206,9 @@ def staff_user(django_user_model):
 
 
 def test_invoices_are_locked_with_the_shared_helper(chains, customer, other_customer, monkeypatch):
+    from billing.services import common
     from core import db
+    from core.errors import NotFound
 
     calls = []
 
@@ -214,9 +216,9 @@ def test_invoices_are_locked_with_the_shared_helper(chains, customer, other_cust
         calls.append(kwargs)
         return db.locked_or_404(queryset, **kwargs)
 
-    monkeypatch.setattr(services, "locked_or_404", recording)
+    monkeypatch.setattr(common, "locked_or_404", recording)
     invoice = make_invoice(customer)
-    with pytest.raises(services.NotFound) as refused:
+    with pytest.raises(NotFound) as refused:
         services.invoice_switch_currency(invoice_id=invoice.pk, account=other_customer, currency="BTC")
     assert refused.value.code == "not_found" and refused.value.message == "No such invoice."
     services.invoice_switch_currency(invoice_id=invoice.pk, account=customer, currency="BTC")
