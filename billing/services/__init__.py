@@ -20,11 +20,11 @@ from billing.services.credit import (
     invoice_pay_with_credit,
 )
 from billing.services.invoices import (
+    InvoiceSpec,
     LineSpec,
     amount_due_for,
     invoice_create,
-    invoice_draft,
-    invoice_issue,
+    invoice_issuing,
     invoice_requote,
     invoice_switch_currency,
 )
@@ -47,6 +47,7 @@ from billing.services.staff import (
 __all__ = [
     "CHECKOUT_ACTOR",
     "SYSTEM_ACTOR",
+    "InvoiceSpec",
     "LineSpec",
     "Observation",
     "account_closing_check",
@@ -59,8 +60,7 @@ __all__ = [
     "credit_refund_record",
     "invoice_create",
     "invoice_credit_unfulfilled",
-    "invoice_draft",
-    "invoice_issue",
+    "invoice_issuing",
     "invoice_mark_invalid",
     "invoice_mark_settled",
     "invoice_pay_with_credit",

@@ -5,6 +5,7 @@ state write (with the signal on commit)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import Any
@@ -15,6 +16,7 @@ from django.dispatch import Signal
 
 from billing import signals
 from billing.models import Invoice, InvoiceException, InvoiceStatus
+from billing.payable import Payable, payable_notify
 from core.db import locked_or_404
 from core.errors import DomainError
 
@@ -79,5 +81,31 @@ def invoice_transition(*, invoice: Invoice, status: str, exception: str, now: da
 
 
 def on_commit_send(signal: Signal, invoice: Invoice, **extra: Any) -> None:
-    invoice_id, subject = invoice.pk, invoice.subject
-    transaction.on_commit(lambda: signal.send(sender=Invoice, invoice_id=invoice_id, subject=subject, **extra))
+    """After the commit: `signal` (its receivers: the invoice's webhooks), then
+    the callback of the invoice's Payable that the change calls for (settled,
+    closed unpaid, quoted anew), each on its own (billing.payable.payable_notify)."""
+    invoice_id, kind, subject_id = invoice.pk, invoice.subject_kind, invoice.subject_id
+    call = _payable_call(signal, invoice_id=invoice_id, subject_id=subject_id, **extra)
+
+    def deliver() -> None:
+        signal.send(sender=Invoice, invoice_id=invoice_id, subject_kind=kind, subject_id=subject_id, **extra)
+        if call is not None:
+            payable_notify(call[0], call[1], invoice_id=invoice_id, kind=kind)
+
+    transaction.on_commit(deliver)
+
+
+def _payable_call(
+    signal: Signal, *, invoice_id: int, subject_id: int, **extra: Any
+) -> tuple[str, Callable[[Payable], None]] | None:
+    """Which callback of the Payable a signal calls for, with its arguments."""
+    if signal is signals.invoice_settled:
+        late = bool(extra.get("late"))
+        return "on_settled", lambda p: p.on_settled(invoice_id=invoice_id, subject_id=subject_id, late=late)
+    if signal is signals.invoice_expired or signal is signals.invoice_invalid:
+        status = InvoiceStatus.EXPIRED if signal is signals.invoice_expired else InvoiceStatus.INVALID
+        return "on_expired", lambda p: p.on_expired(invoice_id=invoice_id, subject_id=subject_id, status=status)
+    if signal is signals.invoice_quoted:
+        currency = str(extra["currency"])
+        return "on_quoted", lambda p: p.on_quoted(invoice_id=invoice_id, subject_id=subject_id, currency=currency)
+    return None

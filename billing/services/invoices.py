@@ -5,8 +5,9 @@ in another currency, or after the rate lock ended."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 from typing import Any
@@ -16,7 +17,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from billing import hooks, signals
+from billing import signals
 from billing.currencies import currency_get
 from billing.models import (
     DerivationCounter,
@@ -27,6 +28,7 @@ from billing.models import (
     InvoiceStatus,
     PaymentRequest,
 )
+from billing.payable import PayableRef, UnknownPayable, payable_get
 from billing.services.common import (
     currency_enabled,
     expiry_window,
@@ -193,11 +195,32 @@ def _number_take(*, now: datetime) -> str:
     return f"{series}-{last:06d}"
 
 
+@dataclass(frozen=True)
+class InvoiceSpec:
+    """What an invoice is for and how it is paid, as its issuer states it.
+
+    `payable`: what it pays for, a kind registered with billing.payable (an
+    unregistered kind is refused). With a `currency`, its first payment
+    request is created at the current rate, locked for `rate_lock` (default
+    INVOICE_EXPIRY_MINUTES); without one (a renewal whose currency is not
+    available, chosen by the customer when paying, or paid from credit) it
+    stays open until `payable_until` (default: the usual expiry)."""
+
+    account: Any
+    payable: PayableRef
+    description: str
+    lines: Sequence[LineSpec]
+    currency: str | None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    payable_until: datetime | None = None
+    rate_lock: timedelta | None = None
+
+
 @transaction.atomic
 def invoice_create(
     *,
     account: Any,
-    subject: str,
+    payable: PayableRef | tuple[str, int],
     description: str,
     lines: Sequence[LineSpec],
     currency: str | None,
@@ -206,63 +229,82 @@ def invoice_create(
     rate_lock: timedelta | None = None,
     now: datetime | None = None,
 ) -> Invoice:
-    """Issue an invoice. With a currency, its first payment request is created at
-    the current rate, locked for `rate_lock` (default INVOICE_EXPIRY_MINUTES),
-    until the invoice expires; without one (a renewal whose currency is not
-    available, chosen by the customer when paying, or paid from credit) it stays
-    open until `payable_until` (default: the usual expiry)."""
-    invoice = invoice_draft(
+    """Issue an invoice, with nothing of the caller's to write beside it (see
+    InvoiceSpec for the arguments; invoice_issuing for a caller that has)."""
+    spec = InvoiceSpec(
         account=account,
-        subject=subject,
+        payable=PayableRef(*payable),
         description=description,
         lines=lines,
         currency=currency,
-        metadata=metadata,
+        metadata=metadata or {},
         payable_until=payable_until,
         rate_lock=rate_lock,
-        now=now,
     )
-    return invoice_issue(invoice=invoice)
+    with invoice_issuing(spec=spec, now=now) as invoice:
+        pass
+    return invoice
 
 
-def invoice_draft(
-    *,
-    account: Any,
-    subject: str,
-    description: str,
-    lines: Sequence[LineSpec],
-    currency: str | None,
-    metadata: dict[str, Any] | None = None,
-    payable_until: datetime | None = None,
-    rate_lock: timedelta | None = None,
-    now: datetime | None = None,
-) -> Invoice:
-    """The first half of `invoice_create`, for a caller that has more to write
-    in its transaction: the invoice and its lines, under a placeholder number.
-    `invoice_issue` must follow in the same transaction, as its last write (it
-    takes the locked counters). Must run inside the caller's transaction."""
+@contextmanager
+def invoice_issuing(*, spec: InvoiceSpec, now: datetime | None = None, attach: bool = False) -> Iterator[Invoice]:
+    """Issue an invoice around the caller's own writes, in the caller's transaction:
+
+        with billing.invoice_issuing(spec=spec) as invoice:
+            order.invoice = invoice
+            order.save(update_fields=["invoice"])
+
+    On entry the invoice and its lines are written under a placeholder number
+    (the caller's rows may point at it). On a clean exit the two counters every
+    invoice queues on (the number of the year, the deposit key's index) are
+    taken, last, with the payment request (a fresh destination at the current
+    rate) written after them: their locks are held for the commit only. An
+    exception inside the block issues nothing (the caller's transaction rolls
+    the draft back). `attach`: the invoice comes back with its lines, requests
+    and payments attached as if prefetched, so rendering it reads nothing."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("invoice_issuing runs inside the caller's transaction")
+    payable_get(spec.payable.kind)  # refuses a kind nobody registered
     now = now or timezone.now()
+    currency = None if spec.currency is None else currency_enabled(spec.currency)
+    invoice, invoice_lines = _invoice_draft_write(spec=spec, now=now)
+    yield invoice
+    requests: list[PaymentRequest] = []
+    if currency is None:
+        _number_write(invoice=invoice, now=now)
+    else:
+        requests.append(
+            _request_create(
+                invoice=invoice, currency=currency, now=now, fresh=True, numbered=True, rate_lock=spec.rate_lock
+            )
+        )
+    on_commit_send(signals.invoice_created, invoice)
+    if attach:
+        written_keep(invoice, lines=invoice_lines, requests=requests, payments=[], credit_entries=[])
+
+
+def _invoice_draft_write(*, spec: InvoiceSpec, now: datetime) -> tuple[Invoice, list[InvoiceLine]]:
+    """The invoice and its lines, under a unique placeholder number until it is issued."""
     expires_at = now + expiry_window()
-    if currency is None and payable_until is not None:
-        expires_at = max(payable_until, expires_at)
-    if not lines:
+    if spec.currency is None and spec.payable_until is not None:
+        expires_at = max(spec.payable_until, expires_at)
+    if not spec.lines:
         raise ValueError("an invoice needs lines")
-    total = sum((ln.amount_usd for ln in lines), ZERO)
+    total = sum((ln.amount_usd for ln in spec.lines), ZERO)
     if total <= 0:
         raise DomainError("invalid", "An invoice must be for a positive amount.")
-    if currency is not None:
-        currency = currency_enabled(currency)
     invoice = Invoice(
-        # A unique placeholder until invoice_issue takes the number.
         number=f"~{uuid.uuid4().hex}",
-        account=account,
-        subject=subject,
-        description=description[:200],
+        account=spec.account,
+        subject_kind=spec.payable.kind,
+        subject_id=spec.payable.id,
+        subject=str(spec.payable),  # for the release before this one, during an upgrade
+        description=spec.description[:200],
         total_usd=cents(total),
         created_at=now,
         expires_at=expires_at,
         monitoring_until=expires_at + monitoring_window(),
-        metadata=metadata or {},
+        metadata=spec.metadata,
     )
     invoice.save(force_insert=True)
     invoice_lines = InvoiceLine.objects.bulk_create(
@@ -277,32 +319,10 @@ def invoice_draft(
                 discount_usd=ln.discount_usd,
                 amount_usd=ln.amount_usd,
             )
-            for i, ln in enumerate(lines, start=1)
+            for i, ln in enumerate(spec.lines, start=1)
         ],
     )
-    invoice._draft = (currency, now, invoice_lines, rate_lock)  # type: ignore[attr-defined]
-    return invoice
-
-
-def invoice_issue(*, invoice: Invoice, attach: bool = False) -> Invoice:
-    """Give a drafted invoice its number and, with a currency, its payment
-    request (a fresh deposit destination at the current rate): the two counters
-    every invoice queues on are taken here, last, and held only to the commit.
-    `attach`: the invoice comes back with its lines, requests and payments
-    attached as if prefetched, so rendering it right away reads nothing."""
-    currency, now, invoice_lines, rate_lock = invoice._draft  # type: ignore[attr-defined]
-    del invoice._draft  # type: ignore[attr-defined]
-    requests: list[PaymentRequest] = []
-    if currency is None:
-        _number_write(invoice=invoice, now=now)
-    else:
-        requests.append(
-            _request_create(invoice=invoice, currency=currency, now=now, fresh=True, numbered=True, rate_lock=rate_lock)
-        )
-    on_commit_send(signals.invoice_created, invoice)
-    if attach:
-        written_keep(invoice, lines=invoice_lines, requests=requests, payments=[], credit_entries=[])
-    return invoice
+    return invoice, invoice_lines
 
 
 @transaction.atomic
@@ -378,6 +398,20 @@ def invoice_switch_currency(
     return invoice
 
 
+def payable_requote_check(*, invoice: Invoice) -> None:
+    """Ask the owner of what a (locked) invoice pays for whether it can be
+    quoted again (billing.payable.Payable.requote_check)."""
+    try:
+        payable = payable_get(invoice.subject_kind)
+    except UnknownPayable:
+        raise Conflict(
+            "invoice_subject_unknown",
+            "What this invoice paid for is no longer sold; place a new order.",
+            details={"subject_kind": invoice.subject_kind},
+        ) from None
+    payable.requote_check(invoice_id=invoice.pk, subject_id=invoice.subject_id)
+
+
 def _remaining_usd(*, invoice: Invoice) -> Decimal:
     """What a fresh quote of a (locked) invoice asks for: the USD of the part
     its counted payments do not pay yet, rounded up to the cent. Refused when
@@ -446,7 +480,7 @@ def invoice_requote(
         raise DomainError("invalid", "Choose a currency.", details={"field": "currency"})
     remaining_usd = _remaining_usd(invoice=invoice)
     _quotes_left(invoice=invoice)
-    hooks.requote_hook_run(invoice=invoice)
+    payable_requote_check(invoice=invoice)
     request = _request_create(invoice=invoice, currency=code, now=now, amount_usd=remaining_usd)
     invoice.save(update_fields=["expires_at", "monitoring_until"])
     invoice_transition(invoice=invoice, status=InvoiceStatus.NEW, exception=InvoiceException.NONE, now=now, via="")

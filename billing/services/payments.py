@@ -121,7 +121,11 @@ def payment_observe(
                 )
             transaction.on_commit(
                 lambda: signals.payment_received.send(
-                    sender=Payment, invoice_id=invoice.pk, payment_id=payment.pk, subject=invoice.subject
+                    sender=Payment,
+                    invoice_id=invoice.pk,
+                    payment_id=payment.pk,
+                    subject_kind=invoice.subject_kind,
+                    subject_id=invoice.subject_id,
                 )
             )
         else:
