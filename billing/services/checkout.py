@@ -13,7 +13,7 @@ from billing.services.common import CHECKOUT_ACTOR
 from billing.services.invoices import invoice_requote, invoice_switch_currency
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def checkout_currency_switch(*, token: str, currency: str, now: datetime | None = None) -> Invoice:
     """Pay the invoice a checkout token opens in another currency."""
     from billing.selectors import invoice_by_checkout_token
@@ -29,7 +29,7 @@ def checkout_currency_switch(*, token: str, currency: str, now: datetime | None 
     )
 
 
-@transaction.atomic
+@transaction.atomic(durable=True)
 def checkout_requote(*, token: str, currency: str | None = None, now: datetime | None = None) -> Invoice:
     """A fresh quote for the expired invoice a checkout token opens."""
     from billing.selectors import invoice_by_checkout_token

@@ -296,7 +296,7 @@ def invoices_advance_due(*, now: datetime | None = None) -> int:
     blind = blind_currencies(now=now)
     changed = 0
     for invoice_id in list(due):
-        with transaction.atomic():
+        with transaction.atomic(durable=True):  # one invoice a transaction, each committed on its own
             invoice = invoice_lock(invoice_id=invoice_id)
             if wait_for_watcher(invoice=invoice, blind=blind, now=now):
                 continue

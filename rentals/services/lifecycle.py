@@ -99,7 +99,7 @@ def rental_from_order(*, order_id: int, now: datetime | None = None) -> Rental |
     Paid after its reservation lapsed, it reserves again; when the stock is gone
     the payment becomes account credit (the order is `unfulfilled`)."""
     now = now or timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(durable=True):  # outermost: billing calls it after its commit
         order = Order.objects.select_for_update().filter(pk=order_id).first()
         if order is None:
             return None
@@ -462,7 +462,7 @@ def renewal_apply(*, invoice_id: int, now: datetime | None = None) -> RentalPeri
     """A renewal invoice settled: the rental gains its period (from the end of
     the last one; from now when it was suspended, which resumes it)."""
     now = now or timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(durable=True):  # outermost: billing calls it after its commit
         renewal = Renewal.objects.select_related("invoice").filter(invoice_id=invoice_id).first()
         if renewal is None or renewal.invoice.status != InvoiceStatus.SETTLED or renewal.kind == RenewalKind.USAGE:
             return None
