@@ -88,9 +88,11 @@ def on_commit_send(signal: Signal, invoice: Invoice, **extra: Any) -> None:
     call = _payable_call(signal, invoice_id=invoice_id, subject_id=subject_id, **extra)
 
     def deliver() -> None:
-        signal.send(sender=Invoice, invoice_id=invoice_id, subject_kind=kind, subject_id=subject_id, **extra)
-        if call is not None:
-            payable_notify(call[0], call[1], invoice_id=invoice_id, kind=kind)
+        try:
+            signal.send(sender=Invoice, invoice_id=invoice_id, subject_kind=kind, subject_id=subject_id, **extra)
+        finally:  # a receiver that raises never holds back what the invoice pays for
+            if call is not None:
+                payable_notify(call[0], call[1], invoice_id=invoice_id, kind=kind)
 
     transaction.on_commit(deliver)
 

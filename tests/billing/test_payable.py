@@ -241,3 +241,39 @@ def test_an_error_inside_the_block_issues_nothing(chains, customer, thing):
     with pytest.raises(ZeroDivisionError), transaction.atomic(), services.invoice_issuing(spec=spec):
         1 / 0  # noqa: B018
     assert not Invoice.objects.exists()
+
+
+# --- Outermost entry points ---------------------------------------------------------------
+
+
+def test_the_outermost_entry_points_refuse_to_run_nested(chains, customer):
+    """durable=True: the checkout page's actions and what billing's Payable runs for rentals
+    open their own transaction; nested in another they would hold their locks to its commit."""
+    from django.db import transaction
+
+    from rentals.services import renewal_apply, rental_from_order
+
+    for call in (
+        lambda: services.checkout_requote(token="t"),
+        lambda: services.checkout_currency_switch(token="t", currency="BTC"),
+        lambda: rental_from_order(order_id=0),
+        lambda: renewal_apply(invoice_id=0),
+    ):
+        with pytest.raises(RuntimeError, match="durable"), transaction.atomic():
+            call()
+
+
+def test_a_receiver_that_raises_does_not_hold_back_the_payable(chains, customer, thing, frozen):
+    from billing import signals
+
+    def broken(**kwargs: Any) -> None:
+        raise RuntimeError("a receiver's bug")
+
+    invoice = issue(customer)
+    signals.invoice_settled.connect(broken)
+    try:
+        with pytest.raises(RuntimeError, match="receiver's bug"), TestCase.captureOnCommitCallbacks(execute=True):
+            pay(invoice)
+    finally:
+        signals.invoice_settled.disconnect(broken)
+    assert [name for name, _ in thing.calls] == ["on_settled"]
