@@ -122,13 +122,16 @@ def run(node, args) -> None:
     from billing.chains.utxo.watcher import bitcoin_cursor_set, watched_scripts
     from billing.chains.watchers import chain_scan
     from billing.models import Invoice, PaymentRequest
+    from billing.payable import NOTHING, payable_register
+
+    payable_register(kind="bench", payable=NOTHING)  # what its invoices pay for: nothing
 
     print(f"Migrating a fresh {connection.vendor} database ...", flush=True)
     call_command("migrate", verbosity=0)
     customer = Account.objects.create_user("bench", "a long bench passphrase")
     invoice = services.invoice_create(
         account=customer,
-        subject="bench:1",
+        payable=("bench", 1),
         description="Benchmark",
         lines=[services.LineSpec("GPU time", Decimal(1), Decimal("90.00"), Decimal("90.00"))],
         currency="LTC",
@@ -146,7 +149,7 @@ def run(node, args) -> None:
             Invoice(
                 number=f"BENCH-{start + i:07d}",
                 account=customer,
-                subject="bench:filler",
+                subject_kind="bench",
                 description="filler",
                 total_usd=Decimal("90.00"),
                 created_at=now,

@@ -74,6 +74,9 @@ def main() -> int:
     from django.test import Client
 
     from billing import services
+    from billing.payable import NOTHING, payable_register
+
+    payable_register(kind="bench", payable=NOTHING)  # what its invoices pay for: nothing
 
     call_command("migrate", verbosity=0)
     account, _ = get_user_model().objects.get_or_create(username="bench-checkout")
@@ -81,7 +84,7 @@ def main() -> int:
     def invoice():
         return services.invoice_create(
             account=account,
-            subject="bench:checkout",
+            payable=("bench", 0),
             description="2x A100 SXM in DFW-1, 1 month",
             lines=[
                 services.LineSpec("A100 SXM GPU, per card and month", Decimal(2), Decimal("990.00"), Decimal("1881.00"))

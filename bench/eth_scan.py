@@ -233,6 +233,9 @@ def block_to_settled(node, token: str, workdir: Path, args) -> None:
     from billing import services
     from billing.chains.watchers import chain_scan, watcher_for
     from billing.models import Invoice
+    from billing.payable import NOTHING, payable_register
+
+    payable_register(kind="bench", payable=NOTHING)  # what its invoices pay for: nothing
 
     call_command("migrate", verbosity=0)
     customer = get_user_model().objects.create_user("bench", "a long bench passphrase")
@@ -244,7 +247,7 @@ def block_to_settled(node, token: str, workdir: Path, args) -> None:
         for _ in range(5):
             invoice = services.invoice_create(
                 account=customer,
-                subject="bench:eth",
+                payable=("bench", 0),
                 description="Benchmark",
                 lines=[services.LineSpec("GPU time", Decimal(1), Decimal("35.00"), Decimal("35.00"))],
                 currency=currency,

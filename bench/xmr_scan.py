@@ -105,6 +105,9 @@ def run(net, args) -> None:
     from billing.chains.monero import rpc
     from billing.chains.watchers import chain_scan
     from billing.models import Invoice
+    from billing.payable import NOTHING, payable_register
+
+    payable_register(kind="bench", payable=NOTHING)  # what its invoices pay for: nothing
 
     call_command("migrate", verbosity=0)
     customer = get_user_model().objects.create_user("bench", "a long bench passphrase")
@@ -112,7 +115,7 @@ def run(net, args) -> None:
     invoices = [
         services.invoice_create(
             account=customer,
-            subject="bench:xmr",
+            payable=("bench", 0),
             description="Benchmark",
             lines=[services.LineSpec("GPU time", Decimal(1), Decimal("35.00"), Decimal("35.00"))],
             currency="XMR",

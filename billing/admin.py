@@ -15,7 +15,6 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db.models import DecimalField, Model, OuterRef, Prefetch, QuerySet, Subquery, Sum
 from django.http import HttpRequest
 from django.templatetags.static import static
-from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -37,6 +36,7 @@ from billing.models import (
     RateSample,
     StrayTransfer,
 )
+from billing.payable import UnknownPayable, payable_describe, payable_get
 from billing.rates import rate_manual_end, rate_manual_set
 from billing.selectors import chain_health
 from billing.serializers import checkout_url
@@ -177,30 +177,25 @@ def _record_payment(
 
 
 # --- What an invoice pays for, as a link ----------------------------------------------
-# billing knows a subject only as "<kind>:<id>[:...]" (order:12, rental:5:auto).
-# The apps that issue invoices name the admin page of each kind they issue
-# (rentals/admin.py registers "order" and "rental"), so billing links to it
-# without importing them.
-
-_subject_pages: dict[str, str] = {}
+# billing knows a subject as (subject_kind, subject_id); the kind's Payable
+# (billing.payable, registered by the app that sells it) names it and its
+# admin page, so billing links to it without importing that app.
 
 
 def subject_admin_register(*, kind: str, url_name: str) -> None:
-    """Invoices whose subject is `<kind>:<id>...` link to `url_name` (an admin change URL name) with that id."""
-    _subject_pages[kind] = url_name
+    """Kept for callers of the release before the Payable port: a Payable's
+    `admin_url` names the page now, so this does nothing."""
 
 
-def subject_link(subject: str) -> str:
-    kind, _, rest = subject.partition(":")
-    object_id = rest.split(":", 1)[0]
-    url_name = _subject_pages.get(kind)
-    if url_name is None or not object_id.isdigit():
-        return subject
+def subject_link(invoice: Invoice) -> str:
+    """What the invoice pays for, as a link to its admin page when it has one."""
+    text = payable_describe(kind=invoice.subject_kind, subject_id=invoice.subject_id)
     try:
-        url = reverse(url_name, args=[int(object_id)])
-    except NoReverseMatch:
-        return subject
-    return format_html('<a href="{}">{}</a>', url, subject)
+        payable = payable_get(invoice.subject_kind)
+    except UnknownPayable:
+        return text
+    url = payable.admin_url(subject_id=invoice.subject_id)
+    return text if url is None else format_html('<a href="{}">{}</a>', url, text)
 
 
 # --- What is left to pay, in words --------------------------------------------------
@@ -316,8 +311,17 @@ class InvoiceAdmin(RecordAdmin):
         ("What it pays for", {"fields": (json_display("metadata", "snapshot"),)}),
     )
     # checkout_token is the page's key: shown as the link above, never as a bare value.
-    shown_otherwise = ("id", "total_usd", "metadata", "checkout_token", "subject", "needs_attention")
-    list_filter = ("status", "exception", "requests__currency", "needs_attention", "settled_via")
+    shown_otherwise = (
+        "id",
+        "total_usd",
+        "metadata",
+        "checkout_token",
+        "subject",
+        "subject_kind",
+        "subject_id",
+        "needs_attention",
+    )
+    list_filter = ("status", "exception", "subject_kind", "requests__currency", "needs_attention", "settled_via")
     search_fields = ("number", "account__username", "subject", "requests__address", "payments__txid")
     date_hierarchy = "created_at"
     list_select_related = ("account",)
@@ -397,10 +401,10 @@ class InvoiceAdmin(RecordAdmin):
             self.attention(invoice),
         )
 
-    @admin.display(description="pays for", ordering="subject")
+    @admin.display(description="pays for", ordering="subject_kind")
     def pays_for(self, invoice: Invoice) -> str:
         """The subject as a link to its page (an order, a rental's renewal)."""
-        return subject_link(invoice.subject)
+        return subject_link(invoice)
 
     @admin.display(description="checkout page")
     def checkout_page(self, invoice: Invoice) -> SafeString:
@@ -655,7 +659,7 @@ def _account_invoices(account: AbstractBaseUser) -> SafeString:
         rows=list(invoices[:PANEL_ROWS]),
         columns=[
             ("number", lambda i: admin_link("admin:billing_invoice_change", i.pk, i.number)),
-            ("pays for", lambda i: subject_link(i.subject)),
+            ("pays for", lambda i: subject_link(i)),
             ("status", _status_words),
             ("total USD", lambda i: display.usd(i.total_usd)),
             ("to pay", lambda i: to_pay_text(i, credited_usd=i.credited_usd)),

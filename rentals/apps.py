@@ -6,13 +6,13 @@ class RentalsConfig(AppConfig):
     verbose_name = "Rentals"
 
     def ready(self) -> None:
-        from billing.hooks import requote_hook_register
-        from rentals import events, payloads, receivers, tasks  # noqa: F401  (receivers connect; tasks register)
-        from rentals.services.lifecycle import renewal_requote_hook
-        from rentals.services.orders import order_requote_hook
+        from billing.payable import payable_register
+        from rentals import events, payables, payloads, receivers, tasks  # noqa: F401  (receivers connect; tasks register)
 
-        requote_hook_register(prefix="order:", hook=order_requote_hook)
-        requote_hook_register(prefix="rental:", hook=renewal_requote_hook)
+        # What billing invoices for rentals, one kind each (billing.payable).
+        payable_register(kind="order", payable=payables.ORDER)
+        payable_register(kind="renewal", payable=payables.RENEWAL)
+        payable_register(kind="usage", payable=payables.USAGE)
         events.renderers_register(
             order=payloads.order_payload, rental=payloads.rental_payload, invoice=payloads.invoice_payload
         )

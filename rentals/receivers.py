@@ -1,8 +1,8 @@
 """Receivers of other apps' signals (billing and accounts never import rentals).
 
-Billing's run after billing's transaction has committed. A receiver that
-fails is logged and left to `orders_reconcile` (a periodic job), so a payment
-is never lost between a commit and the work that follows it.
+Billing's send the invoices' webhooks, after billing's transaction has
+committed; what an invoice pays for is told through its Payable
+(rentals.payables), not here.
 """
 
 from __future__ import annotations
@@ -16,30 +16,14 @@ from django.dispatch import receiver
 
 from accounts.models import Account
 from accounts.signals import account_closing, account_deactivated
-from billing import selectors as billing_selectors
 from billing import services as billing_services
 from billing import signals as billing_signals
 from billing.models import Invoice
-from core.money import usd_str
 from rentals.events import invoice_event_emit
-from rentals.models import IdempotencyKey, Order, OrderStatus
-from rentals.services import (
-    account_unpaid_orders_release,
-    order_expire,
-    renewal_apply,
-    rental_from_order,
-    rentals_auto_renew_off,
-)
+from rentals.models import IdempotencyKey
+from rentals.services import account_unpaid_orders_release, rentals_auto_renew_off
 
 log = logging.getLogger(__name__)
-
-
-def _kind(subject: str) -> str:
-    if subject.startswith("order:"):
-        return "order"
-    if subject.startswith("rental:"):
-        return "renewal"
-    return ""
 
 
 def _invoice_webhook(invoice_id: int, event: str) -> None:
@@ -50,82 +34,26 @@ def _invoice_webhook(invoice_id: int, event: str) -> None:
 
 
 def _attempt(what: str, fn: Callable[..., object], *args: Any, **kwargs: Any) -> None:
-    """Each step on its own: a failing webhook never holds back fulfilment."""
+    """A failing webhook never holds back fulfilment (billing calls the
+    invoice's Payable after these receivers)."""
     try:
         fn(*args, **kwargs)
     except Exception:
-        log.exception("%s failed; orders_reconcile (or the webhook sweep) will retry", what)
+        log.exception("%s failed; the webhook sweep will retry", what)
 
 
 @receiver(billing_signals.invoice_settled, dispatch_uid="rentals.invoice_settled")
-def on_invoice_settled(sender: Any, invoice_id: int, subject: str, **kwargs: Any) -> None:
+def on_invoice_settled(sender: Any, invoice_id: int, **kwargs: Any) -> None:
     _attempt(f"invoice.settled webhook of {invoice_id}", _invoice_webhook, invoice_id, "invoice.settled")
-    kind = _kind(subject)
-    if kind == "order":
-        _attempt(f"fulfilling {subject}", rental_from_order, order_id=int(subject.split(":")[1]))
-    elif kind == "renewal":
-        _attempt(f"applying renewal invoice {invoice_id}", renewal_apply, invoice_id=invoice_id)
-
-
-def _close_reason(invoice: Invoice) -> str:
-    """Why an order closed with its invoice, saying what arrived when something did."""
-    progress = billing_selectors.invoice_progress(invoice=invoice)
-    arrived = progress["counted_usd"] + progress["credited_usd"]
-    if arrived <= 0:
-        return f"invoice {invoice.status} unpaid"
-    paid = f"invoice {invoice.status} with {usd_str(arrived)} of {usd_str(invoice.total_usd)} USD paid"
-    if progress["credit_at"] is not None:
-        return (
-            f"{paid}; what arrived becomes account credit at {progress['credit_at']:%Y-%m-%d %H:%M} UTC "
-            "unless a fresh quote for the rest is paid"
-        )
-    return f"{paid}; what arrived becomes (or became) account credit"
-
-
-def _order_release(order_id: int, invoice_id: int) -> None:
-    """The order's slots go back to stock; its close reason says what arrived."""
-    order = order_expire(order_id=order_id)
-    if order is None or order.status != OrderStatus.EXPIRED or order.invoice_id != invoice_id:
-        return
-    invoice = Invoice.objects.filter(pk=invoice_id).prefetch_related(*billing_selectors.invoice_prefetches()).first()
-    if invoice is not None:
-        reason = _close_reason(invoice)[:200]
-        Order.objects.filter(pk=order_id, status=OrderStatus.EXPIRED).exclude(close_reason=reason).update(
-            close_reason=reason
-        )
 
 
 @receiver(billing_signals.invoice_expired, dispatch_uid="rentals.invoice_expired")
-def on_invoice_expired(sender: Any, invoice_id: int, subject: str, **kwargs: Any) -> None:
+def on_invoice_expired(sender: Any, invoice_id: int, **kwargs: Any) -> None:
     _attempt(f"invoice.expired webhook of {invoice_id}", _invoice_webhook, invoice_id, "invoice.expired")
-    if _kind(subject) == "order":
-        _attempt(f"releasing {subject}", _order_release, int(subject.split(":")[1]), invoice_id)
-
-
-@receiver(billing_signals.invoice_invalid, dispatch_uid="rentals.invoice_invalid")
-def on_invoice_invalid(sender: Any, invoice_id: int, subject: str, **kwargs: Any) -> None:
-    if _kind(subject) == "order":
-        _attempt(f"releasing {subject}", _order_release, int(subject.split(":")[1]), invoice_id)
-
-
-@receiver(billing_signals.invoice_quoted, dispatch_uid="rentals.invoice_quoted")
-def on_invoice_quoted(sender: Any, invoice_id: int, subject: str, currency: str, **kwargs: Any) -> None:
-    """An order shows the currency its invoice is quoted in now (a currency
-    switch or a fresh quote changes it); renewals read it from the invoice."""
-    if _kind(subject) == "order":
-        _attempt(
-            f"the pay currency of {subject}", _order_currency_follow, int(subject.split(":")[1]), invoice_id, currency
-        )
-
-
-def _order_currency_follow(order_id: int, invoice_id: int, currency: str) -> None:
-    Order.objects.filter(pk=order_id, invoice_id=invoice_id).exclude(pay_currency=currency).update(
-        pay_currency=currency
-    )
 
 
 @receiver(billing_signals.invoice_processing, dispatch_uid="rentals.invoice_processing")
-def on_invoice_processing(sender: Any, invoice_id: int, subject: str, **kwargs: Any) -> None:
+def on_invoice_processing(sender: Any, invoice_id: int, **kwargs: Any) -> None:
     _attempt(f"invoice.processing webhook of {invoice_id}", _invoice_webhook, invoice_id, "invoice.processing")
 
 

@@ -56,6 +56,13 @@ class Invoice(models.Model):
         help_text="Opens the invoice's checkout page (/pay/<token>) without logging in.",
     )
     account = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="invoices")
+    # What it pays for: a kind registered with billing.payable and the id of its object.
+    subject_kind = models.CharField(
+        max_length=16, db_default="", blank=True, help_text="The kind of what it pays for: order, renewal, usage."
+    )
+    subject_id = models.BigIntegerField(db_default=0, help_text="The id of what it pays for (an order's, a rental's).")
+    # The reference as the release before subject_kind/subject_id wrote it ("order:12"), still written
+    # as "<kind>:<id>" for a process of that release running during an upgrade; read by nothing.
     subject = models.CharField(
         max_length=64, db_index=True, help_text="Opaque reference to what it pays for, e.g. order:12."
     )
@@ -92,6 +99,11 @@ class Invoice(models.Model):
 
     def __str__(self) -> str:
         return self.number
+
+    @property
+    def subject_ref(self) -> str:
+        """What it pays for as one reference, "<kind>:<id>" (the API's `subject`)."""
+        return f"{self.subject_kind}:{self.subject_id}"
 
     @property
     def active_request(self) -> PaymentRequest | None:

@@ -24,6 +24,7 @@ from django.utils import timezone
 from accounts.models import Account
 from billing import services as billing
 from billing.models import CreditKind, Invoice, InvoiceStatus
+from billing.payable import PayableRef
 from billing.selectors import credit_balance_usd
 from catalog import services as catalog
 from catalog.models import TERM_HOURS, Addon
@@ -98,7 +99,7 @@ def rental_from_order(*, order_id: int, now: datetime | None = None) -> Rental |
     Paid after its reservation lapsed, it reserves again; when the stock is gone
     the payment becomes account credit (the order is `unfulfilled`)."""
     now = now or timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(durable=True):  # outermost: billing calls it after its commit
         order = Order.objects.select_for_update().filter(pk=order_id).first()
         if order is None:
             return None
@@ -302,7 +303,7 @@ def _renewal_invoice(
     def issue(code: str | None) -> Invoice:
         return billing.invoice_create(
             account=rental.account,
-            subject=f"{rental.holder}:{kind}",
+            payable=PayableRef("usage" if kind == RenewalKind.USAGE else "renewal", rental.pk),
             description=f"{rental.gpu_count}x {rental.order.gpu_name} in {rental.region_code}: {what}",
             lines=lines,
             currency=code,
@@ -461,7 +462,7 @@ def renewal_apply(*, invoice_id: int, now: datetime | None = None) -> RentalPeri
     """A renewal invoice settled: the rental gains its period (from the end of
     the last one; from now when it was suspended, which resumes it)."""
     now = now or timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(durable=True):  # outermost: billing calls it after its commit
         renewal = Renewal.objects.select_related("invoice").filter(invoice_id=invoice_id).first()
         if renewal is None or renewal.invoice.status != InvoiceStatus.SETTLED or renewal.kind == RenewalKind.USAGE:
             return None
@@ -504,9 +505,10 @@ def renewal_apply(*, invoice_id: int, now: datetime | None = None) -> RentalPeri
     return period
 
 
-def renewal_requote_hook(invoice: Invoice) -> None:
-    """Billing asks before re-quoting an expired renewal invoice."""
-    renewal = Renewal.objects.filter(invoice=invoice).select_related("rental").first()
+def renewal_requote_check(*, invoice_id: int) -> None:
+    """Billing asks before re-quoting an expired renewal or usage invoice
+    (rentals.payables): a terminated rental's can no longer be paid."""
+    renewal = Renewal.objects.filter(invoice_id=invoice_id).select_related("rental").first()
     if renewal is not None and renewal.rental.status == RentalStatus.TERMINATED:
         raise Conflict("rental_terminated", "This rental has ended; its renewal can no longer be paid.")
 

@@ -1,10 +1,15 @@
 """From an order to a paid reservation.
 
-`order_create` does everything in one transaction: validate against the
-catalog (and the sizing of the workload, when given), price it, snapshot
-every line onto the order, reserve slots on one host (catalog.slots_reserve
-never oversells) and issue the invoice. If any step refuses, nothing is left
-behind: no order, no reservation, no invoice number used.
+`order_create` is a few named steps: `order_prepare` validates against the
+catalog (and the sizing of the workload, when given) and prices it, reading
+only; then one transaction snapshots every line onto the order
+(`_order_write`), reserves slots on one host (catalog.slots_reserve never
+oversells) and issues the invoice (billing.invoice_issuing, around the
+order's own last writes). If any step refuses, nothing is left behind: no
+order, no reservation, no invoice number used.
+
+The order's invoice pays for ("order", order.pk): rentals.payables tells
+billing what follows its settlement, expiry and re-quote.
 """
 
 from __future__ import annotations
@@ -21,13 +26,15 @@ from django.utils import timezone
 from accounts.models import SshKey
 from billing import services as billing
 from billing.models import Invoice, InvoiceStatus
-from billing.selectors import invoice_has_payments
+from billing.payable import PayableRef
+from billing.selectors import invoice_has_payments, invoice_prefetches, invoice_progress
 from catalog import services as catalog
 from catalog.models import TERM_HOURS, Addon, GpuModel, Region, Template
 from catalog.selectors import CatalogSnapshot, catalog_current
 from core.audit import AuditAction, audit_record
 from core.db import from_row, locked_or_404, select_columns, written_keep
 from core.errors import Conflict, DomainError
+from core.money import usd_str
 from rentals import machine
 from rentals.events import order_event_emit, subscribers_hold
 from rentals.models import Order, OrderLine, OrderStatus
@@ -146,144 +153,189 @@ def _invoice_lines(lines) -> list[billing.LineSpec]:
     ]
 
 
+@dataclass(frozen=True)
+class PricedOrder:
+    """An order request checked against the catalog and priced (order_prepare):
+    everything the writes need, read before any lock is taken."""
+
+    region: Region
+    gpu: GpuModel
+    template: Template
+    addons: list[Addon]
+    keys: list[SshKey]
+    quote: catalog.Quote
+    sizing: dict[str, Any] | None
+    network: str
+
+
 def order_create(*, account: Any, spec: OrderSpec, client_address: str = "", now: datetime | None = None) -> Order:
-    """Place an order. The order comes back as the transaction left it, with
-    its lines, its invoice (lines, payment request) and no rental attached, so
-    rendering it reads nothing more. `client_address`: the address the request
-    came from (core.throttle.client_address), for the unpaid caps per address
+    """Place an order: validate and price it (reads, no lock held), then in one
+    transaction write it, reserve its slots and issue its invoice. The order
+    comes back as the transaction left it, with its lines, its invoice (lines,
+    payment request) and no rental attached, so rendering it reads nothing
+    more. `client_address`: the address the request came from
+    (core.throttle.client_address), for the unpaid caps per address
     (services/unpaid.py); stored on the order as its client_network.
 
-    The order of the writes is chosen for contention: the catalog comes from
-    memory (catalog_current; its version asked of the database, so a price
-    edited a moment ago applies), the host is the best-fit one no other order
-    holds (catalog.slots_reserve), the account's lock for its cap on unpaid
-    orders (and its address's) is taken after the reservation (unpaid_limit_check), and the two
-    counters every invoice queues on (the invoice number, the deposit key's
-    index) are taken last, just before the commit (billing.invoice_issue)."""
+    The order of the writes is chosen for contention: the host is the best-fit
+    one no other order holds (catalog.slots_reserve), the account's lock for
+    its cap on unpaid orders (and its address's) is taken after the
+    reservation (unpaid_limit_check), and the two counters every invoice
+    queues on (the invoice number, the deposit key's index) are taken last,
+    just before the commit (billing.invoice_issuing, on leaving its block).
+    If any step refuses, nothing is left behind: no order, no reservation, no
+    invoice number used."""
     now = now or timezone.now()
-    network = client_network(client_address)
+    priced = order_prepare(account=account, spec=spec, client_address=client_address)
     with transaction.atomic():
-        catalog_now = catalog_current(exact=True)
-        region = catalog_now.region(spec.region)
-        gpu = catalog_now.gpu(spec.gpu)
-        template = _template_get(catalog_now, spec.template)
-        addons = _addons_get(catalog_now, spec.addons)
-        keys = _ssh_keys_get(account, spec.ssh_keys)
-        quote = catalog.quote(
-            gpu=gpu,
-            gpu_count=spec.gpu_count,
-            term=spec.term,
-            terms=spec.terms,
-            addons=addons,
-            template=template,
-            multi_gpu_tiers=catalog_now.multi_gpu_tiers,
-            term_tiers=catalog_now.term_tiers.get(spec.term, ()),
+        order, lines = _order_write(account=account, spec=spec, priced=priced, now=now)
+        reservation = catalog.slots_reserve(
+            region=priced.region, gpu=priced.gpu, count=spec.gpu_count, holder=order.holder
         )
-        _region_offers(catalog_now, region, gpu)
-        sizing = _workload_fits(catalog_now, spec, gpu, region) if spec.workload is not None else None
-
-        order = Order(
-            account=account,
-            region=region,
-            gpu=gpu,
-            template=template,
-            gpu_count=spec.gpu_count,
-            term=spec.term,
-            terms=spec.terms,
-            region_code=region.code,
-            gpu_slug=gpu.slug,
-            gpu_name=gpu.name,
-            template_slug=template.slug,
-            addons=[a.slug for a in addons],
-            ssh_keys=[
-                {
-                    "id": k.pk,
-                    "name": k.name,
-                    "type": k.key_type,
-                    "fingerprint": k.fingerprint,
-                    "public_key": k.public_key,
-                }
-                for k in keys
-            ],
-            workload=spec.workload_input,
-            sizing=sizing,
-            launch_command=((sizing or {}).get("launch") or {}).get("command", ""),
-            pay_currency=spec.pay_currency.upper(),
-            subtotal_usd=quote.subtotal_usd,
-            multi_gpu_discount_pct=quote.multi_gpu_discount_pct,
-            term_discount_pct=quote.term_discount_pct,
-            discount_usd=quote.discount_usd,
-            total_usd=quote.total_usd,
-            per_gpu_hour_usd=quote.per_gpu_hour_usd,
-            per_hour_usd=quote.per_hour_usd,
-            client_network=network,
-            created_at=now,
-        )
-        order.save(force_insert=True)
-        lines = OrderLine.objects.bulk_create(
-            [
-                OrderLine(
-                    order=order,
-                    position=i,
-                    code=ln.code,
-                    description=ln.description,
-                    quantity=ln.quantity,
-                    unit_usd=ln.unit_usd,
-                    terms=ln.terms,
-                    subtotal_usd=ln.subtotal_usd,
-                    discount_pct=ln.discount_pct,
-                    discount_usd=ln.discount_usd,
-                    amount_usd=ln.amount_usd,
-                )
-                for i, ln in enumerate(quote.lines, start=1)
-            ],
-        )
-        reservation = catalog.slots_reserve(region=region, gpu=gpu, count=spec.gpu_count, holder=order.holder)
-        term_word = "week" if spec.term == "weekly" else "month"
-        invoice = billing.invoice_draft(
-            account=account,
-            subject=order.holder,
-            description=(
-                f"{spec.gpu_count}x {gpu.name} in {region.code}, {spec.terms} "
-                f"{term_word}{'s' if spec.terms > 1 else ''}"
-            ),
-            lines=_invoice_lines(lines),
-            currency=spec.pay_currency,
-            metadata={
-                "order": order.pk,
-                "region": region.code,
-                "gpu": gpu.slug,
-                "gpu_name": gpu.name,
-                "gpu_count": spec.gpu_count,
-                "term": spec.term,
-                "terms": spec.terms,
-            },
-            now=now,
-        )
-        order.host = reservation.host
-        order.invoice = invoice
-        order.save(update_fields=["host", "invoice"])
         # Read before the locks below, so the event after them costs no query
         # for an account without webhooks.
         subscribers = subscribers_hold(account=account)
-        # Late, so the account's lock (concurrent orders of one account wait on
-        # it) is held for the last few statements only; a refusal rolls back all.
-        unpaid_limit_check(
-            account=account, gpu_count=spec.gpu_count, placing=order.pk, network=network, region=region, gpu=gpu
-        )
-        billing.invoice_issue(invoice=invoice, attach=True)
+        invoice_spec = _order_invoice_spec(order=order, lines=lines, priced=priced)
+        with billing.invoice_issuing(spec=invoice_spec, now=now, attach=True) as invoice:
+            order.host, order.invoice = reservation.host, invoice
+            order.save(update_fields=["host", "invoice"])
+            # Late, so the account's lock (concurrent orders of one account wait
+            # on it) is held for the last few statements only.
+            unpaid_limit_check(
+                account=account,
+                gpu_count=spec.gpu_count,
+                placing=order.pk,
+                network=priced.network,
+                region=priced.region,
+                gpu=priced.gpu,
+            )
         written_keep(order, lines=lines, rental=None)  # a new order is no rental yet
         order_event_emit(order=order, type="order.created", subscribers=subscribers)
     log.info(
         "order %s: %sx %s in %s reserved on %s, invoice %s",
         order.pk,
         spec.gpu_count,
-        gpu.slug,
-        region.code,
+        priced.gpu.slug,
+        priced.region.code,
         reservation.host.name,
         invoice.number,
     )
     return order
+
+
+def order_prepare(*, account: Any, spec: OrderSpec, client_address: str = "") -> PricedOrder:
+    """Validate an order request and price it, outside the transaction that
+    writes it: the catalog from memory (catalog_current; its version asked of
+    the database, so a price edited a moment ago applies), the account's SSH
+    keys, the region's offer and the workload's fit. Reads only."""
+    catalog_now = catalog_current(exact=True)
+    region = catalog_now.region(spec.region)
+    gpu = catalog_now.gpu(spec.gpu)
+    template = _template_get(catalog_now, spec.template)
+    addons = _addons_get(catalog_now, spec.addons)
+    keys = _ssh_keys_get(account, spec.ssh_keys)
+    quote = catalog.quote(
+        gpu=gpu,
+        gpu_count=spec.gpu_count,
+        term=spec.term,
+        terms=spec.terms,
+        addons=addons,
+        template=template,
+        multi_gpu_tiers=catalog_now.multi_gpu_tiers,
+        term_tiers=catalog_now.term_tiers.get(spec.term, ()),
+    )
+    _region_offers(catalog_now, region, gpu)
+    sizing = _workload_fits(catalog_now, spec, gpu, region) if spec.workload is not None else None
+    return PricedOrder(
+        region=region,
+        gpu=gpu,
+        template=template,
+        addons=addons,
+        keys=keys,
+        quote=quote,
+        sizing=sizing,
+        network=client_network(client_address),
+    )
+
+
+def _order_write(*, account: Any, spec: OrderSpec, priced: PricedOrder, now: datetime) -> tuple[Order, list[OrderLine]]:
+    """The order, every priced line snapshot onto it."""
+    quote = priced.quote
+    order = Order(
+        account=account,
+        region=priced.region,
+        gpu=priced.gpu,
+        template=priced.template,
+        gpu_count=spec.gpu_count,
+        term=spec.term,
+        terms=spec.terms,
+        region_code=priced.region.code,
+        gpu_slug=priced.gpu.slug,
+        gpu_name=priced.gpu.name,
+        template_slug=priced.template.slug,
+        addons=[a.slug for a in priced.addons],
+        ssh_keys=[
+            {"id": k.pk, "name": k.name, "type": k.key_type, "fingerprint": k.fingerprint, "public_key": k.public_key}
+            for k in priced.keys
+        ],
+        workload=spec.workload_input,
+        sizing=priced.sizing,
+        launch_command=((priced.sizing or {}).get("launch") or {}).get("command", ""),
+        pay_currency=spec.pay_currency.upper(),
+        subtotal_usd=quote.subtotal_usd,
+        multi_gpu_discount_pct=quote.multi_gpu_discount_pct,
+        term_discount_pct=quote.term_discount_pct,
+        discount_usd=quote.discount_usd,
+        total_usd=quote.total_usd,
+        per_gpu_hour_usd=quote.per_gpu_hour_usd,
+        per_hour_usd=quote.per_hour_usd,
+        client_network=priced.network,
+        created_at=now,
+    )
+    order.save(force_insert=True)
+    lines = OrderLine.objects.bulk_create(
+        [
+            OrderLine(
+                order=order,
+                position=i,
+                code=ln.code,
+                description=ln.description,
+                quantity=ln.quantity,
+                unit_usd=ln.unit_usd,
+                terms=ln.terms,
+                subtotal_usd=ln.subtotal_usd,
+                discount_pct=ln.discount_pct,
+                discount_usd=ln.discount_usd,
+                amount_usd=ln.amount_usd,
+            )
+            for i, ln in enumerate(quote.lines, start=1)
+        ],
+    )
+    return order, lines
+
+
+def _order_invoice_spec(*, order: Order, lines: list[OrderLine], priced: PricedOrder) -> billing.InvoiceSpec:
+    """The order's invoice: its lines, in the currency the customer chose."""
+    term_word = "week" if order.term == "weekly" else "month"
+    return billing.InvoiceSpec(
+        account=order.account,
+        payable=PayableRef("order", order.pk),
+        description=(
+            f"{order.gpu_count}x {priced.gpu.name} in {priced.region.code}, {order.terms} "
+            f"{term_word}{'s' if order.terms > 1 else ''}"
+        ),
+        lines=_invoice_lines(lines),
+        currency=order.pay_currency,
+        metadata={
+            "order": order.pk,
+            "region": priced.region.code,
+            "gpu": priced.gpu.slug,
+            "gpu_name": priced.gpu.name,
+            "gpu_count": order.gpu_count,
+            "term": order.term,
+            "terms": order.terms,
+        },
+    )
 
 
 def _order_lock(*, order_id: int, account: Any = None) -> Order:
@@ -352,10 +404,11 @@ def order_expire(*, order_id: int, now: datetime | None = None) -> Order | None:
     return order
 
 
-def order_requote_hook(invoice: Invoice) -> None:
-    """Billing asks before re-quoting an expired order invoice: reserve the
-    slots again (any host in the region) or refuse with insufficient_stock."""
-    order = Order.objects.select_for_update().filter(invoice=invoice).first()
+def order_requote_check(*, order_id: int, invoice_id: int) -> None:
+    """Billing asks before re-quoting an expired order invoice (OrderPayable):
+    reserve the slots again (any host in the region) or refuse with
+    insufficient_stock."""
+    order = Order.objects.select_for_update().filter(pk=order_id, invoice_id=invoice_id).first()
     if order is None:
         return
     if order.status == OrderStatus.CANCELLED:
@@ -376,6 +429,43 @@ def order_requote_hook(invoice: Invoice) -> None:
         order.closed_at = None
         order.close_reason = ""
         order.save(update_fields=["host", "status", "closed_at", "close_reason"])
+
+
+def _close_reason(invoice: Invoice) -> str:
+    """Why an order closed with its invoice, saying what arrived when something did."""
+    progress = invoice_progress(invoice=invoice)
+    arrived = progress["counted_usd"] + progress["credited_usd"]
+    if arrived <= 0:
+        return f"invoice {invoice.status} unpaid"
+    paid = f"invoice {invoice.status} with {usd_str(arrived)} of {usd_str(invoice.total_usd)} USD paid"
+    if progress["credit_at"] is not None:
+        return (
+            f"{paid}; what arrived becomes account credit at {progress['credit_at']:%Y-%m-%d %H:%M} UTC "
+            "unless a fresh quote for the rest is paid"
+        )
+    return f"{paid}; what arrived becomes (or became) account credit"
+
+
+def order_release_unpaid(*, order_id: int, invoice_id: int) -> None:
+    """The order's invoice closed unpaid (OrderPayable.on_expired): its slots go
+    back to stock, and its close reason says what arrived."""
+    order = order_expire(order_id=order_id)
+    if order is None or order.status != OrderStatus.EXPIRED or order.invoice_id != invoice_id:
+        return
+    invoice = Invoice.objects.filter(pk=invoice_id).prefetch_related(*invoice_prefetches()).first()
+    if invoice is not None:
+        reason = _close_reason(invoice)[:200]
+        Order.objects.filter(pk=order_id, status=OrderStatus.EXPIRED).exclude(close_reason=reason).update(
+            close_reason=reason
+        )
+
+
+def order_currency_follow(*, order_id: int, invoice_id: int, currency: str) -> None:
+    """An order shows the currency its invoice is quoted in now (a currency
+    switch or a fresh quote changes it; OrderPayable.on_quoted)."""
+    Order.objects.filter(pk=order_id, invoice_id=invoice_id).exclude(pay_currency=currency).update(
+        pay_currency=currency
+    )
 
 
 def order_lines_for_terms(*, order: Order, terms: int) -> list[billing.LineSpec]:

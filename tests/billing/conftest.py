@@ -19,7 +19,7 @@ def checkout_invoice(chains, customer):
         total_usd = Decimal(total)
         return services.invoice_create(
             account=customer,
-            subject="test:checkout",
+            payable=("test", 0),
             description="2x A100 SXM in DFW-1, 1 month",
             lines=[
                 LineSpec(

@@ -14,7 +14,7 @@ def invoice(account, currency="BTC", total="120.00"):
     total = Decimal(total)
     return services.invoice_create(
         account=account,
-        subject="test:1",
+        payable=("test", 1),
         description="Two weeks of something",
         lines=[LineSpec("Thing, per week", Decimal(2), total / 2, total)],
         currency=currency,

@@ -304,7 +304,7 @@ def test_an_invoice_without_a_currency_lets_the_payer_choose(chains, customer, c
 
     inv = services.invoice_create(
         account=customer,
-        subject="test:renewal",
+        payable=("test", 0),
         description="Renewal",
         lines=[LineSpec("Renewal", Decimal(1), Decimal("70.00"), Decimal("70.00"))],
         currency=None,

@@ -40,7 +40,7 @@ def run_together(n, fn):
 def test_one_observation_applied_by_two_threads_is_credited_once(chains, customer):
     inv = services.invoice_create(
         account=customer,
-        subject="t:1",
+        payable=("test", 1),
         description="t",
         lines=[LineSpec("x", Decimal(1), Decimal("90.00"), Decimal("90.00"))],
         currency="LTC",
@@ -62,7 +62,7 @@ def test_ledger_never_negative_under_concurrent_debits(chains, customer):
     invoices = [
         services.invoice_create(
             account=customer,
-            subject=f"t:{i}",
+            payable=("test", i),
             description="t",
             lines=[LineSpec("x", Decimal(1), Decimal("100.00"), Decimal("100.00"))],
             currency=None,

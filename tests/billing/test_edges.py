@@ -22,11 +22,11 @@ pytestmark = pytest.mark.django_db
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
-def make_invoice(account, total="250.00", currency="LTC", subject="test:1"):
+def make_invoice(account, total="250.00", currency="LTC", payable=("test", 1)):
     amount = Decimal(total)
     return services.invoice_create(
         account=account,
-        subject=subject,
+        payable=payable,
         description="Test invoice",
         lines=[LineSpec("Thing", Decimal(1), amount, amount)],
         currency=currency,
@@ -110,13 +110,13 @@ def test_checkout_posts_are_throttled_per_page(chains, customer, client, setting
     assert 1 <= int(throttled["Retry-After"]) <= settings.CHECKOUT_POST_WINDOW_SECONDS
     assert Invoice.objects.get(pk=invoice.pk).active_request.currency == "SOL"
     # Another invoice's page is not held up by this one's count.
-    other = make_invoice(customer, subject="test:2")
+    other = make_invoice(customer, payable=("test", 2))
     assert client.post(f"/pay/{other.checkout_token}/currency", {"currency": "BTC"}).status_code == 303
 
 
 def test_checkout_posts_are_throttled_per_address(chains, customer, client, settings):
     settings.CHECKOUT_POSTS_PER_ADDRESS = 2
-    tokens = [make_invoice(customer, subject=f"test:{i}").checkout_token for i in range(3)]
+    tokens = [make_invoice(customer, payable=("test", i)).checkout_token for i in range(3)]
     codes = [
         client.post(f"/pay/{t}/requote", {}, REMOTE_ADDR="198.51.100.9").status_code for t in tokens
     ]  # each refused inside (not expired), but counted
@@ -133,7 +133,7 @@ def test_revenue_counts_an_over_payment_once(chains, customer):
         due = int(first.active_request.amount_due)
         pay(first, due + due // 10, txid="tx-over")  # 10 % over: 25.00 becomes credit
         assert selectors.credit_balance_usd(account=customer) == Decimal("25.00")
-        second = make_invoice(customer, total="25.00", subject="test:2")
+        second = make_invoice(customer, total="25.00", payable=("test", 2))
         services.invoice_pay_with_credit(invoice_id=second.pk, account=customer)
 
     since, until = START - timedelta(days=1), START + timedelta(days=1)
@@ -158,7 +158,7 @@ def test_revenue_leaves_out_an_invoice_whose_value_went_back_as_credit(chains, c
         undelivered = make_invoice(customer, total="250.00")
         pay(undelivered, int(undelivered.active_request.amount_due), txid="tx-undelivered")
         services.invoice_credit_unfulfilled(invoice_id=undelivered.pk, reason="the rental was cancelled")
-        spent = make_invoice(customer, total="250.00", subject="test:2")
+        spent = make_invoice(customer, total="250.00", payable=("test", 2))
         services.invoice_pay_with_credit(invoice_id=spent.pk, account=customer)
 
     since, until = START - timedelta(days=1), START + timedelta(days=1)
@@ -206,7 +206,9 @@ def staff_user(django_user_model):
 
 
 def test_invoices_are_locked_with_the_shared_helper(chains, customer, other_customer, monkeypatch):
+    from billing.services import common
     from core import db
+    from core.errors import NotFound
 
     calls = []
 
@@ -214,9 +216,9 @@ def test_invoices_are_locked_with_the_shared_helper(chains, customer, other_cust
         calls.append(kwargs)
         return db.locked_or_404(queryset, **kwargs)
 
-    monkeypatch.setattr(services, "locked_or_404", recording)
+    monkeypatch.setattr(common, "locked_or_404", recording)
     invoice = make_invoice(customer)
-    with pytest.raises(services.NotFound) as refused:
+    with pytest.raises(NotFound) as refused:
         services.invoice_switch_currency(invoice_id=invoice.pk, account=other_customer, currency="BTC")
     assert refused.value.code == "not_found" and refused.value.message == "No such invoice."
     services.invoice_switch_currency(invoice_id=invoice.pk, account=customer, currency="BTC")

@@ -25,7 +25,7 @@ MIGRATION = importlib.import_module("billing.migrations.0007_payment_flagged_at"
 def _payment(customer) -> Payment:
     inv = services.invoice_create(
         account=customer,
-        subject="test:1",
+        payable=("test", 1),
         description="A thing",
         lines=[LineSpec("Thing", Decimal(1), Decimal("90.00"), Decimal("90.00"))],
         currency="LTC",

@@ -31,7 +31,7 @@ def many_xmr(chains, customer):
     earlier quotes (inactive requests), each a subaddress of its own."""
     invoice = services.invoice_create(
         account=customer,
-        subject="test:chain",
+        payable=("test", 0),
         description="Chain test",
         lines=[services.LineSpec("GPU time", Decimal(1), Decimal("35.00"), Decimal("35.00"))],
         currency="XMR",

@@ -191,7 +191,7 @@ def test_account_page_shows_orders_invoices_rentals_and_credit(admin_client, act
 
     invoices = _panel(html, "invoices")
     assert invoice.number in invoices and "paid" in invoices
-    assert f'<a href="/admin/rentals/order/{order.pk}/change/">order:{order.pk}</a>' in invoices
+    assert f'<a href="/admin/rentals/order/{order.pk}/change/">order {order.pk}</a>' in invoices
 
     rentals = _panel(html, "rentals")
     assert f'href="/admin/rentals/rental/{active_rental.pk}/change/"' in rentals
@@ -218,7 +218,7 @@ def test_account_panels_are_bounded_and_link_to_the_rest(admin_client, chains, c
     for n in range(PANEL_ROWS + 3):
         invoice_create(
             account=customer,
-            subject=f"test:{n}",
+            payable=("test", n),
             description="t",
             lines=[LineSpec("x", Decimal(1), Decimal("5.00"), Decimal("5.00"))],
             currency="LTC",
@@ -246,6 +246,8 @@ def test_renewal_invoice_links_to_its_rental(admin_client, active_rental):
     from billing.models import Invoice
 
     invoice = Invoice.objects.get(pk=active_rental.order.invoice_id)
-    Invoice.objects.filter(pk=invoice.pk).update(subject=f"rental:{active_rental.pk}:manual")
+    Invoice.objects.filter(pk=invoice.pk).update(subject_kind="renewal", subject_id=active_rental.pk)
     html = admin_client.get(f"/admin/billing/invoice/{invoice.pk}/change/").content.decode()
-    assert f'<a href="/admin/rentals/rental/{active_rental.pk}/change/">rental:{active_rental.pk}:manual</a>' in html
+    assert (
+        f'<a href="/admin/rentals/rental/{active_rental.pk}/change/">renewal of rental {active_rental.pk}</a>' in html
+    )

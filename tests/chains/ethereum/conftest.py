@@ -123,7 +123,7 @@ class WatchedEthereum:
         amount = Decimal(total)
         return services.invoice_create(
             account=self.customer,
-            subject="test:chain",
+            payable=("test", 0),
             description="Chain test",
             lines=[services.LineSpec("GPU time", Decimal(1), amount, amount)],
             currency=currency,

@@ -58,7 +58,7 @@ def test_sandbox_pay(sandbox, settings, customer, currency):
     watcher.cursor_set(height=sandbox.node.height())
     invoice = services.invoice_create(
         account=customer,
-        subject="sandbox:test",
+        payable=("test", 0),
         description="Sandbox",
         lines=[services.LineSpec("GPU time", Decimal(1), Decimal("35.00"), Decimal("35.00"))],
         currency=currency,
@@ -89,7 +89,7 @@ def test_sandbox_pay_confirms_an_invoice_already_processing(sandbox, settings, c
     watcher.cursor_set(height=sandbox.node.height())
     invoice = services.invoice_create(
         account=customer,
-        subject="sandbox:test",
+        payable=("test", 0),
         description="Sandbox",
         lines=[services.LineSpec("GPU time", Decimal(1), Decimal("35.00"), Decimal("35.00"))],
         currency="ETH",
@@ -128,7 +128,7 @@ def test_sandbox_pay_command_pays_a_token_invoice(sandbox, settings, customer):
     watcher.cursor_set(height=sandbox.node.height())
     invoice = services.invoice_create(
         account=customer,
-        subject="sandbox:test",
+        payable=("test", 0),
         description="Sandbox",
         lines=[services.LineSpec("GPU time", Decimal(1), Decimal("25.00"), Decimal("25.00"))],
         currency="USDT",

@@ -31,7 +31,7 @@ class WatchedMonero:
         amount = Decimal(total)
         return services.invoice_create(
             account=self.customer,
-            subject="test:chain",
+            payable=("test", 0),
             description="Chain test",
             lines=[services.LineSpec("GPU time", Decimal(1), amount, amount)],
             currency="XMR",

@@ -97,7 +97,7 @@ class WatchedSolana:
         amount = Decimal(total)
         return services.invoice_create(
             account=self.customer,
-            subject="test:chain",
+            payable=("test", 0),
             description="Chain test",
             lines=[services.LineSpec("GPU time", Decimal(1), amount, amount)],
             currency="SOL",

@@ -37,7 +37,7 @@ def invoice_in_sol(customer, total: str = "30.00"):
     amount = Decimal(total)
     return services.invoice_create(
         account=customer,
-        subject="test:sandbox",
+        payable=("test", 0),
         description="Sandbox test",
         lines=[services.LineSpec("GPU time", Decimal(1), amount, amount)],
         currency="SOL",

@@ -1,0 +1,69 @@
+"""An invoice's subject becomes two columns, (subject_kind, subject_id), that
+billing.payable dispatches on, instead of a string each reader parsed.
+
+The columns come with database defaults, so a process of the release before
+(which writes only `subject`) can go on inserting while this applies; the
+rows it writes in that window are filled by running this data step again
+(`subject_fill` touches only rows whose kind is still empty). `subject`
+stays, written as "<kind>:<id>", for that release; a later release drops it.
+
+The old strings: "order:<id>" (an order's invoice), "rental:<id>:auto" and
+"rental:<id>:manual" (a rental's renewal), "rental:<id>:usage" (its usage);
+anything else ("test:1", "sandbox:demo") keeps its prefix as the kind and
+its number, if it has one, as the id (else 0).
+"""
+
+from django.db import migrations, models
+
+BATCH = 1000
+
+
+def subject_parse(subject: str) -> tuple[str, int]:
+    parts = subject.split(":")
+    kind = parts[0][:16]
+    number = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+    if kind == "rental":
+        kind = "usage" if parts[-1] == "usage" else "renewal"
+    return kind, number
+
+
+def subject_fill(apps, schema_editor):
+    Invoice = apps.get_model("billing", "Invoice")
+    last = 0
+    while True:
+        rows = list(
+            Invoice.objects.filter(subject_kind="", pk__gt=last).order_by("pk").values_list("pk", "subject")[:BATCH]
+        )
+        if not rows:
+            return
+        for pk, subject in rows:
+            kind, number = subject_parse(subject)
+            Invoice.objects.filter(pk=pk, subject_kind="").update(subject_kind=kind, subject_id=number)
+        last = rows[-1][0]
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("billing", "0007_payment_flagged_at"),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name="invoice",
+            name="subject_id",
+            field=models.BigIntegerField(
+                db_default=0, help_text="The id of what it pays for (an order's, a rental's)."
+            ),
+        ),
+        migrations.AddField(
+            model_name="invoice",
+            name="subject_kind",
+            field=models.CharField(
+                blank=True,
+                db_default="",
+                help_text="The kind of what it pays for: order, renewal, usage.",
+                max_length=16,
+            ),
+        ),
+        migrations.RunPython(subject_fill, migrations.RunPython.noop),
+    ]

@@ -1,0 +1,382 @@
+"""Payments: a watcher's (or staff's) sighting recorded once per chain,
+transaction and position, un-counted when the chain drops it, flagged for
+staff; each moves its invoice through the state machine (billing.machine).
+Strays (transfers nothing may credit) are recorded for staff."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from billing import machine, signals
+from billing.currencies import CURRENCIES, currency_get
+from billing.models import (
+    CreditKind,
+    Invoice,
+    InvoiceStatus,
+    Payment,
+    PaymentDisposition,
+    PaymentRequest,
+    PaymentStatus,
+    StrayTransfer,
+)
+from billing.services.common import confirmations_required, invoice_lock, invoice_transition, log, tolerance
+from billing.services.credit import credit_post
+from core.audit import AuditAction, audit_record
+from core.money import cents
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A transfer a watcher (or staff) saw. `confirmations` is 0 in the mempool.
+
+    A payment is identified by (chain, txid, position); `position` defaults to
+    the output index (UTXO chains). `final` overrides the confirmation count
+    for chains settled by a finality tag: True settles, False does not,
+    whatever `confirmations` says; None applies CONFIRMATIONS_<currency>.
+    """
+
+    currency: str
+    txid: str
+    output_index: int
+    match_key: str
+    amount: int  # base units
+    confirmations: int
+    block_height: int | None = None
+    block_hash: str = ""
+    position: str = ""
+    final: bool | None = None
+
+    @property
+    def key(self) -> str:
+        return self.position or str(self.output_index)
+
+
+def _payment_value_usd(request: PaymentRequest, amount: int) -> Decimal:
+    return cents(Decimal(amount) * request.rate_usd / currency_get(request.currency).scale)
+
+
+def payment_observe(
+    *,
+    observation: Observation,
+    source: str = "watcher",
+    actor: Any = None,
+    reason: str = "",
+    now: datetime | None = None,
+) -> Payment | None:
+    """Record a sighting of a transfer (once per chain, txid and index) and move
+    its invoice through the state machine. Later sightings update confirmations;
+    a payment un-counted by a reorg and seen again counts again."""
+    now = now or timezone.now()
+    obs = observation
+    request = PaymentRequest.objects.filter(currency=obs.currency, match_key=obs.match_key).first()
+    if request is None:
+        log.warning("payment to unknown destination %s %s ignored", obs.currency, obs.match_key)
+        return None
+    if obs.amount <= 0:
+        return None
+    chain = CURRENCIES[obs.currency].chain
+    with transaction.atomic():
+        invoice = invoice_lock(invoice_id=request.invoice_id)
+        if obs.final is not None:
+            confirmed = obs.final and obs.confirmations >= 1
+        else:
+            confirmed = obs.confirmations >= confirmations_required(currency=obs.currency)
+        payment = Payment.objects.filter(chain=chain, txid=obs.txid, position=obs.key).first()
+        if payment is None:
+            payment = Payment.objects.create(
+                request=request,
+                invoice=invoice,
+                chain=chain,
+                currency=obs.currency,
+                txid=obs.txid,
+                output_index=obs.output_index,
+                position=obs.key,
+                amount=obs.amount,
+                amount_usd=_payment_value_usd(request, obs.amount),
+                confirmations=obs.confirmations,
+                block_height=obs.block_height,
+                block_hash=obs.block_hash or "",
+                status=PaymentStatus.CONFIRMED if confirmed else PaymentStatus.PENDING,
+                source=source,
+                first_seen_at=now,
+                confirmed_at=now if confirmed else None,
+                recorded_by=actor if getattr(actor, "pk", None) else None,
+                reason=reason,
+            )
+            if source != "watcher":
+                audit_record(
+                    actor=actor,
+                    action=AuditAction.PAYMENT_RECORD,
+                    obj=payment,
+                    reason=reason,
+                    changes={"txid": obs.txid, "amount": obs.amount, "confirmations": obs.confirmations},
+                )
+            transaction.on_commit(
+                lambda: signals.payment_received.send(
+                    sender=Payment,
+                    invoice_id=invoice.pk,
+                    payment_id=payment.pk,
+                    subject_kind=invoice.subject_kind,
+                    subject_id=invoice.subject_id,
+                )
+            )
+        else:
+            if int(payment.amount) != obs.amount or payment.request_id != request.pk:
+                log.error("payment %s seen again with another amount or destination; kept the first", payment)
+            payment.confirmations = obs.confirmations
+            payment.block_height = obs.block_height
+            payment.block_hash = obs.block_hash or ""
+            payment.status = PaymentStatus.CONFIRMED if confirmed else PaymentStatus.PENDING
+            if confirmed and payment.confirmed_at is None:
+                payment.confirmed_at = now
+            if payment.removed_at is not None:
+                payment.removed_at, payment.removal_reason = None, ""
+            payment.save()
+        invoice_advance(invoice=invoice, now=now)
+        return payment
+
+
+def payment_uncount(
+    *, chain: str, txid: str, position: str, reason: str, now: datetime | None = None
+) -> Payment | None:
+    """A payment left the chain (orphaned block, replaced or dropped transaction):
+    it no longer counts. Money already applied or credited is flagged for staff."""
+    now = now or timezone.now()
+    found = Payment.objects.filter(chain=chain, txid=txid, position=position).first()
+    if found is None or found.status == PaymentStatus.REMOVED:
+        return found
+    with transaction.atomic():
+        invoice = invoice_lock(invoice_id=found.invoice_id)
+        payment = Payment.objects.get(pk=found.pk)
+        if payment.status == PaymentStatus.REMOVED:
+            return payment
+        payment.status = PaymentStatus.REMOVED
+        payment.removed_at = now
+        payment.removal_reason = reason[:200]
+        payment.confirmations = 0
+        payment.save()
+        if payment.disposition != PaymentDisposition.OPEN:
+            invoice.needs_attention = True
+            invoice.save(update_fields=["needs_attention"])
+            audit_record(
+                actor=None,
+                action=AuditAction.PAYMENT_UNCOUNTED_AFTER_USE,
+                obj=payment,
+                reason=reason,
+                changes={"disposition": payment.disposition, "invoice": invoice.number},
+            )
+            log.error(
+                "payment %s was %s and is now un-counted (%s): staff must look at %s",
+                payment,
+                payment.disposition,
+                reason,
+                invoice.number,
+            )
+        invoice_advance(invoice=invoice, now=now)
+        return payment
+
+
+def payment_flag(*, chain: str, txid: str, position: str, reason: str, now: datetime | None = None) -> bool:
+    """Flag a payment's invoice for staff, once per payment (a Monero transfer
+    locked by a non-zero unlock_time, ...): the payment's own `flagged_at`
+    says it was. True when it was flagged now."""
+    now = now or timezone.now()
+    payment = Payment.objects.filter(chain=chain, txid=txid, position=position, flagged_at__isnull=True).first()
+    if payment is None:
+        return False
+    with transaction.atomic():
+        invoice = invoice_lock(invoice_id=payment.invoice_id)
+        flagged = Payment.objects.filter(pk=payment.pk, flagged_at__isnull=True).update(
+            flagged_at=now, flag_reason=reason[:200]
+        )
+        if not flagged:  # flagged meanwhile by another pass
+            return False
+        invoice.needs_attention = True
+        invoice.save(update_fields=["needs_attention"])
+        audit_record(
+            actor=None,
+            action=AuditAction.PAYMENT_FLAGGED,
+            obj=payment,
+            reason=reason,
+            changes={"invoice": invoice.number},
+        )
+    log.warning("payment %s flagged for staff on %s: %s", payment, invoice.number, reason)
+    return True
+
+
+def invoice_advance(*, invoice: Invoice, now: datetime) -> None:
+    """Run the state machine on a locked invoice and carry out its decision."""
+    payments = {p.pk: p for p in invoice.payments.select_related("request")}
+    total = Fraction(invoice.total_usd)
+    facts = [
+        machine.PaymentFacts(
+            id=p.pk,
+            fraction=machine.payment_fraction(
+                amount=p.amount, amount_due=p.request.amount_due, request_usd=p.request.amount_usd, total_usd=total
+            ),
+            confirmed=p.status == PaymentStatus.CONFIRMED,
+            counted=p.counted,
+            seen_at=p.first_seen_at,
+            disposition=p.disposition,
+        )
+        for p in payments.values()
+    ]
+    decision = machine.invoice_evaluate(
+        machine.InvoiceFacts(invoice.status, invoice.exception, invoice.expires_at, invoice.monitoring_until),
+        facts,
+        now=now,
+        tolerance=tolerance(),
+        over_min=machine.over_min_for(total_usd=total),
+    )
+    if decision.apply:
+        Payment.objects.filter(pk__in=decision.apply).update(disposition=PaymentDisposition.APPLIED)
+    for pid in decision.credit:
+        payment = payments[pid]
+        if payment.amount_usd == 0:
+            # Worth less than half a cent at its rate: no ledger row can hold it.
+            log.info("payment %s on %s is worth 0.00 USD: closed without credit", payment, invoice.number)
+            Payment.objects.filter(pk=pid).update(disposition=PaymentDisposition.CREDITED)
+            continue
+        credit_post(
+            account_id=invoice.account_id,
+            kind=CreditKind.LATE_PAYMENT if decision.late_credit else CreditKind.PAYMENT_CREDIT,
+            amount_usd=payment.amount_usd,
+            invoice=invoice,
+            payment=payment,
+            reason=f"{payment.currency} {payment.txid} on {invoice.number} ({invoice.status})",
+        )
+        Payment.objects.filter(pk=pid).update(disposition=PaymentDisposition.CREDITED)
+    if decision.overpaid > 0:
+        excess = cents(
+            Decimal(decision.overpaid.numerator) / Decimal(decision.overpaid.denominator) * invoice.total_usd
+        )
+        if excess > 0:
+            credit_post(
+                account_id=invoice.account_id,
+                kind=CreditKind.OVERPAYMENT,
+                amount_usd=excess,
+                invoice=invoice,
+                reason=f"Paid over {invoice.number}",
+            )
+    invoice_transition(invoice=invoice, status=decision.status, exception=decision.exception, now=now, via="payment")
+
+
+def invoices_advance_due(*, now: datetime | None = None) -> int:
+    """The periodic job: expire invoices past their rate lock, invalidate
+    unconfirmed ones past their window, credit what closed windows hold.
+    Idempotent: a second run finds nothing to do."""
+    now = now or timezone.now()
+    due = (
+        Invoice.objects.filter(
+            Q(status=InvoiceStatus.NEW, expires_at__lte=now)
+            | Q(status=InvoiceStatus.PROCESSING, monitoring_until__lte=now)
+            | Q(
+                status=InvoiceStatus.EXPIRED,
+                monitoring_until__lte=now,
+                payments__status=PaymentStatus.CONFIRMED,
+                payments__disposition=PaymentDisposition.OPEN,
+            )
+            | Q(
+                status__in=[InvoiceStatus.SETTLED, InvoiceStatus.INVALID],
+                payments__status=PaymentStatus.CONFIRMED,
+                payments__disposition=PaymentDisposition.OPEN,
+            )
+        )
+        .values_list("pk", flat=True)
+        .distinct()
+    )
+    blind = blind_currencies(now=now)
+    changed = 0
+    for invoice_id in list(due):
+        with transaction.atomic(durable=True):  # one invoice a transaction, each committed on its own
+            invoice = invoice_lock(invoice_id=invoice_id)
+            if wait_for_watcher(invoice=invoice, blind=blind, now=now):
+                continue
+            before = (invoice.status, invoice.exception)
+            invoice_advance(invoice=invoice, now=now)
+            changed += (invoice.status, invoice.exception) != before
+    return changed
+
+
+def blind_currencies(*, now: datetime) -> set[str]:
+    from billing.selectors import chain_health
+
+    health: dict[str, bool] = {}
+    for _code, cur in CURRENCIES.items():
+        if cur.chain not in health:
+            health[cur.chain] = chain_health(chain=cur.chain, now=now).ok
+    return {code for code, cur in CURRENCIES.items() if not health[cur.chain]}
+
+
+def wait_for_watcher(*, invoice: Invoice, blind: set[str], now: datetime) -> bool:
+    """An invoice is not expired while the watcher of its currency is blind: a
+    payment may be on chain unseen. The monitoring window bounds the wait."""
+    if invoice.status != InvoiceStatus.NEW or now >= invoice.monitoring_until:
+        return False
+    request = invoice.active_request
+    return request is not None and request.currency in blind
+
+
+def stray_transfer_record(
+    *,
+    chain: str,
+    txid: str,
+    position: str,
+    kind: str,
+    address: str,
+    amount: int,
+    asset: str,
+    currency: str = "",
+    paid_currency: str = "",
+    block_height: int | None = None,
+    block_hash: str = "",
+    note: str = "",
+    now: datetime | None = None,
+) -> tuple[StrayTransfer, bool]:
+    """Record, once per (chain, txid, position), a transfer to a watched
+    destination that nothing may credit (a token of another contract, one
+    currency sent to another's address), flagged for staff. Seen again (a
+    rescan, a block back after a reorg), it is updated, never duplicated.
+    Returns the row and whether it is new."""
+    now = now or timezone.now()
+    request = PaymentRequest.objects.filter(match_key=address).order_by("-created_at", "-id").first()
+    with transaction.atomic():
+        stray = StrayTransfer.objects.select_for_update().filter(chain=chain, txid=txid, position=position).first()
+        if stray is not None:
+            stray.block_height, stray.block_hash, stray.removed_at = block_height, block_hash, None
+            stray.save(update_fields=["block_height", "block_hash", "removed_at"])
+            return stray, False
+        stray = StrayTransfer.objects.create(
+            chain=chain,
+            txid=txid,
+            position=position,
+            kind=kind,
+            address=address,
+            asset=asset,
+            currency=currency,
+            paid_currency=paid_currency,
+            amount=amount,
+            request=request,
+            invoice_id=request.invoice_id if request is not None else None,
+            block_height=block_height,
+            block_hash=block_hash,
+            note=note[:300],
+            first_seen_at=now,
+        )
+        audit_record(
+            actor=None,
+            action=AuditAction.STRAY_TRANSFER_RECORD,
+            obj=stray,
+            reason=note,
+            changes={"txid": txid, "position": position, "asset": asset, "amount": str(amount)},
+        )
+    log.warning("%s %s %s: %s, recorded for staff", chain, txid, position, note or kind)
+    return stray, True

@@ -1,0 +1,163 @@
+"""Staff corrections, each with a reason and an audit row: a payment recorded
+by hand, an invoice marked settled or invalid, an unpaid invoice voided, a
+stray transfer reviewed."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from billing.models import (
+    Invoice,
+    InvoiceException,
+    InvoiceStatus,
+    Payment,
+    PaymentDisposition,
+    PaymentStatus,
+    StrayTransfer,
+)
+from billing.selectors import invoice_has_payments
+from billing.services.common import SYSTEM_ACTOR, invoice_lock, invoice_transition, reason_required
+from billing.services.payments import Observation, invoice_advance, payment_observe
+from core.audit import AuditAction, audit_record
+from core.errors import Conflict, DomainError, NotFound
+
+
+def payment_record_manual(
+    *,
+    invoice_number: str,
+    txid: str,
+    amount: int,
+    confirmations: int,
+    reason: str,
+    actor: Any,
+    output_index: int = 0,
+    currency: str | None = None,
+    now: datetime | None = None,
+) -> Payment:
+    """Staff record a payment they verified themselves (the manual adapter). It
+    goes through the same state machine as a watcher's sighting."""
+    reason = reason_required(reason)
+    invoice = Invoice.objects.filter(number=invoice_number).first()
+    if invoice is None:
+        raise NotFound(f"No invoice {invoice_number}.")
+    requests = invoice.requests.all()
+    if currency:
+        request = requests.filter(currency=currency.upper()).order_by("-created_at").first()
+    else:
+        request = invoice.active_request or requests.order_by("-created_at").first()
+    if request is None:
+        raise DomainError("no_payment_request", f"{invoice_number} has no payment request in that currency.")
+    if amount <= 0 or confirmations < 0 or not txid.strip():
+        raise DomainError("invalid", "A payment needs a transaction id, a positive amount and confirmations >= 0.")
+    from billing.chains.config import manual_position
+
+    payment = payment_observe(
+        observation=Observation(
+            currency=request.currency,
+            txid=txid.strip(),
+            output_index=output_index,
+            position=manual_position(currency=request.currency, index=output_index),
+            match_key=request.match_key,
+            amount=amount,
+            confirmations=confirmations,
+        ),
+        source="manual",
+        actor=actor,
+        reason=reason,
+        now=now,
+    )
+    assert payment is not None
+    return payment
+
+
+@transaction.atomic
+def invoice_mark_settled(*, invoice_id: int, actor: Any, reason: str, now: datetime | None = None) -> Invoice:
+    reason = reason_required(reason)
+    now = now or timezone.now()
+    invoice = invoice_lock(invoice_id=invoice_id)
+    if invoice.status == InvoiceStatus.SETTLED:
+        raise Conflict("invoice_settled", "This invoice is settled already.")
+    before = invoice.status
+    invoice.payments.filter(status=PaymentStatus.CONFIRMED, disposition=PaymentDisposition.OPEN).update(
+        disposition=PaymentDisposition.APPLIED
+    )
+    invoice_transition(
+        invoice=invoice, status=InvoiceStatus.SETTLED, exception=InvoiceException.MARKED, now=now, via="staff"
+    )
+    audit_record(
+        actor=actor,
+        action=AuditAction.INVOICE_MARK_SETTLED,
+        obj=invoice,
+        reason=reason,
+        changes={"status": [before, invoice.status]},
+    )
+    return invoice
+
+
+@transaction.atomic
+def invoice_mark_invalid(*, invoice_id: int, actor: Any, reason: str, now: datetime | None = None) -> Invoice:
+    reason = reason_required(reason)
+    now = now or timezone.now()
+    invoice = invoice_lock(invoice_id=invoice_id)
+    if invoice.status in (InvoiceStatus.SETTLED, InvoiceStatus.INVALID):
+        raise Conflict("invoice_closed", f"This invoice is {invoice.status} already.")
+    before = invoice.status
+    invoice_transition(
+        invoice=invoice, status=InvoiceStatus.INVALID, exception=InvoiceException.MARKED, now=now, via="staff"
+    )
+    invoice_advance(invoice=invoice, now=now)  # confirmed money on it becomes credit
+    audit_record(
+        actor=actor,
+        action=AuditAction.INVOICE_MARK_INVALID,
+        obj=invoice,
+        reason=reason,
+        changes={"status": [before, invoice.status]},
+    )
+    return invoice
+
+
+@transaction.atomic
+def invoice_void(*, invoice_id: int, reason: str, actor: Any = None, now: datetime | None = None) -> Invoice:
+    """Close an open invoice nobody has paid (its order was cancelled). Money
+    that still arrives becomes credit (an invalid invoice credits what confirms)."""
+    reason = reason_required(reason)
+    now = now or timezone.now()
+    invoice = invoice_lock(invoice_id=invoice_id)
+    if invoice.status not in (InvoiceStatus.NEW, InvoiceStatus.EXPIRED):
+        raise Conflict("invoice_not_open", f"This invoice is {invoice.status}.", details={"status": invoice.status})
+    if invoice_has_payments(invoice=invoice):
+        raise Conflict("invoice_has_payments", "This invoice received a payment; it cannot be voided.")
+    before = invoice.status
+    invoice_transition(invoice=invoice, status=InvoiceStatus.INVALID, exception=invoice.exception, now=now, via="")
+    audit_record(
+        actor=actor if actor is not None else SYSTEM_ACTOR,
+        action=AuditAction.INVOICE_VOID,
+        obj=invoice,
+        reason=reason,
+        changes={"status": [before, invoice.status]},
+    )
+    return invoice
+
+
+@transaction.atomic
+def stray_transfer_review(*, stray_id: int, actor: Any, reason: str, now: datetime | None = None) -> StrayTransfer:
+    """Staff looked at a stray (refunded it from outside, or decided to keep it): say so, with why."""
+    reason = reason_required(reason)
+    stray = StrayTransfer.objects.select_for_update().filter(pk=stray_id).first()
+    if stray is None:
+        raise NotFound("No such stray transfer.")
+    if not stray.needs_review:
+        raise Conflict("stray_reviewed", "This transfer was reviewed already.")
+    stray.needs_review = False
+    stray.reviewed_at = now or timezone.now()
+    stray.reviewed_by = actor if getattr(actor, "pk", None) else None
+    stray.review_note = reason
+    stray.save(update_fields=["needs_review", "reviewed_at", "reviewed_by", "review_note"])
+    audit_record(
+        actor=actor, action=AuditAction.STRAY_TRANSFER_REVIEW, obj=stray, reason=reason, changes={"needs_review": False}
+    )
+    return stray
