@@ -1,4 +1,4 @@
-"""billing/migrations/0008_payable.py: the old subject strings become
+"""billing/migrations/0009_payable.py: the old subject strings become
 (subject_kind, subject_id)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from billing.models import Invoice
 
-migration = importlib.import_module("billing.migrations.0008_payable")
+migration = importlib.import_module("billing.migrations.0009_payable")
 
 
 @pytest.mark.parametrize(
@@ -34,7 +34,7 @@ def test_the_migration_moves_existing_invoices():
     from django.db import connection
     from django.db.migrations.executor import MigrationExecutor
 
-    before, after = [("billing", "0007_payment_flagged_at")], [("billing", "0008_payable")]
+    before, after = [("billing", "0008_utxo_seen")], [("billing", "0009_payable")]
     executor = MigrationExecutor(connection)
     executor.migrate(before)
     try:

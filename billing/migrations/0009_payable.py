@@ -44,7 +44,7 @@ def subject_fill(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("billing", "0007_payment_flagged_at"),
+        ("billing", "0008_utxo_seen"),
     ]
 
     operations = [
