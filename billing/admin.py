@@ -182,11 +182,6 @@ def _record_payment(
 # admin page, so billing links to it without importing that app.
 
 
-def subject_admin_register(*, kind: str, url_name: str) -> None:
-    """Kept for callers of the release before the Payable port: a Payable's
-    `admin_url` names the page now, so this does nothing."""
-
-
 def subject_link(invoice: Invoice) -> str:
     """What the invoice pays for, as a link to its admin page when it has one."""
     text = payable_describe(kind=invoice.subject_kind, subject_id=invoice.subject_id)

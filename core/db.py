@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any, TypeVar
 
 from django.core.exceptions import ObjectDoesNotExist
-from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.db import models
 
 from core.errors import NotFound
 
@@ -35,48 +33,6 @@ def locked_or_404(
     return obj
 
 
-def select_columns(model: type[M], alias: str | None = None) -> str:
-    """The model's concrete columns, in field order (qualified by `alias`), for
-    a written-out SELECT or RETURNING whose rows from_row() turns back into
-    instances."""
-    quote = connection.ops.quote_name
-    prefix = f"{alias}." if alias else ""
-    return ", ".join(f"{prefix}{quote(f.column)}" for f in model._meta.concrete_fields)
-
-
-def from_row(model: type[M], values: Sequence[Any]) -> M:
-    """An instance of `model` from a row of select_columns(model), each value
-    converted as the ORM converts it (SQLite's text timestamps, JSON, ...): for
-    the few hot reads written out because building them costs the ORM more than
-    the database spends answering."""
-    db = _db()
-    names, converters = _row_plan(model, db)
-    converted = []
-    for value, (col, convert_all) in zip(values, converters, strict=True):
-        for convert in convert_all:
-            value = convert(value, col, db)
-        converted.append(value)
-    return model.from_db(db.alias, names, converted)
-
-
-@lru_cache(maxsize=256)
-def _row_plan(model: type[models.Model], conn: Any) -> tuple[list[str], list[tuple[Any, tuple]]]:
-    """The attribute names and each column's converters, per model and connection
-    (a connection belongs to one thread)."""
-    fields = model._meta.concrete_fields
-    plan = []
-    for field in fields:
-        col = field.get_col(model._meta.db_table)
-        plan.append((col, tuple(conn.ops.get_db_converters(col) + col.get_db_converters(conn))))
-    return [f.attname for f in fields], plan
-
-
-def _db() -> Any:
-    """This thread's connection itself: `connection` is a proxy that looks it up
-    again on every use, and a row's values are converted with it one by one."""
-    return connections[DEFAULT_DB_ALIAS]
-
-
 def written_keep(obj: models.Model, **related: Any) -> None:
     """Keep on `obj`, a row its caller has just written, the related rows written
     with it: a list per reverse foreign key, the object or None per reverse
@@ -85,7 +41,7 @@ def written_keep(obj: models.Model, **related: Any) -> None:
     wrote. A plain attribute of the instance (`written_rows`), read by nothing
     else in Django: a relation not kept here is read as usual (prefetched, or
     queried)."""
-    obj.written_rows = {**getattr(obj, "written_rows", {}), **related}
+    setattr(obj, "written_rows", {**getattr(obj, "written_rows", {}), **related})  # noqa: B010 - not a model field
 
 
 def related_all(obj: models.Model, name: str) -> Any:

@@ -11,7 +11,6 @@ from django.utils import timezone
 from django.utils.safestring import SafeString
 
 from accounts.models import Account
-from billing.admin import subject_admin_register
 from core import display
 from core.admin import (
     PANEL_ROWS,
@@ -333,10 +332,6 @@ class BenchmarkCalibrationAdmin(ReportAdmin):
 
 
 # --- Links from billing and panels on a customer's page ---------------------------------
-
-# Invoices name what they pay for as "order:<id>" or "rental:<id>:<kind>" (renewals, usage).
-subject_admin_register(kind="order", url_name="admin:rentals_order_change")
-subject_admin_register(kind="rental", url_name="admin:rentals_rental_change")
 
 
 def _account_orders(account: Account) -> SafeString:

@@ -16,7 +16,6 @@ from django.dispatch import receiver
 
 from accounts.models import Account
 from accounts.signals import account_closing, account_deactivated
-from billing import services as billing_services
 from billing import signals as billing_signals
 from billing.models import Invoice
 from rentals.events import invoice_event_emit
@@ -59,13 +58,11 @@ def on_invoice_processing(sender: Any, invoice_id: int, **kwargs: Any) -> None:
 
 @receiver(account_closing, dispatch_uid="rentals.account_closing")
 def on_account_closing(sender: Any, account: Account, **kwargs: Any) -> None:
-    """Billing refuses while the account holds credit (account_has_credit).
-    Otherwise remembered responses to Idempotency-Key requests go with the
+    """Remembered responses to Idempotency-Key requests go with the
     account, its rentals stop renewing (each runs to the end of its paid
     period) and its unpaid orders are cancelled, so the GPUs they hold go back
     to stock at once. Orders and rentals stay: they name the account, which is
     then kept (deactivated) rather than deleted."""
-    billing_services.account_closing_check(account_id=account.pk)
     IdempotencyKey.objects.filter(account=account).delete()
     rentals_auto_renew_off(account=account, reason="account closed")
     account_unpaid_orders_release(account=account, reason="account closed")

@@ -17,6 +17,7 @@ from accounts.throttling import (
     address_remember,
     signup_attempt_count,
 )
+from billing.services import account_closing_check
 from core.audit import AuditAction, audit_record
 from core.errors import Conflict
 
@@ -149,6 +150,9 @@ def account_delete(*, account: Account, password: str, client_address: str) -> s
     _password_confirm(account=account, password=password, client_address=client_address)
     with transaction.atomic():
         account = Account.objects.select_for_update().get(pk=account.pk)
+        # Billing's own rule, asked before any app settles its rows: an account
+        # holding credit cannot close (409 account_has_credit).
+        account_closing_check(account_id=account.pk)
         account_closing.send(sender=Account, account=account)
         if not _account_is_referenced(account=account):
             try:

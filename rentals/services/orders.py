@@ -15,12 +15,13 @@ billing what follows its settlement, expiry and re-quote.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import SshKey
@@ -31,8 +32,9 @@ from billing.selectors import invoice_has_payments, invoice_prefetches, invoice_
 from catalog import services as catalog
 from catalog.models import TERM_HOURS, Addon, GpuModel, Region, Template
 from catalog.selectors import CatalogSnapshot, catalog_current
+from catalog.services import QuoteLine
 from core.audit import AuditAction, audit_record
-from core.db import from_row, locked_or_404, select_columns, written_keep
+from core.db import locked_or_404, written_keep
 from core.errors import Conflict, DomainError
 from core.money import usd_str
 from rentals import machine
@@ -83,17 +85,7 @@ def _ssh_keys_get(account: Any, ids: tuple[int, ...]) -> list[SshKey]:
             "Add at least one SSH key: root on the server is handed over through it.",
             details={"field": "ssh_keys"},
         )
-    # Written out: the ORM (a raw queryset too) spent more building this one
-    # than the database answering it, on every order.
-    table = connection.ops.quote_name(SshKey._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {select_columns(SshKey)} FROM {table} WHERE account_id = %s "
-            f"AND id IN ({', '.join(['%s'] * len(ids))})",
-            [account.pk, *ids],
-        )
-        rows = cursor.fetchall()
-    keys = {k.pk: k for k in (from_row(SshKey, row) for row in rows)}
+    keys = {k.pk: k for k in SshKey.objects.filter(account=account, pk__in=ids)}
     missing = [i for i in ids if i not in keys]
     if missing:
         raise DomainError("unknown_ssh_key", "No such SSH key on your account.", details={"ssh_keys": missing})
@@ -127,7 +119,7 @@ def _workload_fits(catalog_now: CatalogSnapshot, spec: OrderSpec, gpu: GpuModel,
             gpu_count=spec.gpu_count,
             term=spec.term,
             multi_gpu_tiers=catalog_now.multi_gpu_tiers,
-            term_tiers={term: catalog_now.term_tiers.get(term, ()) for term in TERM_HOURS},
+            term_tiers={term: list(catalog_now.term_tiers.get(term, ())) for term in TERM_HOURS},
         )
     except DomainError as exc:
         if exc.code in ("invalid_gpu_count", "min_gpus"):
@@ -138,7 +130,7 @@ def _workload_fits(catalog_now: CatalogSnapshot, spec: OrderSpec, gpu: GpuModel,
     return check_payload(result)
 
 
-def _invoice_lines(lines) -> list[billing.LineSpec]:
+def _invoice_lines(lines: Iterable[QuoteLine | OrderLine]) -> list[billing.LineSpec]:
     """Invoice lines from priced lines (an order's, or a quote's)."""
     return [
         billing.LineSpec(
@@ -392,8 +384,8 @@ def order_expire(*, order_id: int, now: datetime | None = None) -> Order | None:
     order = Order.objects.select_for_update().filter(pk=order_id).first()
     if order is None or order.status != OrderStatus.AWAITING_PAYMENT:
         return order
-    invoice = Invoice.objects.get(pk=order.invoice_id)
-    if invoice.status not in (InvoiceStatus.EXPIRED, InvoiceStatus.INVALID):
+    invoice = Invoice.objects.get(pk=order.invoice_id) if order.invoice_id is not None else None
+    if invoice is None or invoice.status not in (InvoiceStatus.EXPIRED, InvoiceStatus.INVALID):
         return order
     catalog.slots_release(holder=order.holder)
     machine.order_to(order, OrderStatus.EXPIRED)
