@@ -470,9 +470,11 @@ UNPAID_HOLD_SHARE_PCT = env.int("UNPAID_HOLD_SHARE_PCT", default=25)
 if not 1 <= UNPAID_HOLD_SHARE_PCT <= 100:
     raise ImproperlyConfigured("UNPAID_HOLD_SHARE_PCT is between 1 and 100.")
 # The one-host allowance above (a hold over the share, admitted because one host is
-# the least that can be ordered) is given to an account, and to a client address,
-# once in this many hours: an order of that card in that region from either that
-# closed unpaid within it spends it (409 hold_share_exceeded). 0 turns this off.
+# the least that can be ordered) is withheld from an account, and from a client
+# address, once this many of its orders of that card in that region closed unpaid
+# within UNPAID_HOLD_FLOOR_COOLDOWN_HOURS (409 hold_share_exceeded); an account that
+# has paid before keeps it. 0 (either) turns this off.
+UNPAID_HOLD_FLOOR_MISSES = env.int("UNPAID_HOLD_FLOOR_MISSES", default=2)
 UNPAID_HOLD_FLOOR_COOLDOWN_HOURS = env.int("UNPAID_HOLD_FLOOR_COOLDOWN_HOURS", default=24)
 
 # --- Sizing -------------------------------------------------------------------

@@ -18,12 +18,14 @@ it for free. So, counting the orders awaiting payment:
   active hosts), and never less than one host's worth of that card, so a whole
   node can always be ordered: beyond it 409 `hold_share_exceeded`;
 - that one-host allowance (a hold above the percentage, admitted only because
-  one host is the least that can be ordered) is given once per
-  UNPAID_HOLD_FLOOR_COOLDOWN_HOURS to an account and to an address: an order of
-  that card in that region from either that closed unpaid (expired or
-  cancelled) within that time spends it, so the only host of a card cannot be
-  held for free over and over, by one account or by fresh accounts from one
-  address (409 `hold_share_exceeded`, with `floor_available_at`).
+  one host is the least that can be ordered) is withheld from an account, and
+  from an address, once UNPAID_HOLD_FLOOR_MISSES of its orders of that card in
+  that region closed unpaid (expired or cancelled) within
+  UNPAID_HOLD_FLOOR_COOLDOWN_HOURS, so the only host of a card cannot be held
+  for free over and over, by one account or by fresh accounts from one address
+  (409 `hold_share_exceeded`, with `floor_available_at`); a customer whose
+  order lapsed may order it again. An account that has paid for an order
+  before keeps the allowance.
 
 The refusals' details carry the numbers. The client address comes from
 core.throttle.client_address (REMOTE_ADDR, or the entry of X-Forwarded-For the
@@ -43,7 +45,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import Account
@@ -305,16 +307,18 @@ def unpaid_limit_check(
         <= held.stock * (settings.UNPAID_HOLD_SHARE_PCT) // 100
     ):
         return  # within the percentage: the one-host allowance is not used
+    if held.paid_history:
+        return  # a paying customer keeps the one-host allowance
     spent = _floor_spent(account=account, network=network, region=region, gpu=gpu)
     if spent is not None:
         holder, available_at = spent
         raise Conflict(
             "hold_share_exceeded",
             f"Holding {gpu_count} {gpu.name} in {region.code} unpaid is more than "
-            f"{settings.UNPAID_HOLD_SHARE_PCT}% of the {held.stock} there, allowed to one {holder} once in "
-            f"{settings.UNPAID_HOLD_FLOOR_COOLDOWN_HOURS} hours, and an order of it from this {holder} "
-            f"closed unpaid since: order it again after {available_at:%Y-%m-%d %H:%M} UTC, or pay for the "
-            "order when you place it.",
+            f"{settings.UNPAID_HOLD_SHARE_PCT}% of the {held.stock} there; that is allowed to one {holder} "
+            f"until {settings.UNPAID_HOLD_FLOOR_MISSES} such orders closed unpaid within "
+            f"{settings.UNPAID_HOLD_FLOOR_COOLDOWN_HOURS} hours, as they have from this {holder}: it can be "
+            f"held again from {available_at:%Y-%m-%d %H:%M} UTC.",
             details={
                 "holder": holder,
                 "held_gpus": held.account_here if holder == "account" else held.address_here,
@@ -325,28 +329,28 @@ def unpaid_limit_check(
 
 
 def _floor_spent(*, account: Account, network: str, region: Any, gpu: Any) -> tuple[str, datetime] | None:
-    """("account" or "address", when the one-host allowance comes back) if an
-    order of `gpu` in `region` from the account or the address closed unpaid
-    within UNPAID_HOLD_FLOOR_COOLDOWN_HOURS; None when the allowance is there."""
+    """("account" or "address", when the one-host allowance comes back) if
+    UNPAID_HOLD_FLOOR_MISSES orders of `gpu` in `region` from the account or
+    the address closed unpaid within UNPAID_HOLD_FLOOR_COOLDOWN_HOURS; None
+    when the allowance is there."""
     hours: int = settings.UNPAID_HOLD_FLOOR_COOLDOWN_HOURS
-    if hours <= 0:
+    misses: int = settings.UNPAID_HOLD_FLOOR_MISSES
+    if hours <= 0 or misses <= 0:
         return None
-    since = timezone.now() - timedelta(hours=hours)
     closed = Order.objects.filter(
         region=region,
         gpu=gpu,
         status__in=[OrderStatus.EXPIRED, OrderStatus.CANCELLED],
-        closed_at__gte=since,
+        closed_at__gte=timezone.now() - timedelta(hours=hours),
     )
     holders = {"account": Q(account=account)}
     if network:
         holders["address"] = Q(client_network=network)
-    latest = closed.filter(Q(*holders.values(), _connector=Q.OR)).aggregate(
-        **{holder: Max("closed_at", filter=where) for holder, where in holders.items()}
-    )
-    for holder, at in latest.items():
-        if at is not None:
-            return holder, at + timedelta(hours=hours)
+    for holder, where in holders.items():
+        # The allowance comes back when the oldest of the last `misses` closes leaves the window.
+        times = list(closed.filter(where).order_by("-closed_at").values_list("closed_at", flat=True)[:misses])
+        if len(times) >= misses and times[-1] is not None:
+            return holder, times[-1] + timedelta(hours=hours)
     return None
 
 
