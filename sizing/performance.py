@@ -337,6 +337,21 @@ def in_flight_cap(serving: Serving) -> tuple[int, str]:
     return max(cap, 0), why
 
 
+def finite_run_rate(*, requests: int, output_tokens: int, in_flight: int, full_rate: float, last_rate: float) -> float:
+    """Output tokens per second over the whole run of `requests` equal requests
+    sent at once, as a benchmark reports it (all output tokens over the run's
+    duration). The engine holds `in_flight` of them; requests of one length
+    started together finish together, so they go through in rounds: every full
+    round at `full_rate` (output tokens per second with `in_flight` decoding),
+    then one round of the rest at `last_rate` (with that many decoding), which
+    takes as long as a full round for fewer tokens."""
+    rounds, rest = divmod(requests, in_flight)
+    seconds = rounds * output_tokens * in_flight / full_rate
+    if rest:
+        seconds += output_tokens * rest / last_rate
+    return requests * output_tokens / seconds
+
+
 @dataclass(frozen=True)
 class _Flow:
     rate: float  # requests per second

@@ -539,7 +539,7 @@ def sizing_accuracy(*, path: Path = BENCHMARKS_FILE) -> list[AccuracyRow]:
         model_cost,
     )
     from .hf_config import architecture_from_hf_config
-    from .performance import Serving, footprint_tokens, serve
+    from .performance import Serving, finite_run_rate, footprint_tokens, serve
     from .seed import published_config
 
     data = json.loads(path.read_text())
@@ -613,6 +613,29 @@ def sizing_accuracy(*, path: Path = BENCHMARKS_FILE) -> list[AccuracyRow]:
                 dp_held[(row["model"], count, row["gpu"])].append((held, perf.in_flight))
                 apart = _ATTENTION_DP
         predicted = perf.e2e_p50_s if "latency_s" in row else perf.output_tokens_per_s
+        # Every request sent at once: the published rate is the whole run's, rounds and
+        # the short last round included, not the steady state's.
+        rest = load % perf.in_flight
+        if "latency_s" not in row and not row["concurrency"] and load > perf.in_flight and rest:
+            last = serve(
+                model=cost,
+                hw=hw,
+                serving=Serving(
+                    concurrency=load,
+                    input_tokens=prompt,
+                    output_tokens=output,
+                    max_num_seqs=rest,
+                    batched_tokens=budget.batched_tokens,
+                    kv_tokens=kv_tokens,
+                ),
+            )
+            predicted = finite_run_rate(
+                requests=load,
+                output_tokens=output,
+                in_flight=perf.in_flight,
+                full_rate=perf.output_tokens_per_s,
+                last_rate=last.output_tokens_per_s,
+            )
         # The linear-layer FLOPs the predicted rate implies, against the group's dense peak.
         tokens_per_s = perf.requests_per_s * (prompt + output)
         peak_share = tokens_per_s * 2 * cost.params_per_token / hw.peak_flops

@@ -7,7 +7,7 @@ import pytest
 from sizing.arithmetic import Workload
 from sizing.engine import card_hardware, model_cost, throughput_compute
 from sizing.hf_config import architecture_from_hf_config
-from sizing.performance import Serving, default_lengths, experts_touched, serve, step
+from sizing.performance import Serving, default_lengths, experts_touched, finite_run_rate, serve, step
 
 from .conftest import card, hf_config
 
@@ -86,3 +86,15 @@ def test_spread_lengths_give_percentiles_apart():
     w = workload(concurrency=16, input_tokens=2000, output_tokens=500)
     p = throughput_compute(workload=w, card=card("l40s"), gpu_count=1).performance
     assert p.ttft_p95_s > p.ttft_p50_s and p.e2e_p99_s > p.e2e_p50_s
+
+
+def test_a_finite_run_counts_its_short_last_round():
+    # Whole rounds only: the steady state's rate.
+    assert finite_run_rate(requests=3000, output_tokens=100, in_flight=1000, full_rate=5000, last_rate=1) == 5000
+    # 1,500 requests, 1,000 held: a round of 1,000 at 10,000 tokens/s (10 s for 100 tokens each), then
+    # 500 at 8,000 tokens/s (6.25 s): 150,000 tokens in 16.25 s.
+    rate = finite_run_rate(requests=1500, output_tokens=100, in_flight=1000, full_rate=10_000, last_rate=8_000)
+    assert abs(rate - 150_000 / 16.25) < 1e-6
+    assert rate < 10_000
+    # Fewer requests than the engine holds: one round.
+    assert finite_run_rate(requests=1500, output_tokens=100, in_flight=1500, full_rate=9_000, last_rate=1) == 9_000
