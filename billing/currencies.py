@@ -1,54 +1,23 @@
-"""The seven pay currencies and their units. Amounts on chains are integers in
-base units; `decimals` says how many base units make one coin."""
+"""The pay currencies and their units, as the chain families declare them
+(each family's `CURRENCIES`, billing/chains/spec.py): adding a family adds its
+currencies here, with no migration. Amounts on chains are integers in base
+units; `decimals` says how many base units make one coin."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from decimal import Decimal
+from billing.chains.spec import Currency, family_currencies
 
+__all__ = [
+    "CURRENCIES",
+    "CURRENCY_CHOICES",
+    "CURRENCY_CODES",
+    "Currency",
+    "amount_label",
+    "currency_get",
+]
 
-@dataclass(frozen=True)
-class Currency:
-    code: str
-    name: str
-    decimals: int
-    chain: str  # the ledger its payments live on; payments are unique per (chain, txid, index)
-    unit: str  # name of the base unit
-    stable: bool = False  # pegged to USD
-
-    @property
-    def scale(self) -> int:
-        return int(10**self.decimals)  # int ** int is typed Any: a negative exponent gives a float
-
-    def to_coins(self, base_units: int) -> Decimal:
-        return Decimal(base_units).scaleb(-self.decimals)
-
-    def coins_str(self, base_units: int) -> str:
-        """Whole coins, exact, without trailing zeros beyond what the unit needs."""
-        return f"{self.to_coins(int(base_units)):.{self.decimals}f}"
-
-    def coins_short(self, base_units: int) -> str:
-        """Whole coins, exact, as people write them: at most the trailing zeros of
-        8 places (2 for stablecoins), so `0.49 ETH` reads `0.49000000`, not 18 places."""
-        whole, _, frac = self.coins_str(base_units).partition(".")
-        keep = 2 if self.stable else min(self.decimals, 8)
-        frac = frac.rstrip("0").ljust(keep, "0")
-        return f"{whole}.{frac}" if frac else whole
-
-
-CURRENCIES: dict[str, Currency] = {
-    c.code: c
-    for c in (
-        Currency("BTC", "Bitcoin", 8, "bitcoin", "satoshi"),
-        Currency("ETH", "Ether", 18, "ethereum", "wei"),
-        Currency("USDT", "Tether USD (ERC-20)", 6, "ethereum", "token unit", stable=True),
-        Currency("USDC", "USD Coin (ERC-20)", 6, "ethereum", "token unit", stable=True),
-        Currency("XMR", "Monero", 12, "monero", "piconero"),
-        Currency("SOL", "Solana", 9, "solana", "lamport"),
-        Currency("LTC", "Litecoin", 8, "litecoin", "litoshi"),
-    )
-}
-CURRENCY_CHOICES = [(code, code) for code in CURRENCIES]
+CURRENCIES: dict[str, Currency] = {c.code: c for c in family_currencies()}
+CURRENCY_CHOICES = [(code, code) for code in CURRENCIES]  # for forms; the models take any code
 CURRENCY_CODES = tuple(CURRENCIES)
 
 

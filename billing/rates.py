@@ -202,15 +202,9 @@ class KrakenProvider(RateProvider):
     trade can be minutes old while the book is current."""
 
     name = "kraken"
-    # currency: (pair name asked for, key Kraken answers with)
-    PAIRS: ClassVar[dict[str, tuple[str, str]]] = {
-        "BTC": ("XBTUSD", "XXBTZUSD"),
-        "ETH": ("ETHUSD", "XETHZUSD"),
-        "XMR": ("XMRUSD", "XXMRZUSD"),
-        "LTC": ("LTCUSD", "XLTCZUSD"),
-        "SOL": ("SOLUSD", "SOLUSD"),
-        "USDT": ("USDTUSD", "USDTZUSD"),
-        "USDC": ("USDCUSD", "USDCUSD"),
+    # currency: (pair name asked for, key Kraken answers with), as each family declares them
+    PAIRS: ClassVar[dict[str, tuple[str, ...]]] = {
+        code: c.rate_symbols["kraken"] for code, c in CURRENCIES.items() if "kraken" in c.rate_symbols
     }
     KEYS: ClassVar[dict[str, str]] = {name: currency for currency, names in PAIRS.items() for name in names}
     # Errors after which the same request may well succeed.
@@ -286,13 +280,7 @@ class CoinGeckoProvider(RateProvider):
 
     name = "coingecko"
     IDS: ClassVar[dict[str, str]] = {
-        "BTC": "bitcoin",
-        "ETH": "ethereum",
-        "USDT": "tether",
-        "USDC": "usd-coin",
-        "XMR": "monero",
-        "SOL": "solana",
-        "LTC": "litecoin",
+        code: c.rate_symbols["coingecko"][0] for code, c in CURRENCIES.items() if "coingecko" in c.rate_symbols
     }
     CURRENCY_BY_ID: ClassVar[dict[str, str]] = {v: k for k, v in IDS.items()}
 

@@ -556,14 +556,21 @@ WATCH_AFTER_CLOSE_DAYS = env.int("WATCH_AFTER_CLOSE_DAYS", default=30)
 # invoices in its currency are not expired while it is blind.
 CHAIN_STALE_SECONDS = env.int("CHAIN_STALE_SECONDS", default=300)
 PAYMENT_LABEL = env.str("PAYMENT_LABEL", default="GPU Rent Hub")  # shown by wallets
+from billing.chains.spec import chain_beat_schedule, chain_specs, family_currencies  # noqa: E402 - plain declarations
+
+# A chain family's own settings (its key material and its node's URL, as its ChainSpec names
+# them) are read from the environment like those above; a family added later needs no line here.
+for _spec in chain_specs():
+    for _name in (*_spec.material_settings, _spec.rpc_url_setting):
+        if _name not in globals():
+            globals()[_name] = env.str(_name, default="")
+
+# Each currency's default comes from its chain family (billing/chains/*/__init__.py):
+# BTC 2, LTC 6, ETH/USDT/USDC 12, XMR 10; SOL is fixed at 1 (a transaction counts once its
+# commitment is `finalized`).
 CONFIRMATIONS = {
-    "BTC": env.int("CONFIRMATIONS_BTC", default=2),
-    "LTC": env.int("CONFIRMATIONS_LTC", default=6),
-    "ETH": env.int("CONFIRMATIONS_ETH", default=12),
-    "USDT": env.int("CONFIRMATIONS_USDT", default=12),
-    "USDC": env.int("CONFIRMATIONS_USDC", default=12),
-    "XMR": env.int("CONFIRMATIONS_XMR", default=10),
-    "SOL": 1,  # Solana: a transaction counts once its commitment is `finalized`
+    c.code: env.int(f"CONFIRMATIONS_{c.code}", default=c.confirmations) if c.confirmations_setting else c.confirmations
+    for c in family_currencies()
 }
 
 # Exchange rates.
@@ -599,7 +606,6 @@ XMR_ZMQ_URL = env.str("XMR_ZMQ_URL", default="")
 ETH_WS_URL = env.str("ETH_WS_URL", default="")  # the node's websocket: eth_subscribe newHeads
 CHAIN_PUSH_DEBOUNCE_SECONDS = env.float("CHAIN_PUSH_DEBOUNCE_SECONDS", default=0.5)
 # One scan task per configured chain, from the families' declarations (billing/chains/spec.py).
-from billing.chains.spec import chain_beat_schedule  # noqa: E402 - plain declarations, no Django models
 
 CELERY_BEAT_SCHEDULE.update(chain_beat_schedule(values=globals(), seconds=CHAIN_SCAN_SECONDS))
 

@@ -24,17 +24,8 @@ from rentals.selectors import provisioning_queue, provisioning_times, rentals_by
 
 REVENUE_DAYS = 90
 
-# Colours: a currency's own where it has a well-known one; `credit` grey.
-CURRENCY_COLORS = {
-    "BTC": "#f7931a",
-    "ETH": "#627eea",
-    "USDT": "#26a17b",
-    "USDC": "#2775ca",
-    "XMR": "#ff6600",
-    "SOL": "#9945ff",
-    "LTC": "#345d9d",
-    "credit": "#9e9e9e",
-}
+# Colours: each currency's own, as its chain family declares it; `credit` grey.
+CURRENCY_COLORS = {**{code: c.colour for code, c in CURRENCIES.items()}, "credit": "#9e9e9e"}
 SLOT_COLORS = {
     SlotStatus.RENTED: "#417690",
     SlotStatus.RESERVED: "#e0a800",

@@ -25,9 +25,8 @@ from importlib import import_module
 
 from django.core.exceptions import ImproperlyConfigured
 
-from billing.chains import keys
+from billing.chains import keys, spec
 from billing.chains.interface import ChainFamily, Destination, setting_value
-from billing.chains.spec import FAMILY_PACKAGES
 from billing.currencies import CURRENCIES
 from core.errors import DomainError
 
@@ -51,7 +50,7 @@ __all__ = [
 @cache
 def families() -> tuple[ChainFamily, ...]:
     """The family object of every package in billing.chains.spec.FAMILY_PACKAGES."""
-    found = tuple(import_module(f"{package}.family").FAMILY for package in FAMILY_PACKAGES)
+    found = tuple(import_module(f"{package}.family").FAMILY for package in spec.FAMILY_PACKAGES)
     served = [code for family in found for code in family.currencies]
     if sorted(served) != sorted(CURRENCIES) or len(served) != len(set(served)):
         raise ImproperlyConfigured(f"chain families serve {served}; every currency must have exactly one")
@@ -66,7 +65,7 @@ def family_of(currency: str) -> ChainFamily:
 # Every setting that holds watch-only material, checked for secrets at start-up
 # whether or not its currency is enabled.
 MATERIAL_SETTINGS = tuple(
-    s for package in FAMILY_PACKAGES for s in import_module(f"{package}.family").FAMILY.material_settings
+    s for package in spec.FAMILY_PACKAGES for s in import_module(f"{package}.family").FAMILY.material_settings
 )
 
 

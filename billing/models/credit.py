@@ -4,7 +4,6 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from billing.currencies import CURRENCY_CHOICES
 from billing.models.invoices import Invoice
 from billing.models.payments import Payment
 from core.fields import BaseUnitsModelField
@@ -52,7 +51,7 @@ class CreditEntry(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     reason = models.TextField(blank=True)
-    refund_currency = models.CharField(max_length=8, choices=CURRENCY_CHOICES, blank=True)
+    refund_currency = models.CharField(max_length=8, blank=True)
     refund_destination = models.CharField(max_length=128, blank=True)
     refund_amount = BaseUnitsModelField[int | None, int | None](null=True, blank=True)
     refund_txid = models.CharField(max_length=128, blank=True)

@@ -6,7 +6,6 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from billing.currencies import CURRENCY_CHOICES
 from core.db import related_all
 from core.fields import BaseUnitsModelField
 
@@ -143,7 +142,7 @@ class PaymentRequest(models.Model):
     invoice."""
 
     invoice = models.ForeignKey(Invoice, on_delete=models.CASCADE, related_name="requests")
-    currency = models.CharField(max_length=8, choices=CURRENCY_CHOICES)
+    currency = models.CharField(max_length=8)
     network = models.CharField(max_length=32)
     address = models.CharField(max_length=128, help_text="Where to pay.")
     match_key = models.CharField(max_length=128, help_text="What the watcher matches (script, address, reference).")

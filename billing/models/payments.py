@@ -4,7 +4,6 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from billing.currencies import CURRENCY_CHOICES
 from billing.models.invoices import Invoice, PaymentRequest
 from core.fields import BaseUnitsModelField
 
@@ -29,7 +28,7 @@ class Payment(models.Model):
     request = models.ForeignKey(PaymentRequest, on_delete=models.PROTECT, related_name="payments")
     invoice = models.ForeignKey(Invoice, on_delete=models.PROTECT, related_name="payments")
     chain = models.CharField(max_length=16)
-    currency = models.CharField(max_length=8, choices=CURRENCY_CHOICES)
+    currency = models.CharField(max_length=8)
     txid = models.CharField(max_length=128)
     output_index = models.IntegerField(help_text="Output (UTXO chains) or log index (tokens); -1 where there is none.")
     position = models.CharField(

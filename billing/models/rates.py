@@ -1,14 +1,12 @@
 from django.conf import settings
 from django.db import models
 
-from billing.currencies import CURRENCY_CHOICES
-
 
 class RateSample(models.Model):
     """One USD price of a currency from one source at one time. The rate a quote
     uses is the median of the fresh samples (billing.rates)."""
 
-    currency = models.CharField(max_length=8, choices=CURRENCY_CHOICES)
+    currency = models.CharField(max_length=8)
     source = models.CharField(max_length=32, help_text="kraken, coingecko, manual, setting")
     usd = models.DecimalField(max_digits=30, decimal_places=12, help_text="USD per whole coin.")
     observed_at = models.DateTimeField(help_text="When the source says the price held.")

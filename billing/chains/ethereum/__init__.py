@@ -14,6 +14,41 @@ Only `family` and `watcher` touch Django; this module stays importable before
 Django is set up (config/settings.py reads `CHAINS` for the beat schedule).
 """
 
-from billing.chains.spec import ChainSpec
+from billing.chains.spec import ChainSpec, Currency
+
+CURRENCIES = (
+    Currency(
+        "ETH",
+        "Ether",
+        18,
+        "ethereum",
+        "wei",
+        confirmations=12,
+        rate_symbols={"kraken": ("ETHUSD", "XETHZUSD"), "coingecko": ("ethereum",)},
+        colour="#627eea",
+    ),
+    Currency(
+        "USDT",
+        "Tether USD (ERC-20)",
+        6,
+        "ethereum",
+        "token unit",
+        confirmations=12,
+        rate_symbols={"kraken": ("USDTUSD", "USDTZUSD"), "coingecko": ("tether",)},
+        colour="#26a17b",
+        stable=True,
+    ),
+    Currency(
+        "USDC",
+        "USD Coin (ERC-20)",
+        6,
+        "ethereum",
+        "token unit",
+        confirmations=12,
+        rate_symbols={"kraken": ("USDCUSD", "USDCUSD"), "coingecko": ("usd-coin",)},
+        colour="#2775ca",
+        stable=True,
+    ),
+)
 
 CHAINS = (ChainSpec("ethereum", ("ETH", "USDT", "USDC"), "ETH_RPC_URL", ("ETH_XPUB",)),)

@@ -8,6 +8,19 @@ Only `family` and `watcher` touch Django; this module stays importable before
 Django is set up (config/settings.py reads `CHAINS` for the beat schedule).
 """
 
-from billing.chains.spec import ChainSpec
+from billing.chains.spec import ChainSpec, Currency
+
+CURRENCIES = (
+    Currency(
+        "XMR",
+        "Monero",
+        12,
+        "monero",
+        "piconero",
+        confirmations=10,
+        rate_symbols={"kraken": ("XMRUSD", "XXMRZUSD"), "coingecko": ("monero",)},
+        colour="#ff6600",
+    ),
+)
 
 CHAINS = (ChainSpec("monero", ("XMR",), "XMR_WALLET_RPC_URL", ("XMR_ADDRESS", "XMR_VIEW_KEY")),)

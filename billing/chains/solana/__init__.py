@@ -21,6 +21,21 @@ Only `family` and `watcher` touch Django; this module stays importable before
 Django is set up (config/settings.py reads `CHAINS` for the beat schedule).
 """
 
-from billing.chains.spec import ChainSpec
+from billing.chains.spec import ChainSpec, Currency
+
+CURRENCIES = (
+    # A transaction counts once its commitment is `finalized`: the count is fixed.
+    Currency(
+        "SOL",
+        "Solana",
+        9,
+        "solana",
+        "lamport",
+        confirmations=1,
+        rate_symbols={"kraken": ("SOLUSD", "SOLUSD"), "coingecko": ("solana",)},
+        colour="#9945ff",
+        confirmations_setting=False,
+    ),
+)
 
 CHAINS = (ChainSpec("solana", ("SOL",), "SOL_RPC_URL", ("SOL_RECIPIENT",)),)

@@ -9,7 +9,30 @@ Only `family` and `watcher` touch Django; this module stays importable before
 Django is set up (config/settings.py reads `CHAINS` for the beat schedule).
 """
 
-from billing.chains.spec import ChainSpec
+from billing.chains.spec import ChainSpec, Currency
+
+CURRENCIES = (
+    Currency(
+        "BTC",
+        "Bitcoin",
+        8,
+        "bitcoin",
+        "satoshi",
+        confirmations=2,
+        rate_symbols={"kraken": ("XBTUSD", "XXBTZUSD"), "coingecko": ("bitcoin",)},
+        colour="#f7931a",
+    ),
+    Currency(
+        "LTC",
+        "Litecoin",
+        8,
+        "litecoin",
+        "litoshi",
+        confirmations=6,
+        rate_symbols={"kraken": ("LTCUSD", "XLTCZUSD"), "coingecko": ("litecoin",)},
+        colour="#345d9d",
+    ),
+)
 
 CHAINS = (
     ChainSpec("bitcoin", ("BTC",), "BTC_RPC_URL", ("BTC_XPUB",)),
