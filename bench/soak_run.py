@@ -2,9 +2,10 @@
 
 Starts `manage.py serve_local` (what `make run` starts: SQLite, the SQLite broker, the
 sandboxes, web, worker and beat) in a fresh data folder on a free loopback port, then, every
-`--interval` seconds until `--minutes` have passed: signs up an account, orders one GPU of
+`--interval` seconds until `--minutes` have passed: orders one GPU of
 the card with the most free stock (currencies in turn: LTC, ETH, USDT, USDC, XMR, SOL), pays the
-invoice with `sandbox_pay --confirm` and waits for the order to be paid. Each minute it samples
+invoice with `sandbox_pay --confirm` and waits for the order to be paid (one account places them all:
+sign-ups from one address are throttled). Each minute it samples
 the memory of every process under the server and whether any of them was restarted. At the end it
 prints one line per payment and a summary, and exits 1 if a payment did not settle, the server
 stopped answering, or a process exited.
@@ -108,7 +109,8 @@ def main() -> int:
         next_order = time.monotonic() + 60  # let ETH and XMR come up first
         next_sample = time.monotonic()
         index = 0
-        while time.monotonic() < deadline:
+        who = customer(base, failures)
+        while who is not None and time.monotonic() < deadline:
             if server.poll() is not None:
                 failures.append(f"serve_local exited with {server.returncode}")
                 break
@@ -123,7 +125,7 @@ def main() -> int:
                 samples.append({"minute": round((now - started) / 60, 1), "rss_mb": tree_rss_mb(server.pid)})
                 next_sample = now + 60
             if now >= next_order:
-                payments.append(pay_one(base, env, CURRENCIES[index % len(CURRENCIES)], index, started, failures))
+                payments.append(pay_one(base, env, CURRENCIES[index % len(CURRENCIES)], who, started, failures))
                 print(json.dumps(payments[-1]), flush=True)
                 index += 1
                 next_order = now + args.interval
@@ -168,25 +170,32 @@ def ssh_public_key() -> str:
     return public.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
 
 
-def pay_one(base: str, env: dict, currency: str, index: int, started: float, failures: list[str]) -> dict:
-    """One account, one order in `currency`, paid by the sandbox; how long until the order is paid."""
-    record: dict = {"minute": round((time.monotonic() - started) / 60, 1), "currency": currency, "paid": False}
+def customer(base: str, failures: list[str]) -> tuple[str, int] | None:
+    """A new account with an SSH key: (its token, the key's id). One serves the whole run (sign-ups
+    from one address are throttled; paid orders do not count against its unpaid caps)."""
     status, signup = call(base, "POST", "/api/v1/accounts",
-                          {"username": f"soak{index}x{int(time.time())}", "password": "violet-harbour-lantern-93"})
+                          {"username": f"soak{int(time.time())}", "password": "violet-harbour-lantern-93"})
     if status != 201:
         failures.append(f"sign-up answered {status}: {signup}")
-        return record
+        return None
     token = signup["token"]
     status, key = call(base, "POST", "/api/v1/account/ssh-keys", {"name": "soak", "public_key": ssh_public_key()}, token)
     if status != 201:
         failures.append(f"ssh key answered {status}: {key}")
-        return record
+        return None
+    return token, key["id"]
+
+
+def pay_one(base: str, env: dict, currency: str, who: tuple[str, int], started: float, failures: list[str]) -> dict:
+    """One order in `currency`, paid by the sandbox; how long until the order is paid."""
+    record: dict = {"minute": round((time.monotonic() - started) / 60, 1), "currency": currency, "paid": False}
+    token, key_id = who
     _, stock = call(base, "GET", "/api/v1/catalog/stock")
     rows = stock if isinstance(stock, list) else stock.get("results", [])
     best = max(rows, key=lambda row: row["available"])
     status, order = call(base, "POST", "/api/v1/orders", {
         "region": best["region"], "gpu": best["gpu"], "gpu_count": 1, "term": "monthly", "terms": 1,
-        "template": "vllm-0.9-ubuntu-24.04", "ssh_keys": [key["id"]], "pay_currency": currency,
+        "template": "vllm-0.9-ubuntu-24.04", "ssh_keys": [key_id], "pay_currency": currency,
     }, token)
     if status != 201:
         failures.append(f"order answered {status}: {order}")
