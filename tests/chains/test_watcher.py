@@ -351,6 +351,31 @@ def test_two_scans_at_once_one_runs(ltc, node):
     assert ltc.scan().unconfirmed == 1
 
 
+def test_a_scan_asked_for_during_a_run_is_made_right_after_it(ltc, node, monkeypatch):
+    """A push that finds the chain busy is not lost: the run in progress runs the
+    chain once more when it is done, and finds the payment that came meanwhile."""
+    from billing.chains import machinery
+
+    invoice = ltc.invoice()
+    real, runs = machinery.chain_run, []
+
+    def run_and_meanwhile(watcher, **kwargs):
+        runs.append(len(runs) + 1)
+        report = real(watcher, **kwargs)
+        if len(runs) == 1:  # while the first run holds the chain: a payment, and its push
+            ltc.pay(invoice)
+            assert ltc.scan().skipped == "busy"
+        return report
+
+    monkeypatch.setattr(machinery, "chain_run", run_and_meanwhile)
+    report = ltc.scan()
+    assert runs == [1, 2]
+    assert report.unconfirmed == 1  # the second run's report
+    assert ltc.reload(invoice).status == "processing"
+    ltc.scan()
+    assert runs == [1, 2, 3]  # nothing asked meanwhile: one run
+
+
 def test_a_cursor_moved_by_another_scanner_stops_this_one(ltc, node):
     invoice = ltc.invoice()
     ltc.pay(invoice)
