@@ -117,31 +117,6 @@ def test_the_confirmation_policy_is_a_setting(ltc, node, settings):
     assert status(ltc, invoice)[0] == InvoiceStatus.SETTLED
 
 
-def test_partial_payment_then_top_up(ltc, node):
-    invoice = ltc.invoice()
-    ltc.pay(invoice, 4_000_000)
-    ltc.scan()
-    assert status(ltc, invoice) == (InvoiceStatus.NEW, InvoiceException.PAID_PARTIAL)
-    ltc.pay(invoice, 6_000_000)
-    ltc.scan()
-    assert status(ltc, invoice) == (InvoiceStatus.PROCESSING, InvoiceException.NONE)
-    node.mine(6)
-    ltc.scan()
-    assert status(ltc, invoice) == (InvoiceStatus.SETTLED, InvoiceException.NONE)
-    assert [p.disposition for p in ltc.payments(invoice)] == [PaymentDisposition.APPLIED] * 2
-    assert not CreditEntry.objects.exists()
-
-
-def test_over_payment_becomes_credit(ltc, node, customer):
-    invoice = ltc.invoice()
-    ltc.pay(invoice, 15_000_000)
-    node.mine(6)
-    report = ltc.scan()
-    assert (report.recorded, report.unconfirmed) == (1, 0)  # mined before it was ever seen unconfirmed
-    assert status(ltc, invoice) == (InvoiceStatus.SETTLED, InvoiceException.PAID_OVER)
-    assert credit_balance_usd(account=customer) == Decimal("4.50")
-
-
 def test_late_payment_settles_late_and_expiry_needs_a_healthy_watcher(ltc, node):
     invoice = ltc.invoice(now=timezone.now() - timedelta(minutes=40))  # its rate lock ended 10 minutes ago
     ltc.scan()  # the watcher is healthy: nothing can be on chain unseen
