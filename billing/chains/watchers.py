@@ -9,7 +9,9 @@ watcher, and one scan serves them all.
 and `python manage.py scan_chain <currency>` call. It takes the chain's lease
 (`core.lease.single_flight`), so however many workers run, one chain is
 scanned by one of them at a time; the others return at once with
-`skipped="busy"`. The run itself is the shared machinery's
+`skipped="busy"`, and leave word (in the cache) for the holder, which runs the
+chain once more when it is done (RESCANS_MAX), so a run asked for while one is in
+progress (a node's push) is never lost until the next poll. The run itself is the shared machinery's
 (billing.chains.machinery.chain_run).
 
 Where a node publishes its news (ZMQ, a websocket), `ChainListener` (run by
@@ -34,6 +36,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.core.cache import cache
+
 from billing.chains.config import families
 from billing.chains.errors import ChainUnavailable
 from billing.chains.interface import ScanReport, Watcher
@@ -44,6 +48,9 @@ from core.lease import lease_renew, single_flight
 
 log = logging.getLogger(__name__)
 
+# A run asked for while another runs is made by the holder right after (at most this many
+# times in a row): a push that finds the chain busy is not lost until the next poll.
+RESCANS_MAX = 3
 # A run renews its lease after every block; a worker that dies loses it this long after.
 LEASE_TTL = timedelta(minutes=2)
 
@@ -98,20 +105,30 @@ def chain_scan(
         return ScanReport(
             currency=watcher.currency, chain=watcher.chain, skipped="not_watched", currencies=list(watcher.currencies)
         )
-    name = f"chain_scan:{watcher.chain}"
-    with single_flight(name=name, ttl=LEASE_TTL) as owner:
-        if owner is None:
-            return ScanReport(
-                currency=watcher.currency, chain=watcher.chain, skipped="busy", currencies=list(watcher.currencies)
+    name, again = f"chain_scan:{watcher.chain}", f"chain_scan_again:{watcher.chain}"
+    report: ScanReport | None = None
+    for _ in range(1 + RESCANS_MAX):
+        with single_flight(name=name, ttl=LEASE_TTL) as owner:
+            if owner is None:
+                # The holder runs the chain once more when it is done, so what asked for this
+                # run (a node's push, most often) is not lost behind the run in progress.
+                cache.set(again, True, timeout=LEASE_TTL.total_seconds())
+                return report or ScanReport(
+                    currency=watcher.currency, chain=watcher.chain, skipped="busy", currencies=list(watcher.currencies)
+                )
+            cache.delete(again)  # asked before this run began: this run covers it
+            report = chain_run(
+                watcher,
+                force=force,
+                max_blocks=max_blocks,
+                progress=progress,
+                now=now,
+                renew=functools.partial(lease_renew, name=name, owner=owner, ttl=LEASE_TTL),
             )
-        return chain_run(
-            watcher,
-            force=force,
-            max_blocks=max_blocks,
-            progress=progress,
-            now=now,
-            renew=lambda: lease_renew(name=name, owner=owner, ttl=LEASE_TTL),
-        )
+        if not cache.delete(again):
+            break  # nobody asked while it ran
+    assert report is not None
+    return report
 
 
 def chain_readiness(*, chain: str) -> CheckResult:

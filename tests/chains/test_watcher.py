@@ -117,31 +117,6 @@ def test_the_confirmation_policy_is_a_setting(ltc, node, settings):
     assert status(ltc, invoice)[0] == InvoiceStatus.SETTLED
 
 
-def test_partial_payment_then_top_up(ltc, node):
-    invoice = ltc.invoice()
-    ltc.pay(invoice, 4_000_000)
-    ltc.scan()
-    assert status(ltc, invoice) == (InvoiceStatus.NEW, InvoiceException.PAID_PARTIAL)
-    ltc.pay(invoice, 6_000_000)
-    ltc.scan()
-    assert status(ltc, invoice) == (InvoiceStatus.PROCESSING, InvoiceException.NONE)
-    node.mine(6)
-    ltc.scan()
-    assert status(ltc, invoice) == (InvoiceStatus.SETTLED, InvoiceException.NONE)
-    assert [p.disposition for p in ltc.payments(invoice)] == [PaymentDisposition.APPLIED] * 2
-    assert not CreditEntry.objects.exists()
-
-
-def test_over_payment_becomes_credit(ltc, node, customer):
-    invoice = ltc.invoice()
-    ltc.pay(invoice, 15_000_000)
-    node.mine(6)
-    report = ltc.scan()
-    assert (report.recorded, report.unconfirmed) == (1, 0)  # mined before it was ever seen unconfirmed
-    assert status(ltc, invoice) == (InvoiceStatus.SETTLED, InvoiceException.PAID_OVER)
-    assert credit_balance_usd(account=customer) == Decimal("4.50")
-
-
 def test_late_payment_settles_late_and_expiry_needs_a_healthy_watcher(ltc, node):
     invoice = ltc.invoice(now=timezone.now() - timedelta(minutes=40))  # its rate lock ended 10 minutes ago
     ltc.scan()  # the watcher is healthy: nothing can be on chain unseen
@@ -349,6 +324,31 @@ def test_two_scans_at_once_one_runs(ltc, node):
         assert chain_scan_task.apply(args=["LTC"]).get()["skipped"] == "busy"
         assert not Payment.objects.exists()
     assert ltc.scan().unconfirmed == 1
+
+
+def test_a_scan_asked_for_during_a_run_is_made_right_after_it(ltc, node, monkeypatch):
+    """A push that finds the chain busy is not lost: the run in progress runs the
+    chain once more when it is done, and finds the payment that came meanwhile."""
+    from billing.chains import machinery
+
+    invoice = ltc.invoice()
+    real, runs = machinery.chain_run, []
+
+    def run_and_meanwhile(watcher, **kwargs):
+        runs.append(len(runs) + 1)
+        report = real(watcher, **kwargs)
+        if len(runs) == 1:  # while the first run holds the chain: a payment, and its push
+            ltc.pay(invoice)
+            assert ltc.scan().skipped == "busy"
+        return report
+
+    monkeypatch.setattr(machinery, "chain_run", run_and_meanwhile)
+    report = ltc.scan()
+    assert runs == [1, 2]
+    assert report.unconfirmed == 1  # the second run's report
+    assert ltc.reload(invoice).status == "processing"
+    ltc.scan()
+    assert runs == [1, 2, 3]  # nothing asked meanwhile: one run
 
 
 def test_a_cursor_moved_by_another_scanner_stops_this_one(ltc, node):

@@ -18,7 +18,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("currency", help="A currency whose node publishes its news (BTC, LTC, XMR, ETH).")
+        parser.add_argument("currency", help="A currency whose node publishes its news (BTC, LTC, XMR, ETH, SOL).")
         parser.add_argument(
             "--url",
             default="",

@@ -6,13 +6,11 @@ chain, a provider capping eth_getLogs, a worker killed mid-block, catching up.""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
 from django.test import Client
-from django.utils import timezone
 from web3 import Web3
 
 from billing.chains import machinery
@@ -130,49 +128,6 @@ def test_token_payments(eth, currency):
     [log] = [entry for entry in receipt["logs"] if entry["address"].lower() == eth.token(currency).lower()]
     assert (payment.currency, payment.txid, payment.position) == (currency, txid, f"log:{int(log['logIndex'], 16)}")
     assert payment.output_index == int(log["logIndex"], 16)
-
-
-def test_a_partial_payment_topped_up(eth):
-    invoice = eth.invoice("USDT")
-    eth.pay(invoice, 20_000_000)
-    eth.node.mine(2)
-    eth.scan()
-    assert eth.status(invoice) == (NEW, InvoiceException.PAID_PARTIAL)
-    eth.pay(invoice, 15_000_000)
-    eth.node.mine(2)
-    eth.scan()
-    assert eth.status(invoice) == (SETTLED, NONE)
-    assert sorted(int(p.amount) for p in eth.payments(invoice)) == [15_000_000, 20_000_000]
-
-
-def test_an_over_payment_becomes_credit(eth, customer):
-    invoice = eth.invoice("USDC")
-    eth.pay(invoice, 50_000_000)
-    eth.node.mine(2)
-    eth.scan()
-    assert eth.status(invoice) == (SETTLED, InvoiceException.PAID_OVER)
-    assert credit_balance_usd(account=customer) == Decimal("15.00")
-
-
-def test_a_late_payment_settles_late_inside_the_window_and_is_credit_after_it(eth, customer, settings):
-    from billing.services import invoices_advance_due
-
-    expired_at = timezone.now() - timedelta(minutes=settings.INVOICE_EXPIRY_MINUTES + 5)
-    late = eth.invoice("ETH", now=expired_at)
-    closed_at = timezone.now() - timedelta(hours=settings.INVOICE_MONITORING_HOURS + 1)
-    closed = eth.invoice("USDT", now=closed_at - timedelta(minutes=settings.INVOICE_EXPIRY_MINUTES))
-    eth.scan()  # the watcher is healthy: expiry does not wait for it
-    invoices_advance_due()
-    assert eth.status(late)[0] == eth.status(closed)[0] == EXPIRED
-    eth.pay(late)
-    eth.pay(closed)
-    eth.node.mine(2)
-    eth.scan()
-    assert eth.status(late) == (SETTLED, InvoiceException.PAID_LATE)
-    assert eth.status(closed) == (EXPIRED, InvoiceException.PAID_LATE)
-    [entry] = CreditEntry.objects.filter(invoice=closed)
-    assert (entry.kind, entry.amount_usd) == ("late_payment", Decimal("35.00"))
-    assert credit_balance_usd(account=customer) == Decimal("35.00")
 
 
 def test_failed_transactions_are_not_counted(eth):

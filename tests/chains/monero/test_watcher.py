@@ -81,28 +81,6 @@ def test_a_payment_is_processing_in_the_pool_and_settles_at_ten_confirmations(xm
     assert state.height == state.tip_height == xmr.net.height() - 1
 
 
-def test_a_partial_payment_then_a_top_up_settles(xmr):
-    invoice = xmr.invoice()
-    due = xmr.due(invoice)
-    xmr.pay(invoice, due // 2, mine=True)
-    assert xmr.scan().recorded == 1
-    assert xmr.status(invoice) == (NEW, InvoiceException.PAID_PARTIAL)
-    xmr.pay(invoice, due - due // 2)
-    xmr.net.mine(3)
-    xmr.scan()
-    assert xmr.status(invoice) == (SETTLED, NONE)
-    assert [int(p.amount) for p in xmr.payments(invoice)] == [due // 2, due - due // 2]
-
-
-def test_an_over_payment_becomes_credit(xmr, customer):
-    invoice = xmr.invoice()
-    xmr.pay(invoice, xmr.due(invoice) * 2, mine=True)
-    xmr.net.mine(2)
-    xmr.scan()
-    assert xmr.status(invoice) == (SETTLED, InvoiceException.PAID_OVER)
-    assert credit_balance_usd(account=customer) == Decimal("35.00")
-
-
 def test_two_invoices_paid_in_one_transaction_are_two_payments(xmr):
     first, second = xmr.invoice(), xmr.invoice("70.00")
     txid = xmr.net.pay([(xmr.address(first), xmr.due(first)), (xmr.address(second), xmr.due(second))], mine=True)

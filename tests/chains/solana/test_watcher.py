@@ -168,28 +168,6 @@ def test_two_invoices_paid_by_one_transaction_each_get_their_part(sol):
     )
 
 
-def test_a_partial_payment_topped_up(sol):
-    invoice = sol.invoice()
-    sol.pay(invoice, 100_000_000)
-    sol.ledger.finalize()
-    sol.scan()
-    assert sol.status(invoice) == (NEW, InvoiceException.PAID_PARTIAL)
-    sol.pay(invoice, sol.due(invoice) - 100_000_000)
-    sol.ledger.finalize()
-    sol.scan()
-    assert sol.status(invoice) == (SETTLED, NONE)
-    assert sorted(int(p.amount) for p in sol.payments(invoice)) == [100_000_000, 133_333_334]
-
-
-def test_an_over_payment_becomes_credit(sol, customer):
-    invoice = sol.invoice()
-    sol.pay(invoice, 300_000_000)  # $45 at $150
-    sol.ledger.finalize()
-    sol.scan()
-    assert sol.status(invoice) == (SETTLED, InvoiceException.PAID_OVER)
-    assert credit_balance_usd(account=customer) == Decimal("10.00")
-
-
 def test_a_late_payment_settles_late_inside_the_window_and_is_credit_after_it(sol, customer, settings):
     settings.SOL_SCAN_REFERENCES = True  # each open reference listed too (the recipient alone is the default)
     from billing.services import invoices_advance_due
