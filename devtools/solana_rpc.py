@@ -17,6 +17,15 @@ holds is real; only the cluster around it is small:
   `getGenesisHash`, `getSlot`, `getBlockHeight`, `getLatestBlockhash`,
   `isBlockhashValid`, `getSignatureStatuses`, `getBalance`, `getHealth`,
   `getVersion`, JSON-RPC batches, and the node's error codes and messages.
+- What a wallet calls to build and send a transfer (`@solana/pay`'s
+  `createTransfer`, `@solana/web3.js`'s `sendAndConfirmTransaction`):
+  `getAccountInfo`, `getMinimumBalanceForRentExemption`, `getFeeForMessage`,
+  `simulateTransaction`, `sendTransaction`, `getBlock`, and `requestAirdrop`
+  (a real transfer from a faucet account) to fund a new wallet.
+- The PubSub websocket on the RPC port + 1, as a validator serves it
+  (`SolanaPubSub`): `logsSubscribe`, `accountSubscribe`, `signatureSubscribe`,
+  `slotSubscribe` and their unsubscribe methods, notifications shaped as
+  Solana's RPC documents them.
   tests/chains/solana/fixtures holds recorded answers of real clusters, each
   naming its source, and the tests compare these shapes against them.
 - Commitment is explicit: a transaction is `confirmed` once its block is made,
@@ -37,6 +46,7 @@ import argparse
 import base64
 import itertools
 import json
+import logging
 import os
 import queue
 import struct
@@ -1082,6 +1092,9 @@ class ServerStats:
 
 # --- PubSub (websocket) -----------------------------------------------------------------------------------
 
+_PUBSUB_LOG = logging.getLogger("devtools.solana_rpc.pubsub")
+_PUBSUB_LOG.setLevel(logging.WARNING)  # not every connection opened and closed
+
 SUBSCRIPTION_KINDS = {  # subscribe method: (unsubscribe method, notification method)
     "accountSubscribe": ("accountUnsubscribe", "accountNotification"),
     "logsSubscribe": ("logsUnsubscribe", "logsNotification"),
@@ -1148,7 +1161,7 @@ class SolanaPubSub:
         self._subs: dict[int, Subscription] = {}
         self._subs_lock = threading.Lock()
         self._events: queue.Queue[tuple[str, Any] | None] = queue.Queue()
-        self._server = serve(self._serve, host, port, compression=None, max_size=2**20)
+        self._server = serve(self._serve, host, port, compression=None, max_size=2**20, logger=_PUBSUB_LOG)
         self._threads: list[threading.Thread] = []
 
     @property
@@ -1523,7 +1536,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     ledger = SolanaLedger.posing_as(args.cluster) if args.cluster != "localnet" else SolanaLedger()
     server = SolanaRpcServer(ledger, port=args.port).start()
-    print(f"Solana loopback RPC at {server.url} (genesis hash {ledger.genesis_hash}); Ctrl-C stops it.")
+    print(
+        f"Solana loopback RPC at {server.url}, PubSub at {server.ws_url} "
+        f"(genesis hash {ledger.genesis_hash}); Ctrl-C stops it."
+    )
     try:
         while True:
             time.sleep(3600)

@@ -69,3 +69,12 @@ def test_a_transfer_to_another_address_is_not_announced(sol, settings):
         sol.ledger.finalize()
         assert listener.run(max_scans=1, timeout=0.5) == 0
         assert listener.messages == 0
+
+
+def test_listen_chain_refuses_sol_without_its_websocket(sol, settings):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    settings.SOL_WS_URL = ""
+    with pytest.raises(CommandError, match="SOL_WS_URL"):
+        call_command("listen_chain", "SOL")

@@ -20,13 +20,14 @@ import os
 import shutil
 import subprocess
 import time
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
+from billing import services
 from billing.chains.watchers import ChainListener, watcher_for
 from billing.models import InvoiceException, InvoiceStatus, Payment
-from tests.chains.solana.test_sandbox import invoice_in_sol
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 
@@ -66,7 +67,13 @@ def sandbox(tmp_path, settings):
 def test_a_solana_pay_wallet_pays_a_sandbox_invoice_and_the_watcher_settles_it(sandbox, customer):
     node = shutil.which("node")
     assert node, "node is missing: install Node.js 20 or later (tests/ensure-chain-nodes.sh does, as root)"
-    invoice = invoice_in_sol(customer)
+    invoice = services.invoice_create(
+        account=customer,
+        subject="test:sandbox",
+        description="Sandbox test",
+        lines=[services.LineSpec("GPU time", Decimal(1), Decimal("30.00"), Decimal("30.00"))],
+        currency="SOL",
+    )
     request = invoice.active_request
     with ChainListener(watcher_for(currency="SOL"), debounce=0.0) as listener:
         done = subprocess.run(
