@@ -21,6 +21,11 @@ pending transactions (recorded at `confirmed`, not yet final) live in
 worker killed mid-run recorded all of a pass or nothing of it. The node must
 follow `SOL_CLUSTER` (its genesis hash, or `SOL_GENESIS_HASH`), or the run
 fails with `wrong_cluster` and /readyz says so.
+
+With `SOL_WS_URL` (the node's PubSub websocket), `manage.py listen_chain SOL`
+queues a run as soon as the node announces a transfer to the recipient
+(`push_source`: logsSubscribe mentioning it, at confirmed and at finalized);
+the periodic run stays the safety net.
 """
 
 from __future__ import annotations
