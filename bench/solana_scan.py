@@ -20,6 +20,23 @@ the loopback node, and how long the same calls take at a provider's limit of
     .venv/bin/python bench/solana_scan.py
     .venv/bin/python bench/solana_scan.py --sizes 100 1000 --batch-size 50 --rps 40
     .venv/bin/python bench/solana_scan.py --modes recipient --sizes 100000
+
+With --latency it measures instead how long a payment takes to be seen, from
+its broadcast (`sendTransaction` answered) to its invoice being `processing`,
+and from its block being finalized to the invoice being `settled`, through the
+whole billing engine (a throwaway SQLite database, Celery tasks run eagerly as
+a worker would at once), against the loopback node with the sandbox's clock
+(a block every 0.4 s, finalized 32 slots behind):
+
+- push off: the periodic task alone, a scan every --poll seconds (CHAIN_SCAN_SECONDS);
+- push on: the same poll, plus the listener of `listen_chain SOL` on the node's
+  websocket (logsSubscribe mentioning the recipient, at confirmed and finalized,
+  CHAIN_PUSH_DEBOUNCE_SECONDS of 0.5).
+
+Payments are sent one at a time at random moments of the poll's period; the
+invoices' states are read every 20 ms (the figures' resolution).
+
+    .venv/bin/python bench/solana_scan.py --latency --payments 20
 """
 
 from __future__ import annotations
@@ -124,6 +141,155 @@ def measure(size: int, *, batch_size: int, paid_share: float) -> list[tuple[str,
     return rows
 
 
+def latency(args) -> None:
+    """Broadcast to `processing` and finalized to `settled`, push off and on (see the module docstring)."""
+    import os
+    import random
+    import shutil
+    import statistics
+    import tempfile
+    import threading
+
+    workdir = Path(tempfile.mkdtemp(prefix="sol-latency-bench-"))
+    os.environ.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DEBUG": "1",
+            "DATA_DIR": str(workdir),
+            "DATABASE_URL": args.database_url or f"sqlite:///{workdir / 'bench.sqlite3'}",
+            "CACHE_URL": "locmemcache://",
+            "CELERY_BROKER_URL": "memory://",
+            "CELERY_TASK_ALWAYS_EAGER": "1",
+            "MANUAL_RATES_USD": "SOL=150",
+            "LOG_LEVEL": "WARNING",
+        }
+    )
+    for name in ("BTC_XPUB", "LTC_XPUB", "ETH_XPUB", "XMR_ADDRESS", "SANDBOX", "SOL_WS_URL"):
+        os.environ.pop(name, None)
+    import django
+
+    SLOT_SECONDS, FINALITY_DEPTH = 0.4, 32  # the sandbox's clock (devtools.solana_sandbox, which needs Django)
+
+    ledger = SolanaLedger()
+    merchant = ledger.keypair_funded(LAMPORTS_PER_SOL)
+    payer = ledger.keypair_funded(10_000 * LAMPORTS_PER_SOL)
+    node = SolanaRpcServer(ledger).start()
+    node.clock_start(slot_seconds=SLOT_SECONDS, finality_depth=FINALITY_DEPTH)
+    os.environ.update({"SOL_RECIPIENT": str(merchant.pubkey()), "SOL_RPC_URL": node.url, "SOL_CLUSTER": "localnet"})
+    finalized_at: dict[str, float] = {}
+    ledger.observe(
+        lambda event, subject: (
+            finalized_at.setdefault(subject.signature, time.monotonic()) if event == "finalized" else None
+        )
+    )
+    try:
+        django.setup()
+        from decimal import Decimal
+
+        from django.conf import settings
+        from django.contrib.auth import get_user_model
+        from django.core.management import call_command
+
+        from billing import services
+        from billing.chains.watchers import ChainListener, chain_scan, watcher_for
+        from billing.models import Invoice, InvoiceStatus
+
+        call_command("migrate", verbosity=0)
+        customer = get_user_model().objects.create_user("bench", "a long bench passphrase")
+        chain_scan(currency="SOL", force=True)  # the recipient's first listing
+
+        def one_mode(push: bool) -> dict[str, list[float]]:
+            stop = threading.Event()
+
+            def poll() -> None:
+                while not stop.wait(args.poll):
+                    chain_scan(currency="SOL")
+
+            threads = [threading.Thread(target=poll, daemon=True)]
+            listener = None
+            if push:
+                settings.SOL_WS_URL = node.ws_url
+                listener = ChainListener(watcher_for(currency="SOL"))
+                listener.connect()
+                threads.append(threading.Thread(target=listener.run, kwargs={"stop": stop}, daemon=True))
+            for thread in threads:
+                thread.start()
+            sent: dict[int, tuple[str, float]] = {}
+            seen: dict[int, float] = {}
+            settled: dict[int, float] = {}
+            try:
+                for _ in range(args.payments):
+                    amount = Decimal("30.00")
+                    invoice = services.invoice_create(
+                        account=customer,
+                        subject="bench:sol",
+                        description="Benchmark",
+                        lines=[services.LineSpec("GPU time", Decimal(1), amount, amount)],
+                        currency="SOL",
+                    )
+                    request = invoice.active_request
+                    moment = time.monotonic() + random.uniform(0, args.poll)  # any moment of the poll's period
+                    while time.monotonic() < moment:
+                        watch(sent, seen, settled)  # earlier payments settle meanwhile
+                    signature = ledger.pay(
+                        payer, merchant.pubkey(), int(request.amount_due), references=[request.reference]
+                    )
+                    sent[invoice.pk] = (signature, time.monotonic())
+                    deadline = time.monotonic() + args.poll * 4 + 10
+                    while invoice.pk not in seen and time.monotonic() < deadline:
+                        watch(sent, seen, settled)
+                deadline = time.monotonic() + FINALITY_DEPTH * SLOT_SECONDS + args.poll * 4 + 10
+                while len(settled) < len(sent) and time.monotonic() < deadline:
+                    watch(sent, seen, settled)
+            finally:
+                stop.set()
+                for thread in threads:
+                    thread.join(timeout=30)
+                if listener is not None:
+                    listener.close()
+                settings.SOL_WS_URL = ""
+            return {
+                "processing": [seen[k] - sent[k][1] for k in seen],
+                "settled": [settled[k] - finalized_at[sent[k][0]] for k in settled if sent[k][0] in finalized_at],
+                "missed": [float(len(sent) - len(settled))],
+            }
+
+        def watch(sent, seen, settled) -> None:
+            time.sleep(0.02)
+            now = time.monotonic()
+            for pk, status in Invoice.objects.filter(pk__in=list(sent)).values_list("pk", "status"):
+                if status != InvoiceStatus.NEW and pk not in seen:
+                    seen[pk] = now
+                if status == InvoiceStatus.SETTLED and pk not in settled:
+                    settled[pk] = now
+                    seen.setdefault(pk, now)
+
+        print(
+            f"SOL detection latency, {args.payments} payments per row; poll every {args.poll:g} s; "
+            f"a block every {SLOT_SECONDS:g} s, finalized {FINALITY_DEPTH} slots behind"
+        )
+        header = f"{'push':<5} {'what':<28} {'median s':>9} {'p90 s':>7} {'max s':>7}"
+        print(header)
+        print("-" * len(header))
+        for push in (False, True):
+            rows = one_mode(push)
+            for name, what in (("processing", "broadcast -> processing"), ("settled", "finalized -> settled")):
+                values = sorted(rows[name])
+                if not values:
+                    print(f"{'on' if push else 'off':<5} {what:<28} {'none':>9}")
+                    continue
+                p90 = values[min(len(values) - 1, int(len(values) * 0.9))]
+                print(
+                    f"{'on' if push else 'off':<5} {what:<28} {statistics.median(values):>9.2f} {p90:>7.2f} "
+                    f"{values[-1]:>7.2f}"
+                )
+            if rows["missed"][0]:
+                print(f"      ({rows['missed'][0]:.0f} payment(s) not settled in time)")
+    finally:
+        node.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10_000], help="open invoices")
@@ -138,7 +304,14 @@ def main() -> None:
         help="recipient: the recipient's listing alone (the default, SOL_SCAN_REFERENCES=0); "
         "references: each open reference listed too",
     )
+    parser.add_argument("--latency", action="store_true", help="measure detection latency, push off and on")
+    parser.add_argument("--payments", type=int, default=20, help="--latency: payments per mode")
+    parser.add_argument("--poll", type=float, default=5.0, help="--latency: the poll's period (CHAIN_SCAN_SECONDS)")
+    parser.add_argument("--database-url", default="", help="--latency: default SQLite in a temporary folder")
     args = parser.parse_args()
+    if args.latency:
+        latency(args)
+        return
     print(f"batch size {args.batch_size}; provider limit {args.rps:g} calls/s; {args.paid:.0%} of invoices paid")
     header = f"{'invoices':>9} {'pass':<22} {'calls':>7} {'requests':>9} {'loopback s':>11} {'at limit s':>11}  calls by method"
     print(header)

@@ -535,6 +535,7 @@ SOL_RPC_BATCH_SIZE = env.int("SOL_RPC_BATCH_SIZE", default=100)  # calls per JSO
 SOL_RPC_TIMEOUT_SECONDS = env.float("SOL_RPC_TIMEOUT_SECONDS", default=30.0)
 SOL_SCAN_REFERENCES = env.bool("SOL_SCAN_REFERENCES", default=False)  # True: list each open reference too
 SOL_SCAN_MAX_PAGES = env.int("SOL_SCAN_MAX_PAGES", default=5)  # pages of 1,000 per address and pass
+SOL_WS_URL = env.str("SOL_WS_URL", default="")  # the node's PubSub websocket: logsSubscribe (listen_chain SOL)
 
 # How long a quote's exchange rate is locked (the invoice's expiry), and how long
 # after expiry payments are still watched and matched.

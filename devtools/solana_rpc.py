@@ -17,6 +17,15 @@ holds is real; only the cluster around it is small:
   `getGenesisHash`, `getSlot`, `getBlockHeight`, `getLatestBlockhash`,
   `isBlockhashValid`, `getSignatureStatuses`, `getBalance`, `getHealth`,
   `getVersion`, JSON-RPC batches, and the node's error codes and messages.
+- What a wallet calls to build and send a transfer (`@solana/pay`'s
+  `createTransfer`, `@solana/web3.js`'s `sendAndConfirmTransaction`):
+  `getAccountInfo`, `getMinimumBalanceForRentExemption`, `getFeeForMessage`,
+  `simulateTransaction`, `sendTransaction`, `getBlock`, and `requestAirdrop`
+  (a real transfer from a faucet account) to fund a new wallet.
+- The PubSub websocket on the RPC port + 1, as a validator serves it
+  (`SolanaPubSub`): `logsSubscribe`, `accountSubscribe`, `signatureSubscribe`,
+  `slotSubscribe` and their unsubscribe methods, notifications shaped as
+  Solana's RPC documents them.
   tests/chains/solana/fixtures holds recorded answers of real clusters, each
   naming its source, and the tests compare these shapes against them.
 - Commitment is explicit: a transaction is `confirmed` once its block is made,
@@ -37,12 +46,14 @@ import argparse
 import base64
 import itertools
 import json
+import logging
 import os
+import queue
 import struct
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -61,7 +72,7 @@ from solders.hash import Hash
 from solders.instruction import AccountMeta, Instruction
 from solders.keypair import Keypair
 from solders.litesvm import LiteSVM
-from solders.message import Message, MessageV0
+from solders.message import Message, MessageV0, from_bytes_versioned
 from solders.pubkey import Pubkey
 from solders.signature import Signature
 from solders.system_program import ID as SYSTEM_PROGRAM
@@ -82,6 +93,8 @@ _SYSVAR_PREFIX = "Sysvar"
 # Error codes and messages of the Solana JSON-RPC (agave rpc-client-api custom errors).
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 UNSUPPORTED_TRANSACTION_VERSION = -32015
+BLOCK_NOT_AVAILABLE, SLOT_SKIPPED = -32004, -32007
+LAMPORTS_PER_SIGNATURE = 5000
 SEND_TRANSACTION_PREFLIGHT_FAILURE = -32002
 
 
@@ -198,6 +211,11 @@ class SolanaLedger:
         self._sequence = itertools.count()
         self._txs: dict[str, LedgerTx] = {}
         self._by_address: dict[str, list[str]] = {}
+        self._by_slot: dict[int, list[str]] = {}
+        self._order: list[str] = []  # signatures in the order they landed
+        self._final_told = 0  # how many of `_order` were announced finalized to the observers
+        self._observers: list[Callable[[str, Any], None]] = []
+        self._faucet: Keypair | None = None
         self.slot = int(self.svm.get_clock().slot)  # the slot the next transaction lands in
         first_height = self.slot - 20_000_000  # block height trails the slot (skipped slots)
         self._blocks: dict[int, Block] = {
@@ -229,6 +247,7 @@ class SolanaLedger:
         self._height_of[block.blockhash] = block.height
         self.confirmed_slot = self.slot
         self.slot += 1
+        self._emit("block", block)
         return block
 
     @property
@@ -246,7 +265,32 @@ class SolanaLedger:
         with self._lock:
             target = self.confirmed_slot if slot is None else min(slot, self.confirmed_slot)
             self.finalized_slot = max(self.finalized_slot, target)
+            while self._final_told < len(self._order):
+                record = self._txs[self._order[self._final_told]]
+                if record.slot > self.finalized_slot:
+                    break
+                self._final_told += 1
+                if not record.dropped:
+                    self._emit("finalized", record)
             return self.finalized_slot
+
+    # --- what the node tells its subscribers (devtools.solana_rpc.SolanaPubSub) ----------------
+
+    def observe(self, observer: Callable[[str, Any], None]) -> None:
+        """Call `observer(event, subject)` on each `block` (a Block made), `confirmed`
+        (a LedgerTx in a block just made) and `finalized` (a LedgerTx rooted), with
+        the ledger's lock held: an observer must only queue what it is told."""
+        with self._lock:
+            self._observers.append(observer)
+
+    def unobserve(self, observer: Callable[[str, Any], None]) -> None:
+        with self._lock:
+            if observer in self._observers:
+                self._observers.remove(observer)
+
+    def _emit(self, event: str, subject: Any) -> None:
+        for observer in self._observers:
+            observer(event, subject)
 
     def block_height(self, commitment: str = "finalized") -> int:
         return self._blocks[self._slot_at(commitment)].height
@@ -436,9 +480,27 @@ class SolanaLedger:
             block = self._block_make()
             record.block_time = block.block_time
             self._txs[signature] = record
+            self._order.append(signature)
+            self._by_slot.setdefault(record.slot, []).append(signature)
             for key in dict.fromkeys(str(k) for k in keys):
                 self._by_address.setdefault(key, []).append(signature)
+            self._emit("confirmed", record)
             return signature
+
+    def airdrop(self, pubkey: Pubkey | str, lamports: int) -> str:
+        """`requestAirdrop`: a real transfer from the ledger's faucet (funded out of
+        nothing as it needs), so the airdrop has a signature, a block and history."""
+        to = Pubkey.from_string(pubkey) if isinstance(pubkey, str) else pubkey
+        with self._lock:
+            if self._faucet is None:
+                self._faucet = Keypair()
+            self.fund(self._faucet.pubkey(), lamports + LAMPORTS_PER_SOL)
+            ix = transfer(TransferParams(from_pubkey=self._faucet.pubkey(), to_pubkey=to, lamports=lamports))
+            return self.submit(self.build(self._faucet, [ix]))
+
+    def block_transactions(self, slot: int) -> list[LedgerTx]:
+        """The transactions of the block at `slot` (those of an abandoned fork left out)."""
+        return [self._txs[s] for s in self._by_slot.get(slot, []) if not self._txs[s].dropped]
 
     def drop(self, signature: str) -> None:
         """The fork holding `signature` is abandoned: the transaction leaves the
@@ -672,6 +734,71 @@ def _signature(value: Any) -> str:
         raise RpcFault(INVALID_PARAMS, "Invalid param: WrongSize") from None
 
 
+def _transaction_decode(params: list[Any], encoding: str) -> VersionedTransaction:
+    """A wallet's serialized transaction (the first parameter) in `encoding`."""
+    if not params or not isinstance(params[0], str):
+        raise RpcFault(INVALID_PARAMS, "Invalid params: invalid length 0, expected at least 1 element.")
+    try:
+        if encoding == "base64":
+            raw = base64.b64decode(params[0], validate=True)
+        elif encoding == "base58":
+            raw = Base58Decoder.Decode(params[0])
+        else:
+            raise RpcFault(INVALID_PARAMS, f"unsupported encoding: {encoding}. Supported encodings: base58, base64")
+        return VersionedTransaction.from_bytes(raw)
+    except (ValueError, TypeError):
+        raise RpcFault(
+            INVALID_PARAMS,
+            f"failed to deserialize solana_transaction::versioned::VersionedTransaction: invalid {encoding}",
+        ) from None
+
+
+def _with_blockhash(message: Message | MessageV0, blockhash: Hash) -> Message | MessageV0:
+    """The same message with another recent blockhash (simulateTransaction's `replaceRecentBlockhash`)."""
+    if isinstance(message, MessageV0):
+        return MessageV0(
+            message.header,
+            list(message.account_keys),
+            blockhash,
+            list(message.instructions),
+            list(message.address_table_lookups),
+        )
+    header = message.header
+    return Message.new_with_compiled_instructions(
+        header.num_required_signatures,
+        header.num_readonly_signed_accounts,
+        header.num_readonly_unsigned_accounts,
+        list(message.account_keys),
+        blockhash,
+        list(message.instructions),
+    )
+
+
+def account_json(account: Account, *, encoding: str) -> dict[str, Any]:
+    """An account as `getAccountInfo` and `accountNotification` write it. `jsonParsed`
+    falls back to base64, as the node does for data no parser knows (a wallet's is empty)."""
+    data = bytes(account.data)
+    if encoding == "base58":
+        if len(data) > 128:
+            raise RpcFault(
+                INVALID_PARAMS,
+                "Encoded binary (base 58) data should be less than 128 bytes, please use Base64 encoding.",
+            )
+        encoded: list[str] = [_b58(data), "base58"]
+    elif encoding in ("base64", "jsonParsed"):
+        encoded = [base64.b64encode(data).decode(), "base64"]
+    else:
+        raise RpcFault(INVALID_PARAMS, f"Invalid params: unknown variant `{encoding}`.")
+    return {
+        "data": encoded,
+        "executable": account.executable,
+        "lamports": account.lamports,
+        "owner": str(account.owner),
+        "rentEpoch": account.rent_epoch,
+        "space": len(data),
+    }
+
+
 def _preflight_failure(what: str, err: Any, logs: list[str]) -> RpcFault:
     return RpcFault(
         SEND_TRANSACTION_PREFLIGHT_FAILURE,
@@ -784,20 +911,7 @@ class SolanaRpcHandler:
         if not params or not isinstance(params[0], str):
             raise RpcFault(INVALID_PARAMS, "Invalid params: invalid length 0, expected at least 1 element.")
         config = _config(params, 1)
-        encoding = config.get("encoding", "base58")
-        try:
-            if encoding == "base64":
-                raw = base64.b64decode(params[0], validate=True)
-            elif encoding == "base58":
-                raw = Base58Decoder.Decode(params[0])
-            else:
-                raise RpcFault(INVALID_PARAMS, f"unsupported encoding: {encoding}. Supported encodings: base58, base64")
-            tx = VersionedTransaction.from_bytes(raw)
-        except (ValueError, TypeError):
-            raise RpcFault(
-                INVALID_PARAMS,
-                f"failed to deserialize solana_transaction::versioned::VersionedTransaction: invalid {encoding}",
-            ) from None
+        tx = _transaction_decode(params, config.get("encoding", "base58"))
         preflight = _commitment({"commitment": config.get("preflightCommitment", "finalized")})
         if not self.ledger.blockhash_valid(str(tx.message.recent_blockhash), preflight):
             raise _preflight_failure("Blockhash not found", "BlockhashNotFound", [])
@@ -834,6 +948,133 @@ class SolanaRpcHandler:
             record, encoding="base58" if encoding == "binary" else encoding, with_version=max_version is not None
         )
 
+    # --- what a wallet calls to build, check and send a transfer ---------------------------------
+
+    def rpc_getAccountInfo(self, params: list[Any]) -> dict[str, Any]:
+        if not params:
+            raise RpcFault(INVALID_PARAMS, "Invalid params: invalid length 0, expected at least 1 element.")
+        config = _config(params, 1)
+        commitment = _commitment(config)
+        account = self.ledger.svm.get_account(Pubkey.from_string(_pubkey(params[0])))
+        value = (
+            None
+            if account is None or (account.lamports == 0 and not account.data)
+            else account_json(account, encoding=config.get("encoding") or "base58")
+        )
+        return {"context": self._context(commitment), "value": value}
+
+    def rpc_getMinimumBalanceForRentExemption(self, params: list[Any]) -> int:
+        size = params[0] if params else 0
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise RpcFault(INVALID_PARAMS, "Invalid params: invalid type: expected usize.")
+        return int(self.ledger.svm.minimum_balance_for_rent_exemption(size))
+
+    def rpc_getFeeForMessage(self, params: list[Any]) -> dict[str, Any]:
+        """The fee of a message (base64): 5,000 lamports per signature (the loopback
+        node charges no priority fee), or null when its blockhash has expired."""
+        if not params or not isinstance(params[0], str):
+            raise RpcFault(INVALID_PARAMS, "Invalid params: invalid length 0, expected at least 1 element.")
+        commitment = _commitment(_config(params, 1))
+        try:
+            message = from_bytes_versioned(base64.b64decode(params[0], validate=True))
+        except ValueError:
+            raise RpcFault(INVALID_PARAMS, "invalid base64 encoding: failed to deserialize the message") from None
+        valid = self.ledger.blockhash_valid(str(message.recent_blockhash), commitment)
+        fee = LAMPORTS_PER_SIGNATURE * message.header.num_required_signatures
+        return {"context": self._context(commitment), "value": fee if valid else None}
+
+    def rpc_simulateTransaction(self, params: list[Any]) -> dict[str, Any]:
+        """Execute without keeping anything: `sigVerify` (default false) and
+        `replaceRecentBlockhash` (the latest one put in, reported back) as the node's."""
+        config = _config(params, 1)
+        tx = _transaction_decode(params, config.get("encoding", "base58"))
+        sig_verify = bool(config.get("sigVerify", False))
+        replace = bool(config.get("replaceRecentBlockhash", False))
+        if sig_verify and replace:
+            raise RpcFault(INVALID_PARAMS, "sigVerify may not be used with replaceRecentBlockhash")
+        commitment = _commitment(config)
+        replacement = None
+        if replace:
+            block = self.ledger._blocks[self.ledger.confirmed_slot]
+            tx = VersionedTransaction.populate(_with_blockhash(tx.message, self.ledger.latest_blockhash), tx.signatures)
+            replacement = {
+                "blockhash": str(self.ledger.latest_blockhash),
+                "lastValidBlockHeight": block.height + MAX_PROCESSING_AGE,
+            }
+        svm = self.ledger.svm
+        verifying = svm.get_sigverify()
+        svm.with_sigverify(sig_verify)
+        try:
+            simulated = svm.simulate_transaction(tx)
+        finally:
+            svm.with_sigverify(verifying)
+        failed = isinstance(simulated, FailedTransactionMetadata)
+        meta = simulated.meta()
+        return {
+            "context": self._context(commitment),
+            "value": {
+                "accounts": None,
+                "err": transaction_error_json(simulated.err()) if failed else None,
+                "innerInstructions": None,
+                "logs": list(meta.logs()),
+                "replacementBlockhash": replacement,
+                "returnData": None,
+                "unitsConsumed": int(meta.compute_units_consumed()),
+            },
+        }
+
+    def rpc_requestAirdrop(self, params: list[Any]) -> str:
+        if len(params) < 2 or not isinstance(params[1], int) or isinstance(params[1], bool) or params[1] <= 0:
+            raise RpcFault(INVALID_PARAMS, "Invalid params: invalid length 1, expected at least 2 elements.")
+        return self.ledger.airdrop(_pubkey(params[0]), params[1])
+
+    def rpc_getBlock(self, params: list[Any]) -> dict[str, Any]:
+        if not params or not isinstance(params[0], int) or isinstance(params[0], bool):
+            raise RpcFault(INVALID_PARAMS, "Invalid params: invalid length 0, expected at least 1 element.")
+        slot = params[0]
+        config = {"encoding": params[1]} if len(params) > 1 and isinstance(params[1], str) else _config(params, 1)
+        encoding = config.get("encoding") or "json"
+        if encoding not in ("json", "jsonParsed", "base64", "base58"):
+            raise RpcFault(INVALID_PARAMS, f"Invalid params: unknown variant `{encoding}`.")
+        details = config.get("transactionDetails") or "full"
+        if details not in ("full", "signatures", "none"):
+            raise RpcFault(INVALID_PARAMS, f"Invalid params: unknown variant `{details}`.")
+        commitment = _commitment(config, minimum_confirmed=True)
+        max_version = config.get("maxSupportedTransactionVersion")
+        ledger = self.ledger
+        if slot > ledger._slot_at(commitment):
+            raise RpcFault(BLOCK_NOT_AVAILABLE, f"Block not available for slot {slot}")
+        block = ledger._blocks.get(slot)
+        if block is None:
+            raise RpcFault(SLOT_SKIPPED, f"Slot {slot} was skipped, or missing due to ledger jump to recent snapshot")
+        parent = max((s for s in ledger._blocks if s < slot), default=slot)
+        records = ledger.block_transactions(slot)
+        result: dict[str, Any] = {
+            "blockHeight": block.height,
+            "blockTime": block.block_time,
+            "blockhash": block.blockhash,
+            "parentSlot": parent,
+            "previousBlockhash": ledger._blocks[parent].blockhash if parent != slot else block.blockhash,
+        }
+        if details == "full":
+            transactions = []
+            for record in records:
+                if record.version == 0 and (max_version is None or max_version < 0):
+                    raise RpcFault(
+                        UNSUPPORTED_TRANSACTION_VERSION,
+                        "Transaction version (0) is not supported by the requesting client. Please try the "
+                        'request again with the following configuration parameter: "maxSupportedTransactionVersion": 0',
+                    )
+                one = transaction_json(record, encoding=encoding, with_version=max_version is not None)
+                del one["blockTime"], one["slot"]
+                transactions.append(one)
+            result["transactions"] = transactions
+        elif details == "signatures":
+            result["signatures"] = [r.signature for r in records]
+        if config.get("rewards", True):
+            result["rewards"] = []
+        return result
+
 
 # --- HTTP -------------------------------------------------------------------------------------------------
 
@@ -849,17 +1090,299 @@ class ServerStats:
         return sum(self.calls.values())
 
 
-class SolanaRpcServer:
-    """The ledger's JSON-RPC over HTTP on a loopback port, in a background thread."""
+# --- PubSub (websocket) -----------------------------------------------------------------------------------
 
-    def __init__(self, ledger: SolanaLedger | None = None, *, host: str = "127.0.0.1", port: int = 0) -> None:
+_PUBSUB_LOG = logging.getLogger("devtools.solana_rpc.pubsub")
+_PUBSUB_LOG.setLevel(logging.WARNING)  # not every connection opened and closed
+
+SUBSCRIPTION_KINDS = {  # subscribe method: (unsubscribe method, notification method)
+    "accountSubscribe": ("accountUnsubscribe", "accountNotification"),
+    "logsSubscribe": ("logsUnsubscribe", "logsNotification"),
+    "signatureSubscribe": ("signatureUnsubscribe", "signatureNotification"),
+    "slotSubscribe": ("slotUnsubscribe", "slotNotification"),
+}
+_UNSUBSCRIBE = {unsubscribe: kind for kind, (unsubscribe, _) in SUBSCRIPTION_KINDS.items()}
+
+
+@dataclass
+class Subscription:
+    id: int
+    kind: str  # a key of SUBSCRIPTION_KINDS
+    connection: Any
+    commitment: str = "finalized"
+    key: str = ""  # the account (accountSubscribe, logsSubscribe mentions) or the signature
+    encoding: str = "base58"
+    received: bool = False  # signatureSubscribe's enableReceivedNotification
+
+
+class _Connection:
+    """One websocket client; sends are serialized (replies and notifications)."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.lock = threading.Lock()
+
+    def send(self, message: dict[str, Any]) -> None:
+        with self.lock:
+            self.ws.send(json.dumps(message, sort_keys=True, separators=(",", ":")))
+
+
+class SolanaPubSub:
+    """The node's websocket PubSub API over the ledger: `accountSubscribe`,
+    `logsSubscribe` (`all`, `allWithVotes`, or `mentions` of one address),
+    `signatureSubscribe` and `slotSubscribe`, with their unsubscribe methods.
+
+    A subscribe call is answered with the subscription id; each notification is
+    `{"jsonrpc": "2.0", "method": "<kind>Notification", "params": {"result":
+    {"context": {"slot": n}, "value": ...}, "subscription": id}}` (slot
+    notifications carry `{parent, root, slot}` with no context), as Solana's RPC
+    documents them (solana.com/docs/rpc/websocket). Commitment: `processed` and
+    `confirmed` are told when the transaction's block is made, `finalized` (the
+    default) when `finalize()` roots it. A signature subscription ends with its
+    notification; one for a signature already there at its commitment is told at once.
+
+    The ledger tells (`SolanaLedger.observe`) under its lock; a dispatcher thread
+    matches the events against the subscriptions and sends.
+    """
+
+    def __init__(
+        self,
+        ledger: SolanaLedger,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        count: Callable[[str], None] | None = None,
+    ) -> None:
+        from websockets.sync.server import serve
+
+        self.ledger = ledger
+        self.count = count
+        self._ids = itertools.count(1)
+        self._subs: dict[int, Subscription] = {}
+        self._subs_lock = threading.Lock()
+        self._events: queue.Queue[tuple[str, Any] | None] = queue.Queue()
+        self._server = serve(self._serve, host, port, compression=None, max_size=2**20, logger=_PUBSUB_LOG)
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def port(self) -> int:
+        return int(self._server.socket.getsockname()[1])
+
+    def start(self) -> SolanaPubSub:
+        self.ledger.observe(self._observe)
+        self._threads = [
+            threading.Thread(target=self._server.serve_forever, name="solana-pubsub", daemon=True),
+            threading.Thread(target=self._dispatch, name="solana-pubsub-dispatch", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.ledger.unobserve(self._observe)
+        if not self._threads:  # never started: only the listening socket to close
+            self._server.socket.close()
+            return
+        self._server.shutdown()  # closes the listening socket and every connection
+        self._events.put(None)
+        for thread in self._threads:
+            thread.join()
+
+    @property
+    def subscriptions(self) -> list[Subscription]:
+        with self._subs_lock:
+            return list(self._subs.values())
+
+    # --- requests ----------------------------------------------------------------------------------
+
+    def _serve(self, ws: Any) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        connection = _Connection(ws)
+        try:
+            for raw in ws:
+                self._request(connection, raw)
+        except ConnectionClosed:
+            pass
+        finally:
+            with self._subs_lock:
+                for sid in [sid for sid, sub in self._subs.items() if sub.connection is connection]:
+                    del self._subs[sid]
+
+    def _request(self, connection: _Connection, raw: Any) -> None:
+        try:
+            request = json.loads(raw)
+        except ValueError:
+            connection.send({"error": {"code": PARSE_ERROR, "message": "Parse error"}, "id": None, "jsonrpc": "2.0"})
+            return
+        if not isinstance(request, dict) or "method" not in request:
+            connection.send(
+                {"error": RpcFault(INVALID_REQUEST, "Invalid request").as_json(), "id": None, "jsonrpc": "2.0"}
+            )
+            return
+        if "id" not in request:
+            return  # a notification (web3.js sends `ping` every few seconds): never answered
+        method, params, rid = str(request["method"]), request.get("params") or [], request["id"]
+        if self.count is not None:
+            self.count(method)
+        try:
+            if not isinstance(params, list):
+                raise RpcFault(INVALID_PARAMS, "Invalid params: invalid type: map, expected a sequence.")
+            if method in SUBSCRIPTION_KINDS:
+                sub = self._subscription(method, params, connection)
+                with connection.lock, self._subs_lock:  # the id goes out before any notification
+                    self._subs[sub.id] = sub
+                    connection.ws.send(json.dumps({"id": rid, "jsonrpc": "2.0", "result": sub.id}))
+                if sub.kind == "signatureSubscribe":
+                    with self.ledger._lock:
+                        record = self.ledger.visible_transaction(sub.key, "confirmed")
+                        if record is not None and (
+                            sub.commitment != "finalized" or self.ledger.status(record) == "finalized"
+                        ):
+                            self._events.put(("told", (sub.id, record)))
+                return
+            if method in _UNSUBSCRIBE:
+                if not params or not isinstance(params[0], int):
+                    raise RpcFault(INVALID_PARAMS, "Invalid params: invalid type: expected u64.")
+                with self._subs_lock:
+                    sub = self._subs.get(params[0])
+                    if sub is None or sub.kind != _UNSUBSCRIBE[method] or sub.connection is not connection:
+                        raise RpcFault(INVALID_PARAMS, "Invalid subscription id.")
+                    del self._subs[params[0]]
+                connection.send({"id": rid, "jsonrpc": "2.0", "result": True})
+                return
+            raise RpcFault(METHOD_NOT_FOUND, "Method not found")
+        except RpcFault as fault:
+            connection.send({"error": fault.as_json(), "id": rid, "jsonrpc": "2.0"})
+
+    def _subscription(self, method: str, params: list[Any], connection: _Connection) -> Subscription:
+        sub = Subscription(id=next(self._ids), kind=method, connection=connection)
+        if method == "slotSubscribe":
+            return sub
+        if not params:
+            raise RpcFault(INVALID_PARAMS, "Invalid params: invalid length 0, expected at least 1 element.")
+        config = _config(params, 1)
+        sub.commitment = _commitment(config)
+        if method == "accountSubscribe":
+            sub.key = _pubkey(params[0])
+            sub.encoding = config.get("encoding") or "base58"
+            account_json(Account(0, b"", SYSTEM_PROGRAM, False, 0), encoding=sub.encoding)  # refuses a bad encoding
+        elif method == "signatureSubscribe":
+            sub.key = _signature(params[0])
+            sub.received = bool(config.get("enableReceivedNotification", False))
+        else:  # logsSubscribe
+            what = params[0]
+            if isinstance(what, dict) and isinstance(what.get("mentions"), list):
+                if len(what["mentions"]) != 1:
+                    raise RpcFault(INVALID_PARAMS, "Invalid Request: Only 1 address supported")
+                sub.key = _pubkey(what["mentions"][0])
+            elif what not in ("all", "allWithVotes"):
+                raise RpcFault(INVALID_PARAMS, "Invalid params: unknown variant.")
+        return sub
+
+    # --- notifications -----------------------------------------------------------------------------
+
+    def _observe(self, event: str, subject: Any) -> None:
+        self._events.put((event, subject))
+
+    def _dispatch(self) -> None:
+        while True:
+            item = self._events.get()
+            if item is None:
+                return
+            event, subject = item
+            for sub, message in self._notifications(event, subject):
+                try:
+                    sub.connection.send(message)
+                except Exception:  # the client went away: its subscriptions go with its connection
+                    continue
+
+    def _notifications(self, event: str, subject: Any) -> list[tuple[Subscription, dict[str, Any]]]:
+        out: list[tuple[Subscription, dict[str, Any]]] = []
+        if event == "told":  # a signature subscribed after its transaction landed
+            sid, record = subject
+            with self._subs_lock:
+                sub = self._subs.pop(sid, None)
+            if sub is not None:
+                out.append((sub, self._message(sub, record.slot, {"err": record.err})))
+            return out
+        with self._subs_lock:
+            subs = list(self._subs.values())
+        if event == "block":
+            for sub in subs:
+                if sub.kind == "slotSubscribe":
+                    value = {"parent": subject.slot - 1, "root": self.ledger.finalized_slot, "slot": subject.slot}
+                    out.append(
+                        (
+                            sub,
+                            {
+                                "jsonrpc": "2.0",
+                                "method": "slotNotification",
+                                "params": {"result": value, "subscription": sub.id},
+                            },
+                        )
+                    )
+            return out
+        record: LedgerTx = subject
+        keys = [str(k) for k in record.account_keys]
+        for sub in subs:
+            if (sub.commitment == "finalized") != (event == "finalized"):
+                continue
+            if sub.kind == "logsSubscribe" and (not sub.key or sub.key in keys):
+                value = {"err": record.err, "logs": record.logs, "signature": record.signature}
+                out.append((sub, self._message(sub, record.slot, value)))
+            elif sub.kind == "signatureSubscribe" and sub.key == record.signature:
+                with self._subs_lock:
+                    if self._subs.pop(sub.id, None) is None:
+                        continue  # told already
+                if sub.received:
+                    out.append((sub, self._message(sub, record.slot, "receivedSignature")))
+                out.append((sub, self._message(sub, record.slot, {"err": record.err})))
+            elif sub.kind == "accountSubscribe" and sub.key in keys:
+                index = keys.index(sub.key)
+                if not _writable(record, index):
+                    continue
+                with self.ledger._lock:
+                    account = self.ledger.svm.get_account(record.account_keys[index])
+                if account is not None:
+                    out.append((sub, self._message(sub, record.slot, account_json(account, encoding=sub.encoding))))
+        return out
+
+    @staticmethod
+    def _message(sub: Subscription, slot: int, value: Any) -> dict[str, Any]:
+        method = SUBSCRIPTION_KINDS[sub.kind][1]
+        result = {"context": {"slot": slot}, "value": value}
+        return {"jsonrpc": "2.0", "method": method, "params": {"result": result, "subscription": sub.id}}
+
+
+class SolanaRpcServer:
+    """The ledger's JSON-RPC over HTTP on a loopback port, and its PubSub websocket
+    on the next port (as a validator serves them: `--rpc-port` and the port after
+    it), each in background threads. `pubsub=False`: HTTP alone."""
+
+    def __init__(
+        self, ledger: SolanaLedger | None = None, *, host: str = "127.0.0.1", port: int = 0, pubsub: bool = True
+    ) -> None:
         self.ledger = ledger or SolanaLedger()
         self.handler = SolanaRpcHandler(self.ledger)
         self.stats = ServerStats()
         self._limits: list[tuple[float | None, str]] = []
         self._stats_lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer((host, port), self._request_handler())
-        self._httpd.daemon_threads = True
+        self.pubsub: SolanaPubSub | None = None
+        for attempt in range(20):  # a free port whose next one is free too
+            self._httpd = ThreadingHTTPServer((host, port), self._request_handler())
+            self._httpd.daemon_threads = True
+            if not pubsub:
+                break
+            try:
+                self.pubsub = SolanaPubSub(
+                    self.ledger, host=host, port=self._httpd.server_address[1] + 1, count=self._count
+                )
+                break
+            except OSError:
+                self._httpd.server_close()
+                if port or attempt == 19:
+                    raise
         self._thread: threading.Thread | None = None
         self._clock: threading.Thread | None = None
         self._clock_stop = threading.Event()
@@ -869,7 +1392,21 @@ class SolanaRpcServer:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}"
 
+    @property
+    def ws_url(self) -> str:
+        """The PubSub websocket (`SOL_WS_URL`): ws://host:<RPC port + 1>."""
+        if self.pubsub is None:
+            raise RuntimeError("this node serves no PubSub websocket (pubsub=False)")
+        host = self._httpd.server_address[0]
+        return f"ws://{host}:{self.pubsub.port}"
+
+    def _count(self, method: str) -> None:
+        with self._stats_lock:
+            self.stats.calls[method] += 1
+
     def start(self) -> SolanaRpcServer:
+        if self.pubsub is not None:
+            self.pubsub.start()
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="solana-rpc", daemon=True
         )
@@ -880,6 +1417,8 @@ class SolanaRpcServer:
         self._clock_stop.set()
         if self._clock is not None:
             self._clock.join()
+        if self.pubsub is not None:
+            self.pubsub.stop()
         self._httpd.shutdown()
         self._httpd.server_close()
         if self._thread is not None:
@@ -997,7 +1536,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     ledger = SolanaLedger.posing_as(args.cluster) if args.cluster != "localnet" else SolanaLedger()
     server = SolanaRpcServer(ledger, port=args.port).start()
-    print(f"Solana loopback RPC at {server.url} (genesis hash {ledger.genesis_hash}); Ctrl-C stops it.")
+    print(
+        f"Solana loopback RPC at {server.url}, PubSub at {server.ws_url} "
+        f"(genesis hash {ledger.genesis_hash}); Ctrl-C stops it."
+    )
     try:
         while True:
             time.sleep(3600)

@@ -1,5 +1,6 @@
 """The Solana part of the sandbox of `make run`: the loopback Solana node
-(devtools.solana_rpc) running in `make run`'s own process, with a clock that
+(devtools.solana_rpc: JSON-RPC over HTTP and its PubSub websocket on the
+next port) running in `make run`'s own process, with a clock that
 makes a block every 0.4 s and finalizes the blocks 32 slots behind, as a
 cluster does; the settings that point SOL at it; and `sol_sandbox_invoice_pay`
 (behind `manage.py sandbox_pay`), which pays a SOL invoice the way a wallet
@@ -10,6 +11,11 @@ The node's ledger lives in memory: each `make run` starts a new cluster (a new
 genesis hash, pinned in SOL_GENESIS_HASH), like a test validator reset. The
 recipient's address and the sandbox wallet's key (a throwaway key on a
 loopback ledger, never a real one) are kept in the data folder.
+
+A Solana Pay wallet can pay the sandbox's invoices too: the node answers what
+`@solana/pay`'s `createTransfer` and `@solana/web3.js`'s `sendAndConfirmTransaction`
+call, and funds a new wallet with `requestAirdrop`
+(tests/chains/solana/solana_pay_wallet.js does it all from the invoice's URI).
 
 Development only: nothing in production imports devtools, and paying refuses
 any node whose genesis hash is not the sandbox's.
@@ -91,7 +97,8 @@ def sol_sandbox_start(
 ) -> SolanaSandbox:
     """Start the loopback node with its clock, in this process, and return the
     settings for the processes that must see it: SOL_RECIPIENT, SOL_RPC_URL,
-    SOL_CLUSTER=localnet, SOL_GENESIS_HASH, MANUAL_RATES_USD with a SOL rate."""
+    SOL_WS_URL (its PubSub websocket, on the RPC port + 1), SOL_CLUSTER=localnet,
+    SOL_GENESIS_HASH, MANUAL_RATES_USD with a SOL rate."""
     folder.mkdir(parents=True, exist_ok=True)
     recipient = _kept_recipient(folder / "sol-recipient")
     wallet = _kept_keypair(folder / "sol-wallet.json")
@@ -105,6 +112,7 @@ def sol_sandbox_start(
     env = {
         "SOL_RECIPIENT": recipient,
         "SOL_RPC_URL": server.url,
+        "SOL_WS_URL": server.ws_url,  # its PubSub websocket, for `manage.py listen_chain SOL`
         "SOL_CLUSTER": "localnet",
         "SOL_GENESIS_HASH": ledger.genesis_hash,
         "MANUAL_RATES_USD": _with_sol_rate(manual_rates),

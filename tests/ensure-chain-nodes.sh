@@ -5,7 +5,8 @@
 #   Bitcoin-family tests. Installed from Debian packages when missing and we
 #   are root; otherwise says what to do.
 # - anvil (Ethereum dev node) and solc (Solidity compiler, the npm build) for
-#   the Ethereum tests, installed from npm into the git-ignored .tools/ folder
+#   the Ethereum tests, and @solana/pay with @solana/web3.js for the Solana
+#   wallet test, installed from npm into the git-ignored .tools/ folder
 #   of the repository at the versions pinned in devtools/node/package-lock.json.
 #   npm (and node) come from Debian packages when missing and we are root.
 # - monerod, monero-wallet-rpc and monero-wallet-cli (Debian package `monero`)
@@ -63,6 +64,7 @@ ensure_monero() {
 ethereum_tools_present() {
   [ -x "$TOOLS/node_modules/.bin/anvil" ] &&
     [ -f "$TOOLS/node_modules/solc/soljson.js" ] &&
+    [ -f "$TOOLS/node_modules/@solana/pay/package.json" ] &&
     cmp -s "$PINS/package-lock.json" "$TOOLS/package-lock.json"
 }
 
@@ -86,14 +88,14 @@ ensure_ethereum_tools() {
     log "installing node and npm from Debian packages"
     apt_install nodejs npm
   fi
-  log "installing anvil and solc from npm into .tools/ (versions pinned in devtools/node/package-lock.json)"
+  log "installing anvil, solc and @solana/pay from npm into .tools/ (versions pinned in devtools/node/package-lock.json)"
   mkdir -p "$TOOLS"
   # The folder ignores itself: nothing installed there is ever committed.
   printf '*\n' >"$TOOLS/.gitignore"
   cp "$PINS/package.json" "$PINS/package-lock.json" "$TOOLS/"
   (cd "$TOOLS" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
   if ! ethereum_tools_present; then
-    log "npm finished but .tools/node_modules has no anvil or solc"
+    log "npm finished but .tools/node_modules has no anvil, solc or @solana/pay"
     return 1
   fi
   log "anvil ready: $("$TOOLS/node_modules/.bin/anvil" --version | head -n 1)"

@@ -218,9 +218,18 @@ class _ZmqFeed:
 
 
 class _SubscriptionFeed:
-    """A node's JSON-RPC websocket with `eth_subscribe` to each topic (`newHeads`).
-    A dropped connection is opened again, and counts as news (what was announced
+    """A node's JSON-RPC websocket with a subscription per topic: a bare name is
+    `eth_subscribe` to it (`newHeads`); `method:params` calls that method with
+    those JSON params (Solana: `logsSubscribe:[{"mentions": [...]}, ...]`). A
+    dropped connection is opened again, and counts as news (what was announced
     meanwhile is lost: a scan finds it)."""
+
+    @staticmethod
+    def request(number: int, topic: str) -> dict[str, Any]:
+        method, sep, params = topic.partition(":")
+        if not sep:
+            return {"jsonrpc": "2.0", "id": number, "method": "eth_subscribe", "params": [topic]}
+        return {"jsonrpc": "2.0", "id": number, "method": method, "params": json.loads(params)}
 
     def __init__(self, url: str, topics: tuple[str, ...]) -> None:
         self.url, self.topics = url, topics
@@ -233,14 +242,14 @@ class _SubscriptionFeed:
         self._stack = contextlib.ExitStack()
         self._ws = self._stack.enter_context(connect(self.url, open_timeout=30, max_size=None))
         for number, topic in enumerate(self.topics, 1):
-            self._ws.send(json.dumps({"jsonrpc": "2.0", "id": number, "method": "eth_subscribe", "params": [topic]}))
+            self._ws.send(json.dumps(self.request(number, topic)))
         answered = 0
         while answered < len(self.topics):
             message = json.loads(self._ws.recv(timeout=30))
             if "id" not in message:
                 continue  # news already: the scan after subscribing covers it
             if "error" in message:
-                raise ChainUnavailable(f"the node refused eth_subscribe: {message['error']}", reason="bad_response")
+                raise ChainUnavailable(f"the node refused a subscription: {message['error']}", reason="bad_response")
             answered += 1
 
     def close(self) -> None:
@@ -272,7 +281,7 @@ class _SubscriptionFeed:
 
 class ChainListener:
     """Follows what a chain's node publishes (`Watcher.push_source`: a ZMQ PUB
-    socket, tcp://; or a JSON-RPC websocket with eth_subscribe, ws:// or wss://)
+    socket, tcp://; or a JSON-RPC websocket with eth_subscribe or Solana's logsSubscribe, ws:// or wss://)
     and queues the chain's scan task when the node announces a block or a pool
     transaction, so a payment is found as soon as the node knows it instead of at
     the next poll. The poll stays the safety net: a message lost (the listener or
@@ -300,7 +309,7 @@ class ChainListener:
             raise DomainError(
                 "no_push_source",
                 f"{watcher.currency}'s node publishes nothing to listen to: set {watcher.currency}_ZMQ_URL "
-                "(ETH: ETH_WS_URL).",
+                "(ETH: ETH_WS_URL; SOL: SOL_WS_URL).",
                 details={"currency": watcher.currency},
             )
         self.watcher = watcher

@@ -21,11 +21,17 @@ pending transactions (recorded at `confirmed`, not yet final) live in
 worker killed mid-run recorded all of a pass or nothing of it. The node must
 follow `SOL_CLUSTER` (its genesis hash, or `SOL_GENESIS_HASH`), or the run
 fails with `wrong_cluster` and /readyz says so.
+
+With `SOL_WS_URL` (the node's PubSub websocket), `manage.py listen_chain SOL`
+queues a run as soon as the node announces a transfer to the recipient
+(`push_source`: logsSubscribe mentioning it, at confirmed and at finalized);
+the periodic run stays the safety net.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,7 +41,7 @@ from django.db import transaction
 
 from billing import selectors, services
 from billing.chains.blocks import BlockRef
-from billing.chains.interface import Watcher, setting_value
+from billing.chains.interface import PushSource, Watcher, setting_value
 from billing.chains.machinery import Recorder, ScanRun, chain_state
 from billing.chains.solana import family
 from billing.chains.solana.cluster import cluster_check
@@ -46,6 +52,10 @@ from billing.models import ChainState
 from core.audit import AuditAction, audit_record
 
 CURRENCY = "SOL"
+PUSH_SETTING = "SOL_WS_URL"
+# A transfer to the recipient is announced when its block is confirmed (the payment is
+# `processing`) and again when it is finalized (settled): each queues a scan.
+PUSH_COMMITMENTS = ("confirmed", "finalized")
 STRAY_KIND = "no_reference"
 # The recipient's first listing reaches this far before the oldest watched invoice (a
 # block's time is the validators' estimate, seconds off the server's clock).
@@ -76,6 +86,22 @@ class SolanaWatcher(Watcher):
             sleep=self.sleep,
         ) as rpc:
             yield rpc
+
+    def push_source(self, url: str = "") -> PushSource | None:
+        """The node's PubSub websocket (SOL_WS_URL; a validator serves it on its RPC
+        port + 1): `logsSubscribe` with `mentions` of the recipient, at `confirmed`
+        and at `finalized`. Every Solana Pay transfer names the recipient (the
+        references ride on the same instruction), so one address covers every
+        invoice: a node takes one address per `mentions` subscription."""
+        url = url or setting_value(PUSH_SETTING)
+        if not url:
+            return None
+        recipient = family.solana_recipient().address
+        topics = tuple(
+            "logsSubscribe:" + json.dumps([{"mentions": [recipient]}, {"commitment": commitment}])
+            for commitment in PUSH_COMMITMENTS
+        )
+        return PushSource(url=url, topics=topics, setting=PUSH_SETTING)
 
     def node_check(self, run: ScanRun) -> None:
         rpc: SolanaRpc = run.client
