@@ -188,7 +188,7 @@ def run(node, args) -> None:
     bitcoin_cursor_set(currency="LTC", height=node.height())
     second = services.invoice_create(
         account=customer,
-        subject="bench:2",
+        payable=("bench", 2),
         description="Benchmark",
         lines=[services.LineSpec("GPU time", Decimal(1), Decimal("90.00"), Decimal("90.00"))],
         currency="LTC",
@@ -363,7 +363,7 @@ def poll_latencies(node, customer, *, samples: int, interval: float) -> None:
         for n in range(samples):
             invoice = services.invoice_create(
                 account=customer,
-                subject=f"bench:poll:{n}",
+                payable=("bench", n),
                 description="Benchmark",
                 lines=[services.LineSpec("GPU time", Decimal(1), Decimal("9.00"), Decimal("9.00"))],
                 currency="LTC",

@@ -193,7 +193,9 @@ def latency(args) -> None:
         from billing import services
         from billing.chains.watchers import ChainListener, chain_scan, watcher_for
         from billing.models import Invoice, InvoiceStatus
+        from billing.payable import NOTHING, payable_register
 
+        payable_register(kind="bench", payable=NOTHING)  # what its invoices pay for: nothing
         call_command("migrate", verbosity=0)
         customer = get_user_model().objects.create_user("bench", "a long bench passphrase")
         chain_scan(currency="SOL", force=True)  # the recipient's first listing
@@ -222,7 +224,7 @@ def latency(args) -> None:
                     amount = Decimal("30.00")
                     invoice = services.invoice_create(
                         account=customer,
-                        subject="bench:sol",
+                        payable=("bench", 0),
                         description="Benchmark",
                         lines=[services.LineSpec("GPU time", Decimal(1), amount, amount)],
                         currency="SOL",

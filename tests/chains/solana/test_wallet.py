@@ -69,7 +69,7 @@ def test_a_solana_pay_wallet_pays_a_sandbox_invoice_and_the_watcher_settles_it(s
     assert node, "node is missing: install Node.js 20 or later (tests/ensure-chain-nodes.sh does, as root)"
     invoice = services.invoice_create(
         account=customer,
-        subject="test:sandbox",
+        payable=("test", 0),
         description="Sandbox test",
         lines=[services.LineSpec("GPU time", Decimal(1), Decimal("30.00"), Decimal("30.00"))],
         currency="SOL",
