@@ -11,6 +11,7 @@ parameter the list does not know with `invalid`."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -39,6 +40,7 @@ class PageQuery(serializers.Serializer):
     cursor = serializers.CharField(
         required=False,
         max_length=CURSOR_MAX_LENGTH,
+        trim_whitespace=False,  # a cursor is read as given: one of whitespace is no cursor, not a blank one
         help_text=(
             "The `next` or `previous` link's cursor, as given (any other value is refused with "
             "`invalid_cursor`). Leave it out for the first page."
@@ -65,6 +67,9 @@ class PageQuery(serializers.Serializer):
         return attrs
 
 
+_CURSOR_SHAPE = re.compile(r"[A-Za-z0-9+/=_-]+")
+
+
 class _CursorPage(CursorPagination):
     cursor_query_param = "cursor"
 
@@ -77,10 +82,15 @@ class _CursorPage(CursorPagination):
         return self.page_size  # validated by PageQuery before the page is cut
 
     def decode_cursor(self, request):
+        given = request.query_params.get(self.cursor_query_param)
+        if given is not None and not _CURSOR_SHAPE.fullmatch(given):
+            raise _invalid_cursor()  # a cursor made here is URL-safe base64, and never empty
         try:
             cursor = super().decode_cursor(request)
         except DrfNotFound:
             raise _invalid_cursor() from None
+        if cursor is not None and (cursor.offset, cursor.reverse, cursor.position) == (0, False, None):
+            raise _invalid_cursor()  # decodes to nothing: a link to the first page carries no cursor
         if cursor is not None and cursor.position is not None:
             try:
                 self._field.to_python(cursor.position)

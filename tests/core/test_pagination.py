@@ -68,6 +68,8 @@ def test_rows_made_in_the_same_instant_are_paged_once_each(customer, customer_ap
         ({"cursor": ""}, "invalid"),  # a parameter this list does not know is not ignored
         ({"cursor": "not base64!"}, "invalid_cursor"),
         ({"cursor": "cD1ub3QtYS10aW1l"}, "invalid_cursor"),  # "p=not-a-time": a forged position
+        ({"cursor": "\x1e"}, "invalid_cursor"),  # whitespace alone: no cursor made here, not a blank one
+        ({"cursor": "===="}, "invalid_cursor"),  # decodes to nothing: not a cursor made here either
     ],
 )
 def test_a_page_the_server_did_not_make_is_refused(customer_api, params, code):
