@@ -232,8 +232,12 @@ class MoneroRegtest:
         + RING_OUTPUTS * 3,  # wallet2 can loop picking a ring among too few unlocked outputs,
         lookahead: int = DEFAULT_LOOKAHEAD,
         directory: Path | None = None,
+        tx_notify: str = "",
     ) -> MoneroRegtest:
         """Start the daemon and both wallets; mine to the payer until the chain has `mine` blocks.
+
+        `tx_notify`: the merchant wallet-rpc's `--tx-notify` (a program and its arguments, `%s`
+        the transaction hash; it runs with an empty environment: billing/chains/monero/notify.py).
 
         `lookahead`: the merchant wallet's minor subaddress lookahead (how far
         past its last created subaddress it recognises payments). `directory`:
@@ -330,7 +334,14 @@ class MoneroRegtest:
                 raise NodeStartError("monero-wallet-cli did not write the view-only wallet (see merchant-cli.log)")
             # The merchant's wallet-rpc opens its file (slow: key derivation, the
             # subaddress table) while the payer's wallet is made and mined to.
-            merchant = wallet_rpc("merchant", "--wallet-file", str(merchant_file), "--password", "")
+            merchant = wallet_rpc(
+                "merchant",
+                "--wallet-file",
+                str(merchant_file),
+                "--password",
+                "",
+                *(["--tx-notify", tx_notify] if tx_notify else []),
+            )
             merchant.spawn()
             processes.append(merchant.process)
             if payer_file.with_suffix(".keys").exists():
@@ -422,9 +433,12 @@ class MoneroRegtest:
         wallet.ready_wait()
         return wallet
 
-    def view_only_wallet_start(self, *, lookahead: int) -> WalletProcess:
+    def view_only_wallet_start(self, *, lookahead: int, tx_notify: str = "") -> WalletProcess:
         """Another wallet-rpc on a new view-only wallet of the merchant's keys, with its own
-        lookahead, following the daemon from its current height. The caller stops it."""
+        lookahead, following the daemon from its current height. The caller stops it.
+
+        `tx_notify`: wallet-rpc's `--tx-notify` (a program and its arguments, `%s` the
+        transaction hash; it runs with an empty environment)."""
         bins = monero_binaries()
         path = self.directory / "wallets" / f"merchant-{lookahead}-{free_port()}"
         _view_only_wallet_write(
@@ -449,6 +463,7 @@ class MoneroRegtest:
                 "--non-interactive",
                 "--log-file",
                 f"{path}.log",
+                *(["--tx-notify", tx_notify] if tx_notify else []),
             ],
             port,
             Path(f"{path}.out"),

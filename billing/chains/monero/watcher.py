@@ -136,6 +136,7 @@ class MoneroWatcher(Watcher):
         primary = run.client.wallet.call("get_address", account_index=0, address_index=[0])
         if primary.get("address") != setting_value("XMR_ADDRESS"):
             raise NodeMismatch("XMR_WALLET_RPC_URL serves another wallet than XMR_ADDRESS's")
+        wallet_refresh_period_set(run.client.wallet)
 
     def subaddresses_ensure(self, wallet: WalletRpc, *, highest: int, renew: Callable[[], object] | None = None) -> int:
         """Grow the wallet's subaddress table ahead of `highest`, the highest issued index.
@@ -381,6 +382,19 @@ def _lagging(*, wallet_height: int, daemon_height: int | None) -> ChainUnavailab
         f"the wallet is {behind} block(s) behind its daemon (wallet at {wallet_height}, daemon at {daemon_height})",
         reason="syncing",
     )
+
+
+def wallet_refresh_period_set(wallet: WalletRpc) -> None:
+    """Make the wallet read its daemon every XMR_WALLET_REFRESH_SECONDS on its own (0: leave it).
+
+    wallet-rpc refreshes in the background every 20 seconds by default
+    (src/wallet/wallet_rpc_server.cpp, DEFAULT_AUTO_REFRESH_PERIOD; the `auto_refresh`
+    method sets the period, and a restart forgets it: it is set on every run). Its
+    `--tx-notify` fires when such a refresh finds an incoming transaction in the pool,
+    so this period bounds how soon a pool payment is pushed (docs/chains/push.md)."""
+    period = _setting_int("XMR_WALLET_REFRESH_SECONDS", 0)
+    if period > 0:
+        wallet.call("auto_refresh", enable=True, period=period)
 
 
 def wallet_view_only_check(wallet: WalletRpc) -> None:
