@@ -398,6 +398,42 @@ class MoneroRegtest:
         self._processes[:] = [p for p in self._processes if p is not old] + [self.merchant.process]
         self.merchant.ready_wait()
 
+    def merchant_lookahead_set(self, minor: int) -> None:
+        """Stop the merchant's wallet-rpc (it saves the wallet), store `1:minor` as its wallet file's
+        subaddress lookahead (monero-wallet-cli `set subaddress-lookahead`), and start it again.
+        The subaddresses the wallet knows already stay known (the bench warms a wallet this way)."""
+        old = self.merchant.process
+        self.merchant.stop()
+        path = self.directory / "wallets" / "merchant"
+        done = subprocess.run(
+            [
+                monero_binaries()["monero-wallet-cli"],
+                "--wallet-file",
+                str(path),
+                "--password",
+                "",
+                "--offline",
+                "--log-file",
+                f"{path}-cli.log",
+                "--command",
+                "set",
+                "subaddress-lookahead",
+                f"1:{minor}",
+            ],
+            input="\n\n",
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+            env=_ENV,
+        )
+        if done.returncode != 0:
+            raise NodeStartError(f"monero-wallet-cli could not set the lookahead: {done.stdout[-1000:]}")
+        self.lookahead = minor
+        self.merchant.spawn()
+        self._processes[:] = [p for p in self._processes if p is not old] + [self.merchant.process]
+        self.merchant.ready_wait()
+
     def wallet_copy_offline(self) -> WalletProcess:
         """A second wallet-rpc on a copy of the merchant's wallet that never talks to the daemon:
         a wallet left behind its daemon. The caller stops it."""
