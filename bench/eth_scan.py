@@ -312,6 +312,7 @@ class Pass:
     calls: collections.Counter
     requests: int
     why: str
+    node_seconds: float = 0.0
 
 
 class Worker:
@@ -321,6 +322,7 @@ class Worker:
     def __init__(self) -> None:
         self.calls: collections.Counter = collections.Counter()
         self.requests = 0
+        self.node_seconds = 0.0
         self._count_calls()
         self.work: queue.Queue = queue.Queue()
         self.passes: list[Pass] = []
@@ -336,13 +338,21 @@ class Worker:
         def counted_call(rpc, method, *params):
             worker.calls[method] += 1
             worker.requests += 1
-            return call(rpc, method, *params)
+            begun = time.perf_counter()
+            try:
+                return call(rpc, method, *params)
+            finally:
+                worker.node_seconds += time.perf_counter() - begun
 
         def counted_batch(rpc, chunk):
             for method, _params in chunk:
                 worker.calls[method] += 1
             worker.requests += 1
-            return batch_send(rpc, chunk)
+            begun = time.perf_counter()
+            try:
+                return batch_send(rpc, chunk)
+            finally:
+                worker.node_seconds += time.perf_counter() - begun
 
         EthRpc.call, EthRpc._batch_send = counted_call, counted_batch
 
@@ -375,14 +385,22 @@ class Worker:
                 db[0] += time.perf_counter() - begun
                 db[1] += 1
 
-        calls, requests = collections.Counter(self.calls), self.requests
+        calls, requests, node = collections.Counter(self.calls), self.requests, self.node_seconds
         began = time.perf_counter()
         with connection.execute_wrapper(timed):
             report = chain_scan(currency="ETH")
         ended = time.perf_counter()
         if report.error:
             print(f"   (a run failed: {report.error})", flush=True)
-        done = Pass(ended - began, db[0], db[1], self.calls - calls, self.requests - requests, report.skipped or why)
+        done = Pass(
+            ended - began,
+            db[0],
+            db[1],
+            self.calls - calls,
+            self.requests - requests,
+            report.skipped or why,
+            self.node_seconds - node,
+        )
         self.passes.append(done)
         if self.watch:
             for pk, status in Invoice.objects.filter(pk__in=list(self.watch)).values_list("pk", "status"):
@@ -509,11 +527,12 @@ def at_scale(node, args) -> None:
         worker.stop()
 
     print(f"\n   Per pass, {open_count:,} open invoices:")
-    print("   | Pass | Node calls (HTTP requests) | Database | Run |")
-    print("   |---|---|---|---|")
+    print("   | Pass | Node calls (HTTP requests) | Waiting on the node | Database | Run |")
+    print("   |---|---|---|---|---|")
     for what, p in rows:
         print(
-            f"   | {what} | {_calls(p.calls)} ({p.requests}) | {ms(p.db_seconds)} ({p.queries} queries) | {ms(p.seconds)} |"
+            f"   | {what} | {_calls(p.calls)} ({p.requests}) | {ms(p.node_seconds)} | "
+            f"{ms(p.db_seconds)} ({p.queries} queries) | {ms(p.seconds)} |"
         )
     for mode, (_, _, passes) in latency.items():
         if passes:
@@ -522,6 +541,7 @@ def at_scale(node, args) -> None:
             print(
                 f"   | {mode}: median of {len(passes)} runs | {_calls(calls)} "
                 f"({int(statistics.median(p.requests for p in passes))}) | "
+                f"{ms(statistics.median(p.node_seconds for p in passes))} | "
                 f"{ms(statistics.median(p.db_seconds for p in passes))} "
                 f"({int(statistics.median(p.queries for p in passes))} queries) | "
                 f"{ms(statistics.median(p.seconds for p in passes))} |"

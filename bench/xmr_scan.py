@@ -129,6 +129,7 @@ class Pass:
     calls: collections.Counter
     recorded: int
     why: str
+    node_seconds: float = 0.0
 
 
 @dataclass
@@ -136,6 +137,7 @@ class Meter:
     """Counts the node calls of the watcher (wallet-rpc and monerod, by method)."""
 
     calls: collections.Counter = field(default_factory=collections.Counter)
+    seconds: float = 0.0  # waiting on the node
 
     def install(self) -> None:
         from billing.chains.monero import rpc
@@ -145,7 +147,11 @@ class Meter:
 
             def call(self_, method, _original=original, _prefix=prefix, **params):
                 self.calls[f"{_prefix}.{method}"] += 1
-                return _original(self_, method, **params)
+                begun = time.perf_counter()
+                try:
+                    return _original(self_, method, **params)
+                finally:
+                    self.seconds += time.perf_counter() - begun
 
             cls.call = call
 
@@ -197,6 +203,7 @@ class Worker:
                 db[1] += 1
 
         before = collections.Counter(self.meter.calls)
+        node_before = self.meter.seconds
         began = time.perf_counter()
         with connection.execute_wrapper(timed):
             report = chain_scan(currency="XMR")
@@ -204,7 +211,14 @@ class Worker:
         if report.error:
             print(f"   (a run failed: {report.error})", flush=True)
         done = Pass(
-            began, ended - began, db[0], db[1], self.meter.calls - before, report.recorded, report.skipped or why
+            began,
+            ended - began,
+            db[0],
+            db[1],
+            self.meter.calls - before,
+            report.recorded,
+            report.skipped or why,
+            self.meter.seconds - node_before,
         )
         self.passes.append(done)
         if self.watch:
@@ -353,14 +367,18 @@ def run(net, args) -> None:
         worker.stop()
 
     print(f"\nPer pass, {open_count:,} open invoices ({connection.vendor}):")
-    print("| Pass | Node calls | Database | Run |")
-    print("|---|---|---|---|")
+    print("| Pass | Node calls | Waiting on the node | Database | Run |")
+    print("|---|---|---|---|---|")
     for what, p in rows:
-        print(f"| {what} | {calls_text(p.calls)} | {ms(p.db_seconds)} ({p.queries} queries) | {ms(p.seconds)} |")
+        print(
+            f"| {what} | {calls_text(p.calls)} | {ms(p.node_seconds)} | {ms(p.db_seconds)} ({p.queries} queries) "
+            f"| {ms(p.seconds)} |"
+        )
     for mode, (_, _, passes) in latency.items():
         if passes:
             print(
                 f"| {mode}: median of {len(passes)} runs | {calls_text(median_calls(passes))} | "
+                f"{ms(statistics.median(p.node_seconds for p in passes))} | "
                 f"{ms(statistics.median(p.db_seconds for p in passes))} "
                 f"({int(statistics.median(p.queries for p in passes))} queries) | "
                 f"{ms(statistics.median(p.seconds for p in passes))} |"
