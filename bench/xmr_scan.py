@@ -73,6 +73,7 @@ def main() -> None:
     parser.add_argument("--scan-seconds", type=float, default=5.0, help="the poll's period, push off (5)")
     parser.add_argument("--database-url", default="", help="default: SQLite in a temporary folder")
     parser.add_argument("--broker-url", default="", help="a Redis URL for the wallet's --tx-notify hook")
+    parser.add_argument("--slow-sql", action="store_true", help="print the busy block's slowest statements")
     args = parser.parse_args()
 
     from devtools.monero import COINBASE_UNLOCK, RING_OUTPUTS, MoneroRegtest
@@ -165,6 +166,7 @@ class Worker:
         self.work: queue.Queue = queue.Queue()
         self.passes: list[Pass] = []
         self.watch: dict[int, dict[str, float]] = {}  # invoice pk -> status -> first seen at
+        self.statements: collections.Counter = collections.Counter()  # the busy block's SQL, seconds each
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -193,14 +195,18 @@ class Worker:
         from billing.models import Invoice
 
         db = [0.0, 0]
+        statements = self.statements if why == "busy block" else None
 
         def timed(execute, sql, params, many, context):
             begun = time.perf_counter()
             try:
                 return execute(sql, params, many, context)
             finally:
-                db[0] += time.perf_counter() - begun
+                spent = time.perf_counter() - begun
+                db[0] += spent
                 db[1] += 1
+                if statements is not None:
+                    statements[sql[:160]] += spent
 
         before = collections.Counter(self.meter.calls)
         node_before = self.meter.seconds
@@ -383,6 +389,10 @@ def run(net, args) -> None:
                 f"({int(statistics.median(p.queries for p in passes))} queries) | "
                 f"{ms(statistics.median(p.seconds for p in passes))} |"
             )
+    if args.slow_sql:
+        print("\nThe busy block's slowest statements (seconds in all):")
+        for sql, spent in worker.statements.most_common(8):
+            print(f"   {spent:.3f}  {sql}")
     print(f"\nLatency, {args.payments} payments each, CONFIRMATIONS_XMR=1 (median, max):")
     print("| | Detection from broadcast | Block -> settled |")
     print("|---|---|---|")
