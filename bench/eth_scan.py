@@ -16,11 +16,23 @@ installs it), deploys the test tokens, and prints:
    an invoice being mined to the invoice being `settled` by one watcher run,
    as the periodic task runs it (throwaway SQLite database, or
    --database-url).
+4. At scale: 100,000 open ETH invoices in the database (bulk rows, plus the
+   few the bench pays, issued through the billing engine); for every watcher
+   run ("pass"): the calls to the node (by method; a batch counts each call)
+   and the HTTP requests, the database time (every SQL statement of the run),
+   and the run's time. Then, with CONFIRMATIONS_ETH=2, for a few payments:
+   push off (a poller runs the watcher every CHAIN_SCAN_SECONDS, 5 s) and push
+   on (`ChainListener` on anvil's websocket, `eth_subscribe newHeads`, as
+   `manage.py listen_chain ETH`): detection latency from the broadcast (the
+   transaction is mined at once, anvil mining on request: the watcher counts
+   payments from their block, it does not read the mempool) to the invoice
+   `processing`, and block -> settled (the next block, to `settled`).
 
 Run it with the project's virtualenv:
 
     .venv/bin/python bench/eth_scan.py
     .venv/bin/python bench/eth_scan.py --database-url postgres://postgres@127.0.0.1:5432/bench_eth
+    .venv/bin/python bench/eth_scan.py --only-scale --database-url postgres://postgres@127.0.0.1:5432/bench_eth
 
 A PostgreSQL database given with --database-url must exist and be empty (it is
 migrated, filled and left behind).
@@ -29,13 +41,17 @@ migrated, filled and left behind).
 from __future__ import annotations
 
 import argparse
+import collections
 import os
+import queue
 import secrets
 import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,6 +84,11 @@ def main() -> None:
         action="store_true",
         help="also time debug_traceBlockByNumber on the full block (anvil takes minutes: it replays every transaction)",
     )
+    parser.add_argument("--invoices", type=int, default=100_000, help="open invoices at scale (100000)")
+    parser.add_argument("--transfers", type=int, default=100, help="payments in the busy block at scale (100)")
+    parser.add_argument("--payments", type=int, default=3, help="payments timed with push on and off (3)")
+    parser.add_argument("--scan-seconds", type=float, default=5.0, help="the poll's period, push off (5)")
+    parser.add_argument("--only-scale", action="store_true", help="only part 4 (at scale)")
     args = parser.parse_args()
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -82,9 +103,13 @@ def main() -> None:
         node.multicall_install()
         node.token_mint(token, node.payer, 10**18)
         node.mine()
-        matching(node, token, args)
-        balance_mode(node, forwarder, args)
-        block_to_settled(node, token, workdir, args)
+        if not args.only_scale:
+            matching(node, token, args)
+            balance_mode(node, forwarder, args)
+        django_setup(node, token, workdir, args)
+        if not args.only_scale:
+            block_to_settled(node, token, args)
+        at_scale(node, args)
     finally:
         node.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -196,7 +221,7 @@ def balance_mode(node, forwarder: str, args) -> None:
         )
 
 
-def block_to_settled(node, token: str, workdir: Path, args) -> None:
+def django_setup(node, token: str, workdir: Path, args) -> None:
     from bip_utils import Bip39MnemonicGenerator, Bip39SeedGenerator, Bip44, Bip44Coins
 
     seed = Bip39SeedGenerator(Bip39MnemonicGenerator().FromWordsNumber(12)).Generate()
@@ -217,6 +242,8 @@ def block_to_settled(node, token: str, workdir: Path, args) -> None:
             "MANUAL_RATES_USD": "ETH=3500,USDT=1",
             "CONFIRMATIONS_ETH": "1",
             "CONFIRMATIONS_USDT": "1",
+            "ETH_WS_URL": node.url.replace("http://", "ws://", 1),  # anvil serves both on one port
+            "CHAIN_PUSH_DEBOUNCE_SECONDS": "0.5",
             "LOG_LEVEL": "WARNING",
         }
     )
@@ -225,10 +252,17 @@ def block_to_settled(node, token: str, workdir: Path, args) -> None:
     import django
 
     django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    print(f"\nMigrating a fresh {connection.vendor} database ...", flush=True)
+    call_command("migrate", verbosity=0)
+
+
+def block_to_settled(node, token: str, args) -> None:
     from decimal import Decimal
 
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
 
     from billing import services
     from billing.chains.watchers import chain_scan, watcher_for
@@ -237,7 +271,6 @@ def block_to_settled(node, token: str, workdir: Path, args) -> None:
 
     payable_register(kind="bench", payable=NOTHING)  # what its invoices pay for: nothing
 
-    call_command("migrate", verbosity=0)
     customer = get_user_model().objects.create_user("bench", "a long bench passphrase")
     watcher_for(currency="ETH").cursor_set(height=node.height())
     chain_scan(currency="ETH", force=True)
@@ -265,6 +298,317 @@ def block_to_settled(node, token: str, workdir: Path, args) -> None:
                 raise SystemExit(f"not settled: {report.summary()}")
             times.append(seconds)
         print(f"   {currency}: {ms(statistics.median(times))} from the block to settled (median of {len(times)})")
+
+
+# --- 4. At scale: per pass, push on and push off ----------------------------------------------
+
+WAIT = 90.0  # seconds a payment may take to be detected or settled before the bench gives up
+
+
+@dataclass
+class Pass:
+    """One watcher run: what it cost."""
+
+    seconds: float
+    db_seconds: float
+    queries: int
+    calls: collections.Counter
+    requests: int
+    why: str
+    node_seconds: float = 0.0
+
+
+class Worker:
+    """Runs the ETH watcher once per item queued (as a Celery worker runs the scan task), timing
+    each run, and notes when each watched invoice was first seen `processing` and `settled`."""
+
+    def __init__(self) -> None:
+        self.calls: collections.Counter = collections.Counter()
+        self.requests = 0
+        self.node_seconds = 0.0
+        self._count_calls()
+        self.work: queue.Queue = queue.Queue()
+        self.passes: list[Pass] = []
+        self.watch: dict[int, dict[str, float]] = {}
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _count_calls(self) -> None:
+        from billing.chains.ethereum.rpc import EthRpc
+
+        call, batch_send, worker = EthRpc.call, EthRpc._batch_send, self
+
+        def counted_call(rpc, method, *params):
+            worker.calls[method] += 1
+            worker.requests += 1
+            begun = time.perf_counter()
+            try:
+                return call(rpc, method, *params)
+            finally:
+                worker.node_seconds += time.perf_counter() - begun
+
+        def counted_batch(rpc, chunk):
+            for method, _params in chunk:
+                worker.calls[method] += 1
+            worker.requests += 1
+            begun = time.perf_counter()
+            try:
+                return batch_send(rpc, chunk)
+            finally:
+                worker.node_seconds += time.perf_counter() - begun
+
+        EthRpc.call, EthRpc._batch_send = counted_call, counted_batch
+
+    def stop(self) -> None:
+        self.work.put(None)
+        self._thread.join(timeout=120)
+
+    def _loop(self) -> None:
+        from django.db import connection
+
+        try:
+            while (why := self.work.get()) is not None:
+                self.scan(why)
+        finally:
+            connection.close()
+
+    def scan(self, why: str) -> Pass:
+        from django.db import connection
+
+        from billing.chains.watchers import chain_scan
+        from billing.models import Invoice
+
+        db = [0.0, 0]
+
+        def timed(execute, sql, params, many, context):
+            begun = time.perf_counter()
+            try:
+                return execute(sql, params, many, context)
+            finally:
+                db[0] += time.perf_counter() - begun
+                db[1] += 1
+
+        calls, requests, node = collections.Counter(self.calls), self.requests, self.node_seconds
+        began = time.perf_counter()
+        with connection.execute_wrapper(timed):
+            report = chain_scan(currency="ETH")
+        ended = time.perf_counter()
+        if report.error:
+            print(f"   (a run failed: {report.error})", flush=True)
+        done = Pass(
+            ended - began,
+            db[0],
+            db[1],
+            self.calls - calls,
+            self.requests - requests,
+            report.skipped or why,
+            self.node_seconds - node,
+        )
+        self.passes.append(done)
+        if self.watch:
+            for pk, status in Invoice.objects.filter(pk__in=list(self.watch)).values_list("pk", "status"):
+                if status in ("processing", "settled"):
+                    self.watch[pk].setdefault("processing", ended)
+                if status == "settled":
+                    self.watch[pk].setdefault("settled", ended)
+        return done
+
+    def wait(self, pk: int, status: str, since: float) -> float:
+        give_up = time.perf_counter() + WAIT
+        while status not in self.watch[pk]:
+            if time.perf_counter() > give_up:
+                raise SystemExit(f"invoice {pk} not {status} after {WAIT:.0f}s")
+            time.sleep(0.01)
+        return self.watch[pk][status] - since
+
+    def drain(self, count: int) -> None:
+        while len(self.passes) < count or not self.work.empty():
+            time.sleep(0.02)
+
+
+def at_scale(node, args) -> None:
+    from decimal import Decimal
+
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.utils import timezone
+
+    from billing import services
+    from billing.chains.watchers import ChainListener, watcher_for
+    from billing.models import DerivationCounter, Invoice, PaymentRequest
+    from billing.payable import NOTHING, payable_register
+
+    payable_register(kind="bench", payable=NOTHING)  # what its invoices pay for: nothing
+
+    settings.CONFIRMATIONS = {**settings.CONFIRMATIONS, "ETH": 2}
+    customer = get_user_model().objects.create_user("bench-scale", "a long bench passphrase")
+
+    def invoice():
+        return services.invoice_create(
+            account=customer,
+            payable=("bench", 0),
+            description="Benchmark",
+            lines=[services.LineSpec("GPU time", Decimal(1), Decimal("35.00"), Decimal("35.00"))],
+            currency="ETH",
+        )
+
+    template = invoice().active_request
+    started = time.perf_counter()
+    fillers = args.invoices - 1 - (args.transfers + 2 * args.payments)  # the rest are issued for real
+    base = int(template.derivation_index) + 1
+    now, later = timezone.now(), timezone.now() + timezone.timedelta(days=2)
+    batch = 5000
+    for start in range(0, fillers, batch):
+        count = min(batch, fillers - start)
+        rows = Invoice.objects.bulk_create(
+            Invoice(
+                number=f"BENCH-{start + i:07d}",
+                account=customer,
+                subject="bench:0",
+                subject_kind="bench",
+                description="filler",
+                total_usd=Decimal("35.00"),
+                created_at=now,
+                expires_at=later,
+                monitoring_until=later,
+            )
+            for i in range(count)
+        )
+        PaymentRequest.objects.bulk_create(
+            [
+                PaymentRequest(
+                    invoice=row,
+                    currency="ETH",
+                    network=template.network,
+                    address="filler",
+                    match_key="0x" + secrets.token_hex(20),
+                    keyset=template.keyset,
+                    derivation_index=base + start + i,
+                    amount_due=template.amount_due,
+                    amount_usd=template.amount_usd,
+                    rate_usd=template.rate_usd,
+                    rate_source="manual",
+                    rate_at=now,
+                    payment_uri="",
+                    created_at=now,
+                    expires_at=later,
+                )
+                for i, row in enumerate(rows)
+            ],
+            batch_size=1000,
+        )
+    DerivationCounter.objects.filter(keyset=template.keyset).update(next_index=base + fillers)
+    paid = [invoice() for _ in range(args.transfers + 2 * args.payments)]
+    open_count = PaymentRequest.objects.filter(currency="ETH", is_active=True, invoice__status="new").count()
+    print(
+        f"\n4. {open_count:,} open ETH invoices ({connection.vendor}), filled in {time.perf_counter() - started:.1f}s"
+    )
+
+    watcher_for(currency="ETH").cursor_set(height=node.height())
+    worker = Worker()
+    rows: list[tuple[str, Pass]] = []
+    latency: dict[str, tuple[list[float], list[float], list[Pass]]] = {}
+    try:
+        worker.work.put("first")
+        worker.work.put("idle")
+        worker.drain(2)
+        rows += [("first run", worker.passes[0]), ("a run with nothing new", worker.passes[1])]
+        busy = paid[: args.transfers]
+        nonce = int(node.rpc("eth_getTransactionCount", node.payer, "pending"), 16)
+        for i, inv in enumerate(busy):
+            request = inv.active_request
+            node.send_eth(request.address, int(request.amount_due), nonce=hex(nonce + i))
+        node.mine(2)  # the block paying them, and the one confirming it
+        worker.work.put("busy")
+        worker.drain(3)
+        settled = Invoice.objects.filter(pk__in=[i.pk for i in busy], status="settled").count()
+        rows += [
+            (f"two blocks, the first paying {len(busy)} invoices ({settled} settled by the run)", worker.passes[2])
+        ]
+        timed_off = paid[args.transfers :][: args.payments]
+        timed_on = paid[-args.payments :]
+        for mode, invoices in (("push off", timed_off), ("push on", timed_on)):
+            latency[mode] = _latency(node, worker, invoices, mode=mode, args=args, listener=ChainListener)
+    finally:
+        worker.stop()
+
+    print(f"\n   Per pass, {open_count:,} open invoices:")
+    print("   | Pass | Node calls (HTTP requests) | Waiting on the node | Database | Run |")
+    print("   |---|---|---|---|---|")
+    for what, p in rows:
+        print(
+            f"   | {what} | {_calls(p.calls)} ({p.requests}) | {ms(p.node_seconds)} | "
+            f"{ms(p.db_seconds)} ({p.queries} queries) | {ms(p.seconds)} |"
+        )
+    for mode, (_, _, passes) in latency.items():
+        if passes:
+            names = {n for p in passes for n in p.calls}
+            calls = collections.Counter({n: int(statistics.median(p.calls.get(n, 0) for p in passes)) for n in names})
+            print(
+                f"   | {mode}: median of {len(passes)} runs | {_calls(calls)} "
+                f"({int(statistics.median(p.requests for p in passes))}) | "
+                f"{ms(statistics.median(p.node_seconds for p in passes))} | "
+                f"{ms(statistics.median(p.db_seconds for p in passes))} "
+                f"({int(statistics.median(p.queries for p in passes))} queries) | "
+                f"{ms(statistics.median(p.seconds for p in passes))} |"
+            )
+    print(f"\n   Latency, {args.payments} payments each, CONFIRMATIONS_ETH=2 (median, max):")
+    print("   | | Detection from broadcast (mined at once) | Block -> settled |")
+    print("   |---|---|---|")
+    for mode, (detect, settle, _) in latency.items():
+        print(
+            f"   | {mode} | {ms(statistics.median(detect))}, {ms(max(detect))} | "
+            f"{ms(statistics.median(settle))}, {ms(max(settle))} |"
+        )
+
+
+def _calls(calls: collections.Counter) -> str:
+    total = sum(calls.values())
+    return f"{total}: " + ", ".join(f"{n} {c}" for n, c in sorted(calls.items())) if total else "0"
+
+
+def _latency(node, worker: Worker, invoices, *, mode: str, args, listener):
+    from billing.chains.watchers import watcher_for
+
+    stop = threading.Event()
+    if mode == "push off":
+
+        def feed() -> None:
+            while not stop.wait(args.scan_seconds):
+                worker.work.put("poll")
+
+    else:
+        ears = listener(watcher_for(currency="ETH"), action=lambda: worker.work.put("newHeads"))
+        ears.connect()
+
+        def feed() -> None:
+            try:
+                ears.run(stop=stop)
+            finally:
+                ears.close()
+
+    thread = threading.Thread(target=feed, daemon=True)
+    thread.start()
+    first = len(worker.passes)
+    detect, settle = [], []
+    try:
+        for inv in invoices:
+            worker.watch[inv.pk] = {}
+            request = inv.active_request
+            node.send_eth(request.address, int(request.amount_due))
+            broadcast = time.perf_counter()
+            node.mine()
+            detect.append(worker.wait(inv.pk, "processing", broadcast))
+            node.mine()
+            mined = time.perf_counter()
+            settle.append(worker.wait(inv.pk, "settled", mined))
+            print(f"   {mode}: detected {ms(detect[-1])} after broadcast, settled {ms(settle[-1])} after the block")
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    worker.drain(0)
+    return detect, settle, [p for p in worker.passes[first:] if p.why != "busy"]
 
 
 if __name__ == "__main__":

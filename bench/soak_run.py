@@ -87,8 +87,12 @@ def main() -> int:
     started = time.monotonic()
     with open(log_path, "wb") as log:
         server = subprocess.Popen(
-            [PY, "manage.py", "serve_local", "--port", str(port)], cwd=ROOT, env=env,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [PY, "manage.py", "serve_local", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     payments: list[dict] = []
     samples: list[dict] = []
@@ -173,13 +177,19 @@ def ssh_public_key() -> str:
 def customer(base: str, failures: list[str]) -> tuple[str, int] | None:
     """A new account with an SSH key: (its token, the key's id). One serves the whole run (sign-ups
     from one address are throttled; paid orders do not count against its unpaid caps)."""
-    status, signup = call(base, "POST", "/api/v1/accounts",
-                          {"username": f"soak{int(time.time())}", "password": "violet-harbour-lantern-93"})
+    status, signup = call(
+        base,
+        "POST",
+        "/api/v1/accounts",
+        {"username": f"soak{int(time.time())}", "password": "violet-harbour-lantern-93"},
+    )
     if status != 201:
         failures.append(f"sign-up answered {status}: {signup}")
         return None
     token = signup["token"]
-    status, key = call(base, "POST", "/api/v1/account/ssh-keys", {"name": "soak", "public_key": ssh_public_key()}, token)
+    status, key = call(
+        base, "POST", "/api/v1/account/ssh-keys", {"name": "soak", "public_key": ssh_public_key()}, token
+    )
     if status != 201:
         failures.append(f"ssh key answered {status}: {key}")
         return None
@@ -193,17 +203,40 @@ def pay_one(base: str, env: dict, currency: str, who: tuple[str, int], started: 
     _, stock = call(base, "GET", "/api/v1/catalog/stock")
     rows = stock if isinstance(stock, list) else stock.get("results", [])
     best = max(rows, key=lambda row: row["available"])
-    status, order = call(base, "POST", "/api/v1/orders", {
-        "region": best["region"], "gpu": best["gpu"], "gpu_count": 1, "term": "monthly", "terms": 1,
-        "template": "vllm-0.9-ubuntu-24.04", "ssh_keys": [key_id], "pay_currency": currency,
-    }, token)
+    status, order = call(
+        base,
+        "POST",
+        "/api/v1/orders",
+        {
+            "region": best["region"],
+            "gpu": best["gpu"],
+            "gpu_count": 1,
+            "term": "monthly",
+            "terms": 1,
+            "template": "vllm-0.9-ubuntu-24.04",
+            "ssh_keys": [key_id],
+            "pay_currency": currency,
+        },
+        token,
+    )
     if status != 201:
         failures.append(f"order answered {status}: {order}")
         return record
-    record |= {"order": order["id"], "invoice": order["invoice"]["number"], "gpu": best["gpu"], "region": best["region"]}
+    record |= {
+        "order": order["id"],
+        "invoice": order["invoice"]["number"],
+        "gpu": best["gpu"],
+        "region": best["region"],
+    }
     paid_at = time.monotonic()
-    pay = subprocess.run([PY, "manage.py", "sandbox_pay", order["invoice"]["number"], "--confirm"], cwd=ROOT,
-                         env=env, capture_output=True, text=True, timeout=600)
+    pay = subprocess.run(
+        [PY, "manage.py", "sandbox_pay", order["invoice"]["number"], "--confirm"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if pay.returncode != 0:
         failures.append(f"sandbox_pay {currency} exited {pay.returncode}: {pay.stdout[-300:]} {pay.stderr[-300:]}")
         return record

@@ -604,6 +604,8 @@ CHAIN_BACKOFF_MAX_SECONDS = env.int("CHAIN_BACKOFF_MAX_SECONDS", default=300)
 BTC_ZMQ_URL = env.str("BTC_ZMQ_URL", default="")
 LTC_ZMQ_URL = env.str("LTC_ZMQ_URL", default="")
 XMR_ZMQ_URL = env.str("XMR_ZMQ_URL", default="")
+# wallet-rpc's own refresh period, set by the watcher (0: the wallet's 20 s); its --tx-notify fires then.
+XMR_WALLET_REFRESH_SECONDS = env.int("XMR_WALLET_REFRESH_SECONDS", default=0)
 ETH_WS_URL = env.str("ETH_WS_URL", default="")  # the node's websocket: eth_subscribe newHeads
 CHAIN_PUSH_DEBOUNCE_SECONDS = env.float("CHAIN_PUSH_DEBOUNCE_SECONDS", default=0.5)
 # One scan task per configured chain, from the families' declarations (billing/chains/spec.py).

@@ -232,8 +232,12 @@ class MoneroRegtest:
         + RING_OUTPUTS * 3,  # wallet2 can loop picking a ring among too few unlocked outputs,
         lookahead: int = DEFAULT_LOOKAHEAD,
         directory: Path | None = None,
+        tx_notify: str = "",
     ) -> MoneroRegtest:
         """Start the daemon and both wallets; mine to the payer until the chain has `mine` blocks.
+
+        `tx_notify`: the merchant wallet-rpc's `--tx-notify` (a program and its arguments, `%s`
+        the transaction hash; it runs with an empty environment: billing/chains/monero/notify.py).
 
         `lookahead`: the merchant wallet's minor subaddress lookahead (how far
         past its last created subaddress it recognises payments). `directory`:
@@ -330,7 +334,14 @@ class MoneroRegtest:
                 raise NodeStartError("monero-wallet-cli did not write the view-only wallet (see merchant-cli.log)")
             # The merchant's wallet-rpc opens its file (slow: key derivation, the
             # subaddress table) while the payer's wallet is made and mined to.
-            merchant = wallet_rpc("merchant", "--wallet-file", str(merchant_file), "--password", "")
+            merchant = wallet_rpc(
+                "merchant",
+                "--wallet-file",
+                str(merchant_file),
+                "--password",
+                "",
+                *(["--tx-notify", tx_notify] if tx_notify else []),
+            )
             merchant.spawn()
             processes.append(merchant.process)
             if payer_file.with_suffix(".keys").exists():
@@ -387,6 +398,42 @@ class MoneroRegtest:
         self._processes[:] = [p for p in self._processes if p is not old] + [self.merchant.process]
         self.merchant.ready_wait()
 
+    def merchant_lookahead_set(self, minor: int) -> None:
+        """Stop the merchant's wallet-rpc (it saves the wallet), store `1:minor` as its wallet file's
+        subaddress lookahead (monero-wallet-cli `set subaddress-lookahead`), and start it again.
+        The subaddresses the wallet knows already stay known (the bench warms a wallet this way)."""
+        old = self.merchant.process
+        self.merchant.stop()
+        path = self.directory / "wallets" / "merchant"
+        done = subprocess.run(
+            [
+                monero_binaries()["monero-wallet-cli"],
+                "--wallet-file",
+                str(path),
+                "--password",
+                "",
+                "--offline",
+                "--log-file",
+                f"{path}-cli.log",
+                "--command",
+                "set",
+                "subaddress-lookahead",
+                f"1:{minor}",
+            ],
+            input="\n\n",
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+            env=_ENV,
+        )
+        if done.returncode != 0:
+            raise NodeStartError(f"monero-wallet-cli could not set the lookahead: {done.stdout[-1000:]}")
+        self.lookahead = minor
+        self.merchant.spawn()
+        self._processes[:] = [p for p in self._processes if p is not old] + [self.merchant.process]
+        self.merchant.ready_wait()
+
     def wallet_copy_offline(self) -> WalletProcess:
         """A second wallet-rpc on a copy of the merchant's wallet that never talks to the daemon:
         a wallet left behind its daemon. The caller stops it."""
@@ -422,9 +469,12 @@ class MoneroRegtest:
         wallet.ready_wait()
         return wallet
 
-    def view_only_wallet_start(self, *, lookahead: int) -> WalletProcess:
+    def view_only_wallet_start(self, *, lookahead: int, tx_notify: str = "") -> WalletProcess:
         """Another wallet-rpc on a new view-only wallet of the merchant's keys, with its own
-        lookahead, following the daemon from its current height. The caller stops it."""
+        lookahead, following the daemon from its current height. The caller stops it.
+
+        `tx_notify`: wallet-rpc's `--tx-notify` (a program and its arguments, `%s` the
+        transaction hash; it runs with an empty environment)."""
         bins = monero_binaries()
         path = self.directory / "wallets" / f"merchant-{lookahead}-{free_port()}"
         _view_only_wallet_write(
@@ -449,6 +499,7 @@ class MoneroRegtest:
                 "--non-interactive",
                 "--log-file",
                 f"{path}.log",
+                *(["--tx-notify", tx_notify] if tx_notify else []),
             ],
             port,
             Path(f"{path}.out"),

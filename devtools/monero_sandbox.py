@@ -10,6 +10,7 @@ nothing in production imports devtools, and paying refuses to run outside the sa
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from devtools.scanning import SandboxPayment, chain_scan_now
 
 SANDBOX_RATE = "200"  # XMR in USD when MANUAL_RATES_USD does not name it
 SANDBOX_LOOKAHEAD = 200  # Monero's default: the watcher creates subaddresses as invoices are issued
+NOTIFY_SCRIPT = Path(__file__).resolve().parent.parent / "billing" / "chains" / "monero" / "notify.py"
 PAYER_FILE = "payer.url"  # where `sandbox_pay` finds the payer wallet (beside the network's files)
 
 
@@ -53,7 +55,16 @@ def xmr_sandbox_start(*, folder: Path, manual_rates: str = "") -> MoneroSandbox 
     """
     if not monero_installed():
         return None
-    net = MoneroRegtest.start(directory=folder / "monero", lookahead=SANDBOX_LOOKAHEAD)
+    # A payment in the pool queues the scan at once (docs/chains/push.md); the hook runs
+    # with an empty environment and reads the broker's URL from a file.
+    broker_file = folder / "monero" / "broker.url"
+    broker_file.parent.mkdir(parents=True, exist_ok=True)
+    broker_file.write_text(f"{settings.CELERY_BROKER_URL}\n")
+    net = MoneroRegtest.start(
+        directory=folder / "monero",
+        lookahead=SANDBOX_LOOKAHEAD,
+        tx_notify=f"{sys.executable} {NOTIFY_SCRIPT} --broker-file {broker_file} XMR %s",
+    )
     (net.directory / PAYER_FILE).write_text(f"{net.payer.url} {net.daemon_url}\n")
     env = {
         "XMR_ADDRESS": net.address,
@@ -61,6 +72,7 @@ def xmr_sandbox_start(*, folder: Path, manual_rates: str = "") -> MoneroSandbox 
         "XMR_WALLET_RPC_URL": net.wallet_url,
         "XMR_DAEMON_URL": net.daemon_url,
         "XMR_SUBADDRESS_LOOKAHEAD": str(SANDBOX_LOOKAHEAD),
+        "XMR_WALLET_REFRESH_SECONDS": "1",  # the wallet reads the pool every second; --tx-notify then
         "XMR_NETWORK": "regtest",
         "MANUAL_RATES_USD": _with_rate(manual_rates),
     }

@@ -178,6 +178,12 @@ class EthereumWatcher(BlockWatcher):
     def advance(self, run: ScanRun, *, recent: list[BlockRef], start_height: int | None, max_blocks: int) -> ChainStep:
         scanner = self.scanner(run.client)
         tip = self.tip(run)
+        top = max(recent) if recent else None
+        if top is not None and top.hash == tip.hash:
+            # The node's tip is the block the cursor stands on: nothing to read, no fork
+            # below it (the hashes chain), and the watched set is not loaded (at 100,000
+            # open invoices that read is most of an idle run).
+            return ChainStep(tip=tip, fork=None, blocks=(), tip_scanned=top, caught_up=True)
         # Read after the tip: every destination a block up to the tip can pay is in it.
         destinations = self._destinations(run)
         watched = frozenset().union(*destinations.values())

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.db.models import F
 
 from billing import services
 from billing.chains.blocks import BlockRef
@@ -49,6 +50,8 @@ from billing.chains.machinery import ScanRun, cursor_store_at
 from billing.chains.monero import family
 from billing.chains.monero.rpc import ADDRESS_INDEX_OUT_OF_BOUND, WATCH_ONLY, DaemonRpc, WalletRpc
 from billing.chains.spec import ChainSpec
+from billing.models import DerivationCounter
+from billing.selectors import AnyOf, watched_requests
 from core.errors import DomainError
 
 log = logging.getLogger(__name__)
@@ -94,6 +97,23 @@ class MoneroClients:
     daemon: DaemonRpc | None
 
 
+def highest_issued_index() -> int | None:
+    """The highest subaddress index ever issued to an invoice (the derivation counter's
+    last), which the wallet's table must reach; None before the first."""
+    from billing.chains.config import derivation_keyset  # the config imports the watchers
+
+    counter = DerivationCounter.objects.filter(keyset=derivation_keyset(currency="XMR")).first()
+    return None if counter is None or counter.next_index < 1 else int(counter.next_index) - 1
+
+
+def watched_among(run: ScanRun, keys: set[str]) -> frozenset[str]:
+    """Which of `keys` ("major/minor") are watched destinations (selectors.watched_requests)."""
+    if not keys:
+        return frozenset()
+    rows = watched_requests(currencies=run.currencies(), now=run.now).filter(AnyOf(F("match_key"), list(keys)))
+    return frozenset(rows.values_list("match_key", flat=True))
+
+
 def unlocked(*, unlock_time: int, wallet_height: int, now: float) -> bool:
     """Whether a transfer's `unlock_time` has passed, as Monero judges it: a block
     height below 500,000,000 (spendable once the chain has that many blocks), else
@@ -136,6 +156,7 @@ class MoneroWatcher(Watcher):
         primary = run.client.wallet.call("get_address", account_index=0, address_index=[0])
         if primary.get("address") != setting_value("XMR_ADDRESS"):
             raise NodeMismatch("XMR_WALLET_RPC_URL serves another wallet than XMR_ADDRESS's")
+        wallet_refresh_period_set(run.client.wallet)
 
     def subaddresses_ensure(self, wallet: WalletRpc, *, highest: int, renew: Callable[[], object] | None = None) -> int:
         """Grow the wallet's subaddress table ahead of `highest`, the highest issued index.
@@ -200,13 +221,10 @@ class MoneroWatcher(Watcher):
         report.height = wallet_height - 1
         report.blocks = int(refreshed.get("blocks_fetched") or 0)
 
-        newest = run.newest_request_id()
-        watched = run.watched()
-        prefix = f"{family.XMR_ACCOUNT}/"
-        indices = sorted({int(k[len(prefix) :]) for k in watched if k.startswith(prefix)})
-        if indices:
-            self.subaddresses_ensure(wallet, highest=indices[-1], renew=run.renew)
-        counted = run.counted() if watched else []
+        highest = highest_issued_index()
+        if highest is not None:
+            self.subaddresses_ensure(wallet, highest=highest, renew=run.renew)
+        counted = run.counted()
         cursor = run.state().height
         min_height: int | None = None
         if cursor is not None:
@@ -232,8 +250,10 @@ class MoneroWatcher(Watcher):
                 rec.state.save(update_fields=["height", "tip_height"])
             raise lagging from None
         entries = list(answer.get("in") or []) + list(answer.get("pool") or [])
-        # Issued while the wallet was read: watched too (a few rows, by primary key).
-        watched = watched | run.created_since(newest + 1)
+        # Only the subaddresses the wallet's transfers name are looked up (one array
+        # parameter), not every watched one: a run costs the same with 200,000 open
+        # invoices as with ten. Read after the wallet, so an invoice issued meanwhile is in.
+        watched = watched_among(run, {_key(e) for e in entries})
         strays = self._strays(run, entries, watched)
         run.renew()
 
@@ -381,6 +401,19 @@ def _lagging(*, wallet_height: int, daemon_height: int | None) -> ChainUnavailab
         f"the wallet is {behind} block(s) behind its daemon (wallet at {wallet_height}, daemon at {daemon_height})",
         reason="syncing",
     )
+
+
+def wallet_refresh_period_set(wallet: WalletRpc) -> None:
+    """Make the wallet read its daemon every XMR_WALLET_REFRESH_SECONDS on its own (0: leave it).
+
+    wallet-rpc refreshes in the background every 20 seconds by default
+    (src/wallet/wallet_rpc_server.cpp, DEFAULT_AUTO_REFRESH_PERIOD; the `auto_refresh`
+    method sets the period, and a restart forgets it: it is set on every run). Its
+    `--tx-notify` fires when such a refresh finds an incoming transaction in the pool,
+    so this period bounds how soon a pool payment is pushed (docs/chains/push.md)."""
+    period = _setting_int("XMR_WALLET_REFRESH_SECONDS", 0)
+    if period > 0:
+        wallet.call("auto_refresh", enable=True, period=period)
 
 
 def wallet_view_only_check(wallet: WalletRpc) -> None:
