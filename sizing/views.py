@@ -12,19 +12,19 @@ from catalog.selectors import catalog_current, catalog_memo, gpu_get, stock
 from catalog.views import PublicView
 from core.api import error_doc
 
-from . import compare, selectors, serializers, services
+from . import compare, payloads, selectors, serializers, services
 
 
 class ModelListView(PublicView):
-    @extend_schema(responses=serializers.ArchitectureOutput(many=True), summary="Models the sizing API knows")
+    @extend_schema(responses=payloads.ArchitectureOutput(many=True), summary="Models the sizing API knows")
     def get(self, request):
-        return Response(serializers.ArchitectureOutput(selectors.architecture_list(), many=True).data)
+        return Response(payloads.ArchitectureOutput(selectors.architecture_list(), many=True).data)
 
 
 class CheckView(PublicView):
     @extend_schema(
         request=serializers.CheckInput,
-        responses=serializers.CheckOutput,
+        responses=payloads.CheckOutput,
         summary="Does this configuration hold the model? (fits=false is a report, answered 200)",
     )
     def post(self, request):
@@ -34,7 +34,7 @@ class CheckView(PublicView):
         result = services.sizing_check(
             request=v["workload"], gpu=gpu_get(slug=v["gpu"]), gpu_count=v["gpu_count"], term=v["term"], solve=True
         )
-        return Response(serializers.CheckOutput(serializers.check_payload(result)).data)
+        return Response(payloads.CheckOutput(payloads.check_payload(result)).data)
 
 
 # Fields of a recommendation that filter or advise; the rest names the workload.
@@ -50,7 +50,7 @@ def _workload_key(body) -> str:
 class RecommendView(PublicView):
     @extend_schema(
         request=serializers.RecommendInput,
-        responses=serializers.RecommendOutput,
+        responses=payloads.RecommendOutput,
         summary="Every configuration that holds the model, cheapest first",
     )
     def post(self, request):
@@ -86,10 +86,10 @@ class RecommendView(PublicView):
                 catalog_now=catalog_now,
                 stock_rows=rows,
             )
-            # Built in the documented shape (RecommendOutput; a test holds them
-            # together): re-rendering up to sixty candidates through DRF fields
-            # would cost more than the sizing itself.
-            return JSONRenderer().render(serializers.recommend_payload(rec))
+            # Sent as built (sizing.payloads: RecommendOutput's builder, held to it
+            # field by field): re-rendering up to sixty candidates through DRF
+            # fields would cost more than the sizing itself.
+            return JSONRenderer().render(payloads.recommend_payload(rec))
 
         # The whole answer is kept per catalog version, body and the region's
         # stock as just read: asked again while nothing changed, it is sent as it was.
@@ -101,7 +101,7 @@ class CompareView(PublicView):
     @extend_schema(
         request=serializers.CompareInput,
         responses={
-            200: serializers.CompareOutput,
+            200: payloads.CompareOutput,
             400: error_doc(
                 "Invalid input: `invalid` (details.fields: fewer than 2 or more than 5 `candidates`, "
                 "`concurrency` and `requests_per_s` together), `unknown_gpu` (a candidate's card), "
@@ -134,4 +134,4 @@ class CompareView(PublicView):
             output_tokens_per_month=v.get("output_tokens_per_month"),
             use=v.get("use"),
         )
-        return Response(serializers.CompareOutput(serializers.compare_payload(result)).data)
+        return Response(payloads.CompareOutput(payloads.compare_payload(result)).data)

@@ -107,7 +107,7 @@ def _workload_fits(catalog_now: CatalogSnapshot, spec: OrderSpec, gpu: GpuModel,
     cheapest configuration that fits in that region now. Priced with the tiers
     the order was priced with: nothing read twice."""
     from sizing.engine import PROFILE_VLLM
-    from sizing.serializers import candidate_payload, check_payload
+    from sizing.payloads import candidate_payload, check_payload
     from sizing.services import sizing_recommend, sizing_require_fit
 
     # The gate follows the engine, never the guide's arithmetic, however the workload was built.

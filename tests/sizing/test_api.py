@@ -393,7 +393,7 @@ def test_recommend_from_a_config(api):
 
 
 def test_recommend_payload_has_the_documented_shape(api):
-    from sizing.serializers import RecommendOutput
+    from sizing.payloads import RecommendOutput
 
     documented = shape(RecommendOutput())
     body = recommend(api, model="ref-70b", precision="fp8", region="DFW-1", tokens_per_month=5).json()

@@ -5,7 +5,7 @@ from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 
 import pytest
 
-from sizing.serializers import CompareOutput, RecommendOutput
+from sizing.payloads import CompareOutput, RecommendOutput
 
 from .shapes import assert_shape, shape
 

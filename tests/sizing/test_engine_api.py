@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from sizing.serializers import CheckOutput, RecommendOutput
+from sizing.payloads import CheckOutput, RecommendOutput
 
 from .conftest import hf_config
 from .shapes import assert_shape, shape
