@@ -181,16 +181,18 @@ class WatchedSet:
     loaded_at: float  # when read in full (monotonic)
 
 
-_watched: dict[str, WatchedSet] = {}
+_watched: dict[tuple[str, str], WatchedSet] = {}  # by (chain, currency)
 _watched_lock = threading.Lock()
 
 
 def _watched_load(currency: str) -> WatchedSet:
     """Every watched destination of `currency`, and where to read new ones from."""
+    # In this order, each read its own snapshot: a destination committed after `present`
+    # was read is a gap (asked for again); one committed before is in `keys`, read last.
     newest: int = PaymentRequest.objects.aggregate(newest=Max("id"))["newest"] or 0
-    keys = watched_match_keys(currencies=[currency])
     lowest = max(1, newest - GAP_WINDOW + 1)
     present = set(PaymentRequest.objects.filter(id__gte=lowest, id__lte=newest).values_list("id", flat=True))
+    keys = watched_match_keys(currencies=[currency])
     clock = time.monotonic()
     return WatchedSet(keys, newest, {i: clock for i in range(lowest, newest + 1) if i not in present}, clock)
 
@@ -220,21 +222,21 @@ def _watched_kept(*, chain: str, currency: str) -> frozenset[str]:
     """The watched destinations of `currency` (see WATCHED_RELOAD_SECONDS): a superset of
     `watched_match_keys` for at most that long, never missing one issued and committed."""
     with _watched_lock:
-        watched = _watched.get(chain)
+        watched = _watched.get((chain, currency))
     if watched is None or time.monotonic() - watched.loaded_at >= WATCHED_RELOAD_SECONDS:
         watched = _watched_load(currency)
     else:
         watched = _watched_update(watched, currency)
     with _watched_lock:
-        _watched[chain] = watched
+        _watched[(chain, currency)] = watched
     return watched.keys
 
 
 def watched_forget(*, chain: str | None = None) -> None:
     """Forget this process's kept watched sets (all, or one chain's)."""
     with _watched_lock:
-        for name in [c for c in _watched if chain is None or c == chain]:
-            del _watched[name]
+        for key in [k for k in _watched if chain is None or k[0] == chain]:
+            del _watched[key]
 
 
 # --- Writing through a run -------------------------------------------------------------------

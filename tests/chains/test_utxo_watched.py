@@ -50,8 +50,8 @@ def test_a_run_reads_only_the_destinations_issued_since_the_last(ltc, node):
 def test_the_set_is_read_in_full_again_after_the_reload_interval(ltc):
     ltc.invoice()
     ltc.scan()
-    read = machinery._watched["litecoin"]
-    machinery._watched["litecoin"] = replace(read, loaded_at=read.loaded_at - machinery.WATCHED_RELOAD_SECONDS)
+    read = machinery._watched["litecoin", "LTC"]
+    machinery._watched["litecoin", "LTC"] = replace(read, loaded_at=read.loaded_at - machinery.WATCHED_RELOAD_SECONDS)
     with CaptureQueriesContext(connection) as queries:
         ltc.scan()
     assert full_reads(queries) == 1
