@@ -88,13 +88,18 @@ def on_commit_send(signal: Signal, invoice: Invoice, **extra: Any) -> None:
     call = _payable_call(signal, invoice_id=invoice_id, subject_id=subject_id, **extra)
 
     def deliver() -> None:
-        try:
-            signal.send(sender=Invoice, invoice_id=invoice_id, subject_kind=kind, subject_id=subject_id, **extra)
-        finally:  # a receiver that raises never holds back what the invoice pays for
-            if call is not None:
-                payable_notify(call[0], call[1], invoice_id=invoice_id, kind=kind)
+        # A receiver that raises is logged and holds back neither the others, nor what the
+        # invoice pays for, nor the other callbacks of the commit (robust: the caller's work
+        # is committed already and must not answer an error for it).
+        for receiver, result in signal.send_robust(
+            sender=Invoice, invoice_id=invoice_id, subject_kind=kind, subject_id=subject_id, **extra
+        ):
+            if isinstance(result, Exception):
+                log.error("invoice %s: %s receiver %r failed: %r", invoice_id, signal, receiver, result)
+        if call is not None:
+            payable_notify(call[0], call[1], invoice_id=invoice_id, kind=kind)
 
-    transaction.on_commit(deliver)
+    transaction.on_commit(deliver, robust=True)
 
 
 def _payable_call(
