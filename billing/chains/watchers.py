@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 # A run asked for while another runs is made by the holder right after (at most this many
 # times in a row): a push that finds the chain busy is not lost until the next poll.
 RESCANS_MAX = 3
+AGAIN_TTL_SECONDS = 3600  # word left for the holder outlives any run (the next run clears a stale one)
 # A run renews its lease after every block; a worker that dies loses it this long after.
 LEASE_TTL = timedelta(minutes=2)
 
@@ -112,7 +113,7 @@ def chain_scan(
             if owner is None:
                 # The holder runs the chain once more when it is done, so what asked for this
                 # run (a node's push, most often) is not lost behind the run in progress.
-                cache.set(again, True, timeout=LEASE_TTL.total_seconds())
+                cache.set(again, True, timeout=AGAIN_TTL_SECONDS)
                 return report or ScanReport(
                     currency=watcher.currency, chain=watcher.chain, skipped="busy", currencies=list(watcher.currencies)
                 )
@@ -127,6 +128,8 @@ def chain_scan(
             )
         if not cache.delete(again):
             break  # nobody asked while it ran
+    else:
+        scan_queue(currency=watcher.currency)  # asked again after the last run allowed here: a task of its own
     assert report is not None
     return report
 
