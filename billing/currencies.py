@@ -16,7 +16,16 @@ __all__ = [
     "currency_get",
 ]
 
-CURRENCIES: dict[str, Currency] = {c.code: c for c in family_currencies()}
+# The order they are listed in everywhere (the API, the checkout page, errors): the
+# project's order (DESIGN.md); a currency a later family declares follows them.
+LISTING_ORDER = ("BTC", "ETH", "USDT", "USDC", "XMR", "SOL", "LTC")
+CURRENCIES: dict[str, Currency] = {
+    c.code: c
+    for c in sorted(
+        family_currencies(),
+        key=lambda c: LISTING_ORDER.index(c.code) if c.code in LISTING_ORDER else len(LISTING_ORDER),
+    )
+}
 CURRENCY_CHOICES = [(code, code) for code in CURRENCIES]  # for forms; the models take any code
 CURRENCY_CODES = tuple(CURRENCIES)
 

@@ -99,7 +99,7 @@ def test_switch_currency_through_the_api(chains, customer, customer_api):
     assert bad.status_code == 400
     error = bad.json()["error"]
     assert error["code"] == "unknown_currency"
-    assert error["details"]["currencies"] == ["BTC", "LTC", "ETH", "USDT", "USDC", "XMR", "SOL"]
+    assert error["details"]["currencies"] == ["BTC", "ETH", "USDT", "USDC", "XMR", "SOL", "LTC"]
     missing = customer_api.post(f"/api/v1/invoices/{inv.pk}/currency", {}, format="json")
     assert missing.status_code == 400 and missing.json()["error"]["code"] == "invalid"
 
@@ -132,7 +132,7 @@ def test_pay_with_credit(chains, customer, customer_api):
 def test_currencies_lists_the_enabled_ones(chains, api, settings):
     settings.XMR_ADDRESS = ""
     rows = api.get("/api/v1/currencies").json()
-    assert [r["code"] for r in rows] == ["BTC", "LTC", "ETH", "USDT", "USDC", "SOL"]
+    assert [r["code"] for r in rows] == ["BTC", "ETH", "USDT", "USDC", "SOL", "LTC"]
     btc = rows[0]
     assert (btc["decimals"], btc["confirmations"], btc["network"]) == (8, 2, "bitcoin-mainnet")
     assert btc["health"]["ok"] is True

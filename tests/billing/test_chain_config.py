@@ -45,7 +45,7 @@ from tests.warm_python import python_run
 BTC_ACCOUNT = account(Bip84, Bip84Coins.BITCOIN)
 LTC_REGTEST_ACCOUNT = account(Bip84, Bip84Coins.LITECOIN_TESTNET)
 ETH_ACCOUNT = account(Bip44, Bip44Coins.ETHEREUM)
-ALL = ["BTC", "LTC", "ETH", "USDT", "USDC", "XMR", "SOL"]
+ALL = ["BTC", "ETH", "USDT", "USDC", "XMR", "SOL", "LTC"]
 USDT_MAINNET = "0xdAC17F958D2ee523a2206206994597C13D831ec7"
 USDC_MAINNET = "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48"
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,11 +105,11 @@ def test_each_currency_is_enabled_exactly_by_its_material(chains):
     assert enabled_currencies() == ALL
     chain_config_validate()
     chains.USDT_CONTRACT = ""
-    assert enabled_currencies() == ["BTC", "LTC", "ETH", "USDC", "XMR", "SOL"]
+    assert enabled_currencies() == ["BTC", "ETH", "USDC", "XMR", "SOL", "LTC"]
     chains.ETH_XPUB = ""
-    assert enabled_currencies() == ["BTC", "LTC", "XMR", "SOL"]
+    assert enabled_currencies() == ["BTC", "XMR", "SOL", "LTC"]
     chains.XMR_VIEW_KEY = ""  # half the Monero material: not enabled, and refused at start-up
-    assert enabled_currencies() == ["BTC", "LTC", "SOL"]
+    assert enabled_currencies() == ["BTC", "SOL", "LTC"]
     with pytest.raises(ImproperlyConfigured, match="XMR_VIEW_KEY is not set"):
         chain_config_validate()
 
@@ -267,12 +267,12 @@ def test_payment_uris(chains):
 def test_network_names(chains):
     assert [network_name(currency=c) for c in ALL] == [
         "bitcoin-mainnet",
-        "litecoin-regtest",
         "ethereum-1",
         "ethereum-1",
         "ethereum-1",
         "monero-mainnet",
         "solana-mainnet-beta",
+        "litecoin-regtest",
     ]
     chains.BTC_NETWORK = "regtest"
     chains.BTC_XPUB = account(Bip84, Bip84Coins.BITCOIN_REGTEST).PublicKey().ToExtended()

@@ -262,12 +262,12 @@ def test_coingecko_reads_prices_with_their_update_times(server, clock):
     seen = server.last(COINGECKO)
     assert seen.query["ids"][0].split(",") == [
         "bitcoin",
-        "litecoin",
         "ethereum",
         "tether",
         "usd-coin",
         "monero",
         "solana",
+        "litecoin",
     ]
     assert seen.query["vs_currencies"] == ["usd"]
     assert seen.query["include_last_updated_at"] == ["true"]

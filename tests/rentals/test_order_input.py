@@ -162,7 +162,7 @@ def test_an_unknown_pay_currency_lists_the_valid_ones(chains, catalog, customer_
     assert resp.status_code == 400
     assert resp.json()["error"] == {
         "code": "unknown_currency",
-        "message": "'DOGE' is not a pay currency; use one of BTC, LTC, ETH, USDT, USDC, XMR, SOL.",
+        "message": "'DOGE' is not a pay currency; use one of BTC, ETH, USDT, USDC, XMR, SOL, LTC.",
         "details": {"currency": "DOGE", "currencies": list(CURRENCIES)},
     }
 
@@ -176,7 +176,7 @@ def test_every_wrong_field_is_reported_together(chains, catalog, customer_api, s
     assert error["code"] == "invalid"
     assert set(error["details"]["fields"]) == {"pay_currency", "gpu_count", "term"}
     assert error["details"]["fields"]["pay_currency"] == [
-        "'DOGE' is not a pay currency; use one of BTC, LTC, ETH, USDT, USDC, XMR, SOL."
+        "'DOGE' is not a pay currency; use one of BTC, ETH, USDT, USDC, XMR, SOL, LTC."
     ]
     assert error["details"]["currencies"] == list(CURRENCIES)
 
