@@ -2,10 +2,14 @@
 billing.payable dispatches on, instead of a string each reader parsed.
 
 The columns come with database defaults, so a process of the release before
-(which writes only `subject`) can go on inserting while this applies; the
-rows it writes in that window are filled by running this data step again
-(`subject_fill` touches only rows whose kind is still empty). `subject`
-stays, written as "<kind>:<id>", for that release; a later release drops it.
+(which writes only `subject`) can go on inserting while this applies. The
+migration is not atomic: each column is added in a statement of its own, and
+the existing rows are filled in batches of BATCH, each committed on its own,
+so no lock on the invoice table is held through the fill. The rows the old
+release writes until it is stopped are filled by `manage.py
+invoice_subjects_fill` (the same step, touching only rows whose kind is still
+empty). `subject` stays, written in that release's form, for that release; a
+later release drops it.
 
 The old strings: "order:<id>" (an order's invoice), "rental:<id>:auto" and
 "rental:<id>:manual" (a rental's renewal), "rental:<id>:usage" (its usage);
@@ -13,7 +17,7 @@ anything else ("test:1", "sandbox:demo") keeps its prefix as the kind and
 its number, if it has one, as the id (else 0).
 """
 
-from django.db import migrations, models
+from django.db import migrations, models, transaction
 
 BATCH = 1000
 
@@ -36,13 +40,16 @@ def subject_fill(apps, schema_editor):
         )
         if not rows:
             return
-        for pk, subject in rows:
-            kind, number = subject_parse(subject)
-            Invoice.objects.filter(pk=pk, subject_kind="").update(subject_kind=kind, subject_id=number)
+        with transaction.atomic(using=schema_editor.connection.alias):
+            for pk, subject in rows:
+                kind, number = subject_parse(subject)
+                Invoice.objects.filter(pk=pk, subject_kind="").update(subject_kind=kind, subject_id=number)
         last = rows[-1][0]
 
 
 class Migration(migrations.Migration):
+    atomic = False  # the columns and each batch of the fill commit on their own
+
     dependencies = [
         ("billing", "0008_utxo_seen"),
     ]

@@ -26,6 +26,7 @@ from billing.services.invoices import (
     invoice_create,
     invoice_issuing,
     invoice_requote,
+    invoice_subjects_fill,
     invoice_switch_currency,
 )
 from billing.services.payments import (
@@ -65,6 +66,7 @@ __all__ = [
     "invoice_mark_settled",
     "invoice_pay_with_credit",
     "invoice_requote",
+    "invoice_subjects_fill",
     "invoice_switch_currency",
     "invoice_void",
     "invoices_advance_due",

@@ -246,6 +246,44 @@ def invoice_create(
     return invoice
 
 
+# How the release before this one wrote a subject, which its processes still parse during an
+# upgrade: a rental's renewal and usage as "rental:<id>:...", anything else as "<kind>:<id>".
+# Goes with the `subject` column, in the release after.
+_LEGACY_SUBJECT = {"renewal": "rental:{id}:renewal", "usage": "rental:{id}:usage"}
+
+
+def legacy_subject(ref: PayableRef) -> str:
+    return _LEGACY_SUBJECT.get(ref.kind, "{kind}:{id}").format(kind=ref.kind, id=ref.id)
+
+
+def subject_parse(subject: str) -> tuple[str, int]:
+    """(kind, id) of a subject as the release before wrote it (billing/0009 fills the rows
+    that existed then with the same rule)."""
+    parts = subject.split(":")
+    kind = parts[0][:16]
+    number = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+    if kind == "rental":
+        kind = "usage" if parts[-1] == "usage" else "renewal"
+    return kind, number
+
+
+def invoice_subjects_fill(*, batch: int = 1000) -> int:
+    """Fill (subject_kind, subject_id) of the invoices a process of the release before
+    wrote after billing/0009 ran (their kind is empty), a batch a transaction; how many."""
+    filled, last = 0, 0
+    while True:
+        rows = list(
+            Invoice.objects.filter(subject_kind="", pk__gt=last).order_by("pk").values_list("pk", "subject")[:batch]
+        )
+        if not rows:
+            return filled
+        with transaction.atomic():
+            for pk, subject in rows:
+                kind, number = subject_parse(subject)
+                filled += Invoice.objects.filter(pk=pk, subject_kind="").update(subject_kind=kind, subject_id=number)
+        last = rows[-1][0]
+
+
 @contextmanager
 def invoice_issuing(*, spec: InvoiceSpec, now: datetime | None = None, attach: bool = False) -> Iterator[Invoice]:
     """Issue an invoice around the caller's own writes, in the caller's transaction:
@@ -298,7 +336,7 @@ def _invoice_draft_write(*, spec: InvoiceSpec, now: datetime) -> tuple[Invoice, 
         account=spec.account,
         subject_kind=spec.payable.kind,
         subject_id=spec.payable.id,
-        subject=str(spec.payable),  # for the release before this one, during an upgrade
+        subject=legacy_subject(spec.payable),  # for the release before this one, during an upgrade
         description=spec.description[:200],
         total_usd=cents(total),
         created_at=now,

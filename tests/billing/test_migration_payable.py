@@ -63,3 +63,50 @@ def test_the_migration_moves_existing_invoices():
         ("OLD-3", "usage", 5, "rental:5:usage"),
         ("OLD-4", "sandbox", 0, "sandbox:demo"),
     ]
+
+
+@pytest.mark.parametrize("subject", ["order:12", "rental:5:auto", "rental:5:usage", "sandbox:demo"])
+def test_the_service_reads_old_subjects_as_the_migration_does(subject):
+    from billing.services.invoices import subject_parse
+
+    assert subject_parse(subject) == migration.subject_parse(subject)
+
+
+@pytest.mark.parametrize(
+    ("kind", "written"), [("order", "order:12"), ("renewal", "rental:12:renewal"), ("usage", "rental:12:usage")]
+)
+def test_the_subject_string_is_the_one_the_release_before_parses(kind, written):
+    """That release reads "order:" as an order's and "rental:" as a rental's (its renewal
+    re-quote check keys on the prefix), and reads nothing after the id."""
+    from billing.payable import PayableRef
+    from billing.services.invoices import legacy_subject, subject_parse
+
+    assert legacy_subject(PayableRef(kind, 12)) == written
+    assert subject_parse(written) == (kind, 12)
+
+
+@pytest.mark.django_db
+def test_invoices_the_release_before_wrote_after_the_migration_are_filled(customer):
+    from decimal import Decimal
+
+    from django.utils import timezone
+
+    from billing.services import invoice_subjects_fill
+
+    now = timezone.now()
+    for n, subject in enumerate(("order:7", "rental:3:manual"), start=1):
+        Invoice.objects.create(
+            number=f"OLD-{n}",
+            account=customer,
+            subject=subject,
+            subject_kind="",
+            description="old",
+            total_usd=Decimal("10.00"),
+            created_at=now,
+            expires_at=now,
+            monitoring_until=now,
+        )
+    assert invoice_subjects_fill(batch=1) == 2
+    rows = set(Invoice.objects.values_list("subject_kind", "subject_id"))
+    assert rows == {("order", 7), ("renewal", 3)}
+    assert invoice_subjects_fill() == 0  # nothing left: safe to run again
