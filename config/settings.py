@@ -471,9 +471,10 @@ if not 1 <= UNPAID_HOLD_SHARE_PCT <= 100:
     raise ImproperlyConfigured("UNPAID_HOLD_SHARE_PCT is between 1 and 100.")
 # The one-host allowance above (a hold over the share, admitted because one host is
 # the least that can be ordered) is withheld from an account, and from a client
-# address, once this many of its orders of that card in that region closed unpaid
-# within UNPAID_HOLD_FLOOR_COOLDOWN_HOURS (409 hold_share_exceeded); an account that
-# has paid before keeps it. 0 (either) turns this off.
+# address, once this many of its orders of that card in that region lapsed (expired
+# unpaid, or cancelled after holding the GPUs 10 minutes) within
+# UNPAID_HOLD_FLOOR_COOLDOWN_HOURS (409 hold_share_exceeded); an account that has paid
+# for that card before keeps it. 0 (either) turns this off.
 UNPAID_HOLD_FLOOR_MISSES = env.int("UNPAID_HOLD_FLOOR_MISSES", default=2)
 UNPAID_HOLD_FLOOR_COOLDOWN_HOURS = env.int("UNPAID_HOLD_FLOOR_COOLDOWN_HOURS", default=24)
 

@@ -20,12 +20,13 @@ it for free. So, counting the orders awaiting payment:
 - that one-host allowance (a hold above the percentage, admitted only because
   one host is the least that can be ordered) is withheld from an account, and
   from an address, once UNPAID_HOLD_FLOOR_MISSES of its orders of that card in
-  that region closed unpaid (expired or cancelled) within
+  that region lapsed (expired unpaid, or cancelled after holding the GPUs ten
+  minutes or more) within
   UNPAID_HOLD_FLOOR_COOLDOWN_HOURS, so the only host of a card cannot be held
   for free over and over, by one account or by fresh accounts from one address
   (409 `hold_share_exceeded`, with `floor_available_at`); a customer whose
-  order lapsed may order it again. An account that has paid for an order
-  before keeps the allowance.
+  order lapsed may order it again. An account that has paid for an order of
+  that card before keeps the allowance.
 
 The refusals' details carry the numbers. The client address comes from
 core.throttle.client_address (REMOTE_ADDR, or the entry of X-Forwarded-For the
@@ -45,7 +46,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from accounts.models import Account
@@ -54,6 +55,9 @@ from core.errors import Conflict
 from rentals.models import Order, OrderStatus
 
 log = logging.getLogger(__name__)
+
+# A cancelled order counts as a lapsed hold (UNPAID_HOLD_FLOOR_MISSES) when it held its GPUs this long.
+UNPAID_HOLD_LAPSE_MIN = timedelta(minutes=10)
 
 
 def client_network(address: str | None) -> str:
@@ -307,9 +311,9 @@ def unpaid_limit_check(
         <= held.stock * (settings.UNPAID_HOLD_SHARE_PCT) // 100
     ):
         return  # within the percentage: the one-host allowance is not used
-    if held.paid_history:
-        return  # a paying customer keeps the one-host allowance
-    spent = _floor_spent(account=account, network=network, region=region, gpu=gpu)
+    if Order.objects.filter(account=account, gpu=gpu, status=OrderStatus.PAID).exists():
+        return  # a customer who has paid for this card keeps the one-host allowance
+    spent = _floor_spent(account=account, network=network, region=region, gpu=gpu, besides=placing)
     if spent is not None:
         holder, available_at = spent
         raise Conflict(
@@ -328,7 +332,9 @@ def unpaid_limit_check(
         )
 
 
-def _floor_spent(*, account: Account, network: str, region: Any, gpu: Any) -> tuple[str, datetime] | None:
+def _floor_spent(
+    *, account: Account, network: str, region: Any, gpu: Any, besides: int | None = None
+) -> tuple[str, datetime] | None:
     """("account" or "address", when the one-host allowance comes back) if
     UNPAID_HOLD_FLOOR_MISSES orders of `gpu` in `region` from the account or
     the address closed unpaid within UNPAID_HOLD_FLOOR_COOLDOWN_HOURS; None
@@ -337,12 +343,15 @@ def _floor_spent(*, account: Account, network: str, region: Any, gpu: Any) -> tu
     misses: int = settings.UNPAID_HOLD_FLOOR_MISSES
     if hours <= 0 or misses <= 0:
         return None
+    # A lapsed hold: expired unpaid, or cancelled after holding the GPUs a while (an order
+    # cancelled at once, a wrong template, say, held nothing worth counting).
     closed = Order.objects.filter(
+        Q(status=OrderStatus.EXPIRED)
+        | Q(status=OrderStatus.CANCELLED, closed_at__gte=F("created_at") + UNPAID_HOLD_LAPSE_MIN),
         region=region,
         gpu=gpu,
-        status__in=[OrderStatus.EXPIRED, OrderStatus.CANCELLED],
         closed_at__gte=timezone.now() - timedelta(hours=hours),
-    )
+    ).exclude(pk=besides or 0)  # an order re-quoted is not held against itself
     holders = {"account": Q(account=account)}
     if network:
         holders["address"] = Q(client_network=network)

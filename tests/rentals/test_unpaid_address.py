@@ -338,7 +338,7 @@ def test_the_one_host_allowance_returns_after_the_cooldown(chains, catalog, caps
     assert make_customer().order(ATTACKER, region="PDX-1", gpu="b200").status_code == 201
 
 
-def test_a_customer_who_has_paid_keeps_the_one_host_allowance(chains, catalog, caps, make_customer):
+def test_a_customer_who_has_paid_for_the_card_keeps_the_one_host_allowance(chains, catalog, caps, make_customer):
     import datetime as dt
 
     from django.utils import timezone
@@ -346,9 +346,35 @@ def test_a_customer_who_has_paid_keeps_the_one_host_allowance(chains, catalog, c
     caps.UNPAID_HOLD_FLOOR_COOLDOWN_HOURS = 24
     caps.UNPAID_HOLD_FLOOR_MISSES = 1
     regular = make_customer()
-    regular.has_paid()
+    first = regular.order("203.0.113.70", region="DFW-1", gpu="b200")  # a B200 paid for, elsewhere
+    assert first.status_code == 201, first.json()
+    Order.objects.filter(pk=first.json()["id"]).update(status=OrderStatus.PAID)
     for _ in range(2):
         resp = regular.order("203.0.113.70", region="PDX-1", gpu="b200")
         assert resp.status_code == 201, resp.json()
         _close_unpaid(resp.json()["id"], timezone.now() - dt.timedelta(minutes=5))
     assert regular.order("203.0.113.70", region="PDX-1", gpu="b200").status_code == 201
+
+
+def test_a_paid_order_of_another_card_or_an_order_cancelled_at_once_changes_nothing(
+    chains, catalog, caps, make_customer
+):
+    import datetime as dt
+
+    from django.utils import timezone
+
+    caps.UNPAID_HOLD_FLOOR_COOLDOWN_HOURS = 24
+    caps.UNPAID_HOLD_FLOOR_MISSES = 1
+    customer = make_customer()
+    customer.has_paid()  # an L4 in IAD-1: no B200
+    resp = customer.order("203.0.113.80", region="PDX-1", gpu="b200")
+    assert resp.status_code == 201
+    # Cancelled two minutes after it was placed: no lapsed hold.
+    order = Order.objects.get(pk=resp.json()["id"])
+    _close_unpaid(order.pk, order.created_at + dt.timedelta(minutes=2))
+    Order.objects.filter(pk=order.pk).update(status=OrderStatus.CANCELLED)
+    again = customer.order("203.0.113.80", region="PDX-1", gpu="b200")
+    assert again.status_code == 201, again.json()
+    _close_unpaid(again.json()["id"], timezone.now())  # this one lapsed
+    refused = customer.order("203.0.113.80", region="PDX-1", gpu="b200")
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "hold_share_exceeded"
