@@ -112,7 +112,8 @@ def payable_describe(*, kind: str, subject_id: int) -> str:
 def payable_notify(what: str, call: Callable[[Payable], None], *, invoice_id: int, kind: str) -> None:
     """Run one callback of the subject's Payable (after a commit): a failure is
     logged, never raised, so the next callback and the caller go on; the
-    owner's reconcile job does the work later."""
+    owner's reconcile job redoes from the database what changes state (rentals:
+    fulfilment, released slots)."""
     payable = _payables.get(kind)
     if payable is None:
         log.error("invoice %s: no Payable for kind %r; %s not delivered", invoice_id, kind, what)
@@ -120,4 +121,4 @@ def payable_notify(what: str, call: Callable[[Payable], None], *, invoice_id: in
     try:
         call(payable)
     except Exception:
-        log.exception("invoice %s: %s of its %s failed; the reconcile job will retry", invoice_id, what, kind)
+        log.exception("invoice %s: %s of its %s failed; left to the owner's reconcile job", invoice_id, what, kind)

@@ -28,7 +28,6 @@ from billing import services
 from billing.chains.utxo.rpc import BitcoinRpc, ChainUnavailable, RpcError
 from billing.chains.utxo.watcher import rpc_url
 from billing.models import Invoice, PaymentStatus
-from billing.payable import NOTHING, payable_register
 from core.errors import DomainError, NotFound
 from devtools.litecoind import (
     REGTEST_HRP,
@@ -233,7 +232,6 @@ def sandbox_invoice_issue(*, usd: Decimal = Decimal("25.00"), username: str = SA
     )
     if open_ is not None:
         return open_
-    payable_register(kind="sandbox", payable=NOTHING)
     return services.invoice_create(
         account=account,
         payable=("sandbox", 0),

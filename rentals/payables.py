@@ -9,8 +9,12 @@ Payable per kind of invoice subject, registered in rentals.apps.
   rental gains its paid period; a terminated rental's is not quoted again.
 - "usage": a rental's usage (egress) bill (subject_id: the rental's id).
 
-Each callback after a commit that fails is retried by
-rentals.services.lifecycle.orders_reconcile (billing logs it and goes on).
+A callback after a commit that fails is logged by billing, which goes on.
+rentals.services.lifecycle.orders_reconcile redoes what changes state from
+the database: a settled order's or renewal's fulfilment, and an expired
+order's slots going back. An order's shown currency after a failed `on_quoted`
+stays the old one until its next quote (the invoice, which is what is paid,
+has the new one).
 """
 
 from __future__ import annotations

@@ -176,7 +176,7 @@ def test_a_failing_callback_is_logged_and_billing_keeps_its_work(chains, custome
         pay(invoice)
     assert Invoice.objects.get(pk=invoice.pk).status == "settled"
     assert [name for name, _ in thing.calls] == ["on_settled"]
-    assert "the reconcile job will retry" in caplog.text
+    assert "left to the owner's reconcile job" in caplog.text
 
 
 # --- Re-quote -----------------------------------------------------------------------------
