@@ -344,7 +344,9 @@ def finite_run_rate(*, requests: int, output_tokens: int, in_flight: int, full_r
     started together finish together, so they go through in rounds: every full
     round at `full_rate` (output tokens per second with `in_flight` decoding),
     then one round of the rest at `last_rate` (with that many decoding), which
-    takes as long as a full round for fewer tokens."""
+    takes as long as a full round for fewer tokens. 0 when none is held."""
+    if in_flight <= 0 or full_rate <= 0:
+        return 0.0
     rounds, rest = divmod(requests, in_flight)
     seconds = rounds * output_tokens * in_flight / full_rate
     if rest:

@@ -615,7 +615,7 @@ def sizing_accuracy(*, path: Path = BENCHMARKS_FILE) -> list[AccuracyRow]:
         predicted = perf.e2e_p50_s if "latency_s" in row else perf.output_tokens_per_s
         # Every request sent at once: the published rate is the whole run's, rounds and
         # the short last round included, not the steady state's.
-        rest = load % perf.in_flight
+        rest = load % perf.in_flight if perf.in_flight else 0  # none held: no rounds to count
         if "latency_s" not in row and not row["concurrency"] and load > perf.in_flight and rest:
             last = serve(
                 model=cost,

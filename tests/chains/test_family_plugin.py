@@ -91,7 +91,7 @@ def test_a_chain_family_is_added_by_its_package_alone(tmp_path):
     db = connection.settings_dict  # the test database; the test flushes it afterwards
     env = {
         **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+        "DATABASE_URL": f"postgres://{db['USER']}{':' + db['PASSWORD'] if db['PASSWORD'] else ''}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
         "DJANGO_SETTINGS_MODULE": "config.settings_test",
         "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
         "TOY_SEED": "toy-seed-of-the-test",

@@ -36,7 +36,7 @@ connection.close_pool()
 @pytest.mark.django_db
 def test_database_pool_serves_queries_from_djangos_pool():
     db = connection.settings_dict  # the test database, which exists
-    url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    url = f"postgres://{db['USER']}{':' + db['PASSWORD'] if db['PASSWORD'] else ''}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     env = {
         **os.environ,
         "DATABASE_URL": url,
