@@ -78,6 +78,7 @@ def _task_taken(broker: redis.Redis, timeout: float) -> tuple[str, list]:
     while (popped := broker.lpop(QUEUE)) is None:
         assert time.monotonic() < give_up, "nothing was queued"
         time.sleep(0.05)
+    assert isinstance(popped, bytes | str)
     message = json.loads(popped)
     args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
     return message["headers"]["task"], args

@@ -192,7 +192,9 @@ def test_simulate_transaction(post, sol_ledger, payer, merchant):
             Message.new_with_blockhash([ix], payer.pubkey(), sol_ledger.latest_blockhash), [payer]
         )
         answer = post("simulateTransaction", [base64.b64encode(bytes(tx)).decode(), {"encoding": "base64", **config}])
-        return SimulateTransactionResp.from_json(answer).value
+        resp = SimulateTransactionResp.from_json(answer)
+        assert isinstance(resp, SimulateTransactionResp), resp  # not an error answer
+        return resp.value
 
     ok = simulated(1_000, sigVerify=True)
     assert ok.err is None and ok.units_consumed > 0 and ok.logs
