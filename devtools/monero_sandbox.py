@@ -11,13 +11,14 @@ nothing in production imports devtools, and paying refuses to run outside the sa
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 
 from billing import services
-from billing.models import Invoice, PaymentStatus
+from billing.models import Invoice, InvoiceStatus, PaymentStatus
 from core.errors import DomainError, NotFound
 from devtools.monero import MoneroRegtest, MoneroRpcError, Rpc, monero_installed
 from devtools.sandbox import amount_still_due
@@ -95,6 +96,9 @@ def _sandbox_rpcs() -> tuple[Rpc, Rpc]:
     return Rpc(port(payer_url), timeout=120), Rpc(port(daemon_url), timeout=120)
 
 
+CONFIRM_WAIT_SECONDS = 20.0  # at most this long for the watcher to count the blocks --confirm mined
+
+
 def xmr_sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, confirm: bool = False) -> SandboxPayment:
     """Pay an invoice's XMR subaddress from the sandbox's payer wallet and mine a block
     (with `confirm`, CONFIRMATIONS_XMR blocks); then scan right away. Refused outside the sandbox."""
@@ -126,6 +130,13 @@ def xmr_sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, c
     daemon.call("generateblocks", amount_of_blocks=blocks, wallet_address=payer.call("get_address")["address"])
     report = chain_scan_now(currency="XMR")
     invoice.refresh_from_db()
+    # The merchant's wallet may not have taken the new blocks in yet (it refreshes on its own
+    # period): with --confirm, scan again for a few seconds until the blocks mined are counted.
+    give_up = time.monotonic() + CONFIRM_WAIT_SECONDS
+    while confirm and invoice.status == InvoiceStatus.PROCESSING and time.monotonic() < give_up:
+        time.sleep(0.5)
+        report = chain_scan_now(currency="XMR")
+        invoice.refresh_from_db()
     return SandboxPayment(
         invoice.number,
         "XMR",
