@@ -57,6 +57,7 @@ from billing.chains.interface import ScanReport, Watcher
 from billing.models import (
     ChainBlock,
     ChainState,
+    DerivationCounter,
     MempoolSeen,
     Payment,
     PaymentDisposition,
@@ -64,7 +65,14 @@ from billing.models import (
     PaymentStatus,
     StrayTransfer,
 )
-from billing.selectors import AnyOf, known_match_keys, watched_match_keys, watched_requests
+from billing.selectors import (
+    AnyOf,
+    known_match_keys,
+    monitored_match_keys,
+    txids_recorded_final,
+    watched_match_keys,
+    watched_requests,
+)
 from core.audit import AuditAction, audit_record
 
 log = logging.getLogger(__name__)
@@ -103,6 +111,25 @@ def _cursor_store(*, state: ChainState, block: BlockRef, extra: dict[str, Any] |
         state.extra = {**(state.extra or {}), **extra}
         fields.append("extra")
     state.save(update_fields=fields)
+
+
+def state_extra_replace(*, chain: str, key: str, value: Any, reason: str) -> Any:
+    """An operator's move on a chain that keeps its place in `ChainState.extra[key]`
+    (Solana's listing cursors): replace it, audited; the value it had."""
+    chain_state(chain)
+    with transaction.atomic():
+        state = _state_lock(chain)
+        before = (state.extra or {}).get(key)
+        state.extra = {**(state.extra or {}), key: value}
+        state.save(update_fields=["extra"])
+        audit_record(
+            actor=None,
+            action=AuditAction.CHAIN_CURSOR_SET,
+            obj=state,
+            reason=reason,
+            changes={key: [len(before or {}), len(value or {})]},
+        )
+    return before
 
 
 def cursor_store_at(*, chain: str, block: BlockRef, reason: str = "cursor set by an operator") -> None:
@@ -369,6 +396,31 @@ class ScanRun:
         """Match keys of destinations created since `newest_request_id` was read (a few, by primary key)."""
         rows = PaymentRequest.objects.filter(currency__in=list(currencies or self.currencies()), id__gte=first_id)
         return frozenset(rows.values_list("match_key", flat=True))
+
+    def watched_among(self, keys: Collection[str], currencies: Collection[str] | None = None) -> frozenset[str]:
+        """Which of `keys` are watched destinations (`watched`'s criterion; one array
+        parameter, however many keys)."""
+        if not keys:
+            return frozenset()
+        rows = watched_requests(currencies=list(currencies or self.currencies()), now=self.now)
+        return frozenset(rows.filter(AnyOf(F("match_key"), list(keys))).values_list("match_key", flat=True))
+
+    def monitored(self, currencies: Collection[str] | None = None) -> frozenset[str]:
+        """Match keys of invoices still open or inside their monitoring window: the narrower
+        set a watcher that pays per destination and pass asks about."""
+        return monitored_match_keys(currencies=list(currencies or self.currencies()), now=self.now)
+
+    def recorded_final(self, txids: Collection[str]) -> frozenset[str]:
+        """Which of `txids` are recorded for good on the chain (confirmed payments, strays)."""
+        return txids_recorded_final(chain=self.chain, txids=txids)
+
+    def highest_issued_index(self, currency: str) -> int | None:
+        """The highest destination index ever issued for `currency`'s key material (its
+        derivation counter's last); None before the first."""
+        from billing.chains.config import derivation_keyset  # the config imports the watchers
+
+        counter = DerivationCounter.objects.filter(keyset=derivation_keyset(currency=currency)).first()
+        return None if counter is None or counter.next_index < 1 else int(counter.next_index) - 1
 
     def watched_kept(self, currency: str) -> frozenset[str]:
         """`watched([currency])` as this process keeps it between runs: read in full

@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import F
 
 from billing import services
 from billing.chains.blocks import BlockRef
@@ -50,8 +49,6 @@ from billing.chains.machinery import ScanRun, cursor_store_at
 from billing.chains.monero import family
 from billing.chains.monero.rpc import ADDRESS_INDEX_OUT_OF_BOUND, WATCH_ONLY, DaemonRpc, WalletRpc
 from billing.chains.spec import ChainSpec
-from billing.models import DerivationCounter
-from billing.selectors import AnyOf, watched_requests
 from core.errors import DomainError
 
 log = logging.getLogger(__name__)
@@ -95,23 +92,6 @@ class _Strays:
 class MoneroClients:
     wallet: WalletRpc
     daemon: DaemonRpc | None
-
-
-def highest_issued_index() -> int | None:
-    """The highest subaddress index ever issued to an invoice (the derivation counter's
-    last), which the wallet's table must reach; None before the first."""
-    from billing.chains.config import derivation_keyset  # the config imports the watchers
-
-    counter = DerivationCounter.objects.filter(keyset=derivation_keyset(currency="XMR")).first()
-    return None if counter is None or counter.next_index < 1 else int(counter.next_index) - 1
-
-
-def watched_among(run: ScanRun, keys: set[str]) -> frozenset[str]:
-    """Which of `keys` ("major/minor") are watched destinations (selectors.watched_requests)."""
-    if not keys:
-        return frozenset()
-    rows = watched_requests(currencies=run.currencies(), now=run.now).filter(AnyOf(F("match_key"), list(keys)))
-    return frozenset(rows.values_list("match_key", flat=True))
 
 
 def unlocked(*, unlock_time: int, wallet_height: int, now: float) -> bool:
@@ -221,7 +201,7 @@ class MoneroWatcher(Watcher):
         report.height = wallet_height - 1
         report.blocks = int(refreshed.get("blocks_fetched") or 0)
 
-        highest = highest_issued_index()
+        highest = run.highest_issued_index(self.currency)
         if highest is not None:
             self.subaddresses_ensure(wallet, highest=highest, renew=run.renew)
         counted = run.counted()
@@ -253,7 +233,7 @@ class MoneroWatcher(Watcher):
         # Only the subaddresses the wallet's transfers name are looked up (one array
         # parameter), not every watched one: a run costs the same with 200,000 open
         # invoices as with ten. Read after the wallet, so an invoice issued meanwhile is in.
-        watched = watched_among(run, {_key(e) for e in entries})
+        watched = run.watched_among({_key(e) for e in entries})
         strays = self._strays(run, entries, watched)
         run.renew()
 

@@ -37,19 +37,16 @@ import time
 from collections.abc import Callable, Iterator
 
 from django.conf import settings
-from django.db import transaction
 
-from billing import selectors, services
+from billing import services
 from billing.chains.blocks import BlockRef
 from billing.chains.interface import PushSource, Watcher, setting_value
-from billing.chains.machinery import Recorder, ScanRun, chain_state
+from billing.chains.machinery import Recorder, ScanRun, state_extra_replace
 from billing.chains.solana import family
 from billing.chains.solana.cluster import cluster_check
 from billing.chains.solana.rpc import SolanaRpc
 from billing.chains.solana.scan import AddressCursor, FinalMemory, PendingTx, ScanOutcome, solana_scan
 from billing.chains.spec import ChainSpec
-from billing.models import ChainState
-from core.audit import AuditAction, audit_record
 
 CURRENCY = "SOL"
 PUSH_SETTING = "SOL_WS_URL"
@@ -125,7 +122,7 @@ class SolanaWatcher(Watcher):
         references = []
         since: int | None = None
         if getattr(settings, "SOL_SCAN_REFERENCES", False):
-            references = sorted(selectors.monitored_match_keys(currencies=[CURRENCY], now=run.now))
+            references = sorted(run.monitored([CURRENCY]))
         elif recipient not in cursors:
             # The recipient's listing is all there is: its first one reaches back to the oldest watched invoice.
             oldest = run.oldest_watched_at([CURRENCY])
@@ -136,8 +133,8 @@ class SolanaWatcher(Watcher):
             references=references,
             cursors=cursors,
             pending=pending,
-            known_references=lambda keys: selectors.known_match_keys(currency=CURRENCY, keys=keys),
-            known_final=lambda txids: selectors.txids_recorded_final(chain=self.chain, txids=txids),
+            known_references=lambda keys: run.issued(keys, [CURRENCY]),
+            known_final=run.recorded_final,
             memory=_memory,
             max_pages=max(1, int(getattr(settings, "SOL_SCAN_MAX_PAGES", 5) or 5)),
             recipient_since=since,
@@ -204,19 +201,12 @@ class SolanaWatcher(Watcher):
         from its first transaction again (recording is idempotent) and the
         recipient from its newest finalized one. Solana is followed by address,
         not by block, so `height` is not a starting point; pending payments are kept."""
-        chain_state(self.chain)
-        with transaction.atomic():
-            state = ChainState.objects.select_for_update().get(chain=self.chain)
-            forgotten = sorted((state.extra or {}).get("cursors") or {})
-            state.extra = {**(state.extra or {}), "cursors": {}}
-            state.save(update_fields=["extra"])
-            audit_record(
-                actor=None,
-                action=AuditAction.CHAIN_CURSOR_SET,
-                obj=state,
-                reason="listing cursors forgotten by an operator: every watched reference is listed again",
-                changes={"cursors": [len(forgotten), 0]},
-            )
+        state_extra_replace(
+            chain=self.chain,
+            key="cursors",
+            value={},
+            reason="listing cursors forgotten by an operator: every watched reference is listed again",
+        )
         self.process_state_clear()
         return BlockRef(height, "")
 

@@ -277,7 +277,7 @@ class UtxoWatcher(BlockWatcher):
         if run.now is not None:
             if "newest" not in run.data:
                 run.data["newest"] = run.newest_request_id([self.currency])
-                return watched_scripts(currency=self.currency, now=run.now)
+                return run.watched([self.currency])
             return frozenset(run.data["scripts"] | run.created_since(run.data["newest"] + 1, [self.currency]))
         return run.watched_kept(self.currency)
 
