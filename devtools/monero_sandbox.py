@@ -18,7 +18,7 @@ from pathlib import Path
 from django.conf import settings
 
 from billing import services
-from billing.models import Invoice, InvoiceStatus, PaymentStatus
+from billing.models import Invoice, PaymentStatus
 from core.errors import DomainError, NotFound
 from devtools.monero import MoneroRegtest, MoneroRpcError, Rpc, monero_installed
 from devtools.sandbox import amount_still_due
@@ -131,12 +131,13 @@ def xmr_sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, c
     report = chain_scan_now(currency="XMR")
     invoice.refresh_from_db()
     # The merchant's wallet may not have taken the new blocks in yet (it refreshes on its own
-    # period): with --confirm, scan again for a few seconds until the blocks mined are counted.
+    # period): scan again for a few seconds until the payment is seen with the blocks mined.
+    wanted = required if confirm else blocks
     give_up = time.monotonic() + CONFIRM_WAIT_SECONDS
-    while confirm and invoice.status == InvoiceStatus.PROCESSING and time.monotonic() < give_up:
+    while time.monotonic() < give_up and not request.payments.filter(txid=txid, confirmations__gte=wanted).exists():
         time.sleep(0.5)
         report = chain_scan_now(currency="XMR")
-        invoice.refresh_from_db()
+    invoice.refresh_from_db()
     return SandboxPayment(
         invoice.number,
         "XMR",
