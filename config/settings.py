@@ -604,6 +604,10 @@ CHAIN_BACKOFF_MAX_SECONDS = env.int("CHAIN_BACKOFF_MAX_SECONDS", default=300)
 # each announcement queues a scan, at most one per CHAIN_PUSH_DEBOUNCE_SECONDS.
 BTC_ZMQ_URL = env.str("BTC_ZMQ_URL", default="")
 LTC_ZMQ_URL = env.str("LTC_ZMQ_URL", default="")
+# Or a node's P2P port (host:port; any build, with or without ZMQ; run the node with
+# -whitelist=noban@<listener's address> so pool transactions are announced at once).
+BTC_P2P_PEER = env.str("BTC_P2P_PEER", default="")
+LTC_P2P_PEER = env.str("LTC_P2P_PEER", default="")
 XMR_ZMQ_URL = env.str("XMR_ZMQ_URL", default="")
 # wallet-rpc's own refresh period, set by the watcher (0: the wallet's 20 s); its --tx-notify fires then.
 XMR_WALLET_REFRESH_SECONDS = env.int("XMR_WALLET_REFRESH_SECONDS", default=0)

@@ -324,6 +324,9 @@ class RegtestNode:
             f"port={p2p_port}",
             f"bind=127.0.0.1:{p2p_port}",
             "listen=1",
+            # A listener on the P2P port (LTC_P2P_PEER) hears of pool transactions at once, not
+            # after the random delay a node keeps for inbound peers.
+            "whitelist=noban@127.0.0.1",
             "discover=0",
             "dnsseed=0",
             "upnp=0",

@@ -150,13 +150,17 @@ class ScanReport:
 
 @dataclass(frozen=True)
 class PushSource:
-    """Where a chain's node publishes news over ZMQ (a PUB socket): any message on
-    one of `topics` (a new block, a new pool transaction) means "scan now"
+    """Where a chain's node publishes news (a ZMQ PUB socket, tcp://; a JSON-RPC
+    websocket, ws://; or what the family's own `feed` reads): any message on one of
+    `topics` (a new block, a new pool transaction) means "scan now"
     (billing.chains.watchers.ChainListener)."""
 
-    url: str  # tcp://host:port
+    url: str  # tcp://host:port, ws://host:port, or the family's own (p2p://host:port)
     topics: tuple[str, ...]  # subscription prefixes
     setting: str  # the setting that gave `url`
+    # A family that reads its node another way gives the feed itself: an object with
+    # open(), close() and wait(timeout) -> the number of messages of news received.
+    feed: Callable[[], Any] | None = None
 
 
 class Watcher(ABC):

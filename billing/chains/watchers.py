@@ -284,7 +284,8 @@ class _SubscriptionFeed:
 
 class ChainListener:
     """Follows what a chain's node publishes (`Watcher.push_source`: a ZMQ PUB
-    socket, tcp://; or a JSON-RPC websocket with eth_subscribe or Solana's logsSubscribe, ws:// or wss://)
+    socket, tcp://; a JSON-RPC websocket with eth_subscribe or Solana's logsSubscribe, ws:// or wss://;
+    or the family's own feed, such as a Bitcoin Core node's P2P announcements)
     and queues the chain's scan task when the node announces a block or a pool
     transaction, so a payment is found as soon as the node knows it instead of at
     the next poll. The poll stays the safety net: a message lost (the listener or
@@ -312,21 +313,25 @@ class ChainListener:
             raise DomainError(
                 "no_push_source",
                 f"{watcher.currency}'s node publishes nothing to listen to: set {watcher.currency}_ZMQ_URL "
-                "(ETH: ETH_WS_URL; SOL: SOL_WS_URL).",
+                "(BTC, LTC: or BTC_P2P_PEER, LTC_P2P_PEER; ETH: ETH_WS_URL; SOL: SOL_WS_URL).",
                 details={"currency": watcher.currency},
             )
         self.watcher = watcher
         self.url, self.topics, self.setting = source.url, source.topics, source.setting
         scheme = self.url.split(":", 1)[0].lower()
-        if scheme not in ("tcp", "ipc", "ws", "wss"):
+        self._feed: Any
+        if source.feed is not None:
+            self._feed = source.feed()  # the family reads its node its own way (UTXO: the P2P port)
+        elif scheme in ("ws", "wss"):
+            self._feed = _SubscriptionFeed(self.url, self.topics)
+        elif scheme in ("tcp", "ipc"):
+            self._feed = _ZmqFeed(self.url, self.topics)
+        else:
             raise DomainError(
                 "invalid",
                 f"{source.setting} must be a tcp:// (ZMQ) or ws(s):// URL.",
                 details={"setting": source.setting},
             )
-        self._feed = (
-            _SubscriptionFeed(self.url, self.topics) if scheme in ("ws", "wss") else _ZmqFeed(self.url, self.topics)
-        )
         self.action = action or functools.partial(scan_queue, currency=watcher.currency)
         self.debounce = float(getattr(settings, "CHAIN_PUSH_DEBOUNCE_SECONDS", 0.5) if debounce is None else debounce)
         self.messages = 0  # received so far

@@ -35,6 +35,7 @@ pass, and a mempool of 100,000 transactions would make it megabytes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -43,6 +44,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from billing import services
 from billing.chains.blocks import ChainStep
@@ -58,7 +60,7 @@ from billing.chains.machinery import (
     watched_forget,
 )
 from billing.chains.spec import ChainSpec
-from billing.chains.utxo import CHAINS
+from billing.chains.utxo import CHAINS, p2p
 from billing.chains.utxo import family as utxo_family
 from billing.chains.utxo.rpc import BitcoinRpc, RpcError
 from billing.chains.utxo.scanner import (
@@ -251,12 +253,38 @@ class UtxoWatcher(BlockWatcher):
         process_state_clear(chain=self.chain)
 
     def push_source(self, url: str = "") -> PushSource | None:
-        """The node's ZMQ publisher (`-zmqpubhashblock` and `-zmqpubrawtx` on one
-        address, Bitcoin Core's doc/zmq.md): a new block or a transaction entering
-        the mempool triggers a scan. Set as BTC_ZMQ_URL / LTC_ZMQ_URL."""
-        setting = f"{self.currency}_ZMQ_URL"
-        url = url or setting_value(setting)
-        return PushSource(url=url, topics=("hashblock", "rawtx"), setting=setting) if url else None
+        """Where the node announces blocks and pool transactions. Its ZMQ
+        publisher (`-zmqpubhashblock` and `-zmqpubrawtx` on one address, Bitcoin
+        Core's doc/zmq.md) when BTC_ZMQ_URL / LTC_ZMQ_URL is set; otherwise its
+        peer-to-peer port when BTC_P2P_PEER / LTC_P2P_PEER is (host:port; any
+        build, ZMQ or not: `billing/chains/utxo/p2p.py`). `url` overrides either:
+        tcp:// for ZMQ, p2p:// for a peer."""
+        zmq_setting, peer_setting = f"{self.currency}_ZMQ_URL", f"{self.currency}_P2P_PEER"
+        if not url:
+            url = setting_value(zmq_setting)
+            setting = zmq_setting
+            if not url and setting_value(peer_setting):
+                url, setting = f"p2p://{setting_value(peer_setting)}", peer_setting
+        else:
+            setting = peer_setting if url.startswith("p2p://") else zmq_setting
+        if not url:
+            return None
+        if not url.startswith("p2p://"):
+            return PushSource(url=url, topics=("hashblock", "rawtx"), setting=setting)
+        host, _, port = url.removeprefix("p2p://").rstrip("/").rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ImproperlyConfigured(f"{peer_setting} is host:port (the node's P2P port), e.g. 127.0.0.1:9333.")
+        return PushSource(
+            url=url,
+            topics=("inv",),
+            setting=setting,
+            feed=functools.partial(p2p.PeerFeed, host.strip("[]"), int(port), self._p2p_magic),
+        )
+
+    def _p2p_magic(self) -> bytes:
+        """The P2P network magic of the network the node says it follows (its RPC)."""
+        with self.connect() as rpc:
+            return p2p.magic_for(self.chain, rpc.call("getblockchaininfo")["chain"])
 
     def scan(self, run: ScanRun) -> None:
         mempool = _mempool(self.chain, run.client)

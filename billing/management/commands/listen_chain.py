@@ -13,7 +13,8 @@ class Command(BaseCommand):
         "Follow one chain's node as it publishes new blocks and pool transactions (ZMQ) and queue the "
         "chain's scan task at once for each burst of news, instead of waiting for the next periodic run "
         "(which stays the safety net). Runs until stopped (SIGTERM, SIGINT). XMR: monerod --zmq-pub and "
-        "XMR_ZMQ_URL; BTC/LTC: -zmqpubhashblock and -zmqpubrawtx on one address and BTC_ZMQ_URL/LTC_ZMQ_URL; "
+        "XMR_ZMQ_URL; BTC/LTC: -zmqpubhashblock and -zmqpubrawtx on one address and BTC_ZMQ_URL/LTC_ZMQ_URL, "
+        "or, on a node built without ZMQ, its P2P port as BTC_P2P_PEER/LTC_P2P_PEER (host:port); "
         "ETH (USDT, USDC): the node's websocket, ETH_WS_URL (eth_subscribe newHeads)."
     )
 
@@ -22,7 +23,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--url",
             default="",
-            help="The node's publisher (default: the currency's setting): tcp:// (ZMQ) or ws(s):// (websocket).",
+            help=(
+                "The node's publisher (default: the currency's setting): tcp:// (ZMQ), ws(s):// (websocket) "
+                "or, BTC/LTC, p2p://host:port (the node's P2P port)."
+            ),
         )
         parser.add_argument(
             "--debounce",
