@@ -10,8 +10,8 @@ of which pays a real invoice, mines it, and prints:
   time and queries, the run's wall time, and what it found: the mempool pass
   that first sees the 2,000 transactions, an idle pass, a pass after a worker
   restart (the seen-set is stored: nothing is decoded again), a new payment
-  (detection latency from its broadcast, push off: the run that follows it;
-  the poll adds up to CHAIN_SCAN_SECONDS before that run starts), and the
+  (detection latency from its broadcast: the run that follows it; the poll
+  adds up to CHAIN_SCAN_SECONDS before that run starts), and the
   block (block mined -> invoice `settled`; the confirmation policy is 1
   block here so the one block settles it);
 - the watcher's scan of that block, per block and per transaction: parsing
@@ -70,7 +70,10 @@ def main() -> None:
     parser.add_argument("--destinations", type=int, default=100_000, help="open destinations (default 100000)")
     parser.add_argument("--database-url", default="", help="default: SQLite in a temporary folder")
     parser.add_argument(
-        "--poll-samples", type=int, default=5, help="payments timed under the periodic poll (default 5; 0: none)"
+        "--poll-samples",
+        type=int,
+        default=5,
+        help="payments timed with push off (the periodic poll) and with push on (P2P) (default 5 each; 0: none)",
     )
     args = parser.parse_args()
 
@@ -142,7 +145,7 @@ def run(node, args) -> None:
     print(f"Registering {fillers:,} more open invoices with their destinations ...", flush=True)
     now = timezone.now()
     later = now + timezone.timedelta(days=1)
-    batch = 5000
+    batch = 2000  # rows per statement: PostgreSQL binds at most 65,535 parameters in one
     for start in range(0, fillers, batch):
         count = min(batch, fillers - start)
         invoices = Invoice.objects.bulk_create(
@@ -158,7 +161,7 @@ def run(node, args) -> None:
             )
             for i in range(count)
         )
-        # A batch stays under the 65,535 parameters of a PostgreSQL statement (a row binds ~17).
+        # 2,000 rows of an invoice (about 20 columns) or a request (about 17) stay under that.
         PaymentRequest.objects.bulk_create(
             (
                 PaymentRequest(
@@ -324,30 +327,24 @@ def run(node, args) -> None:
 
 
 def poll_latencies(node, customer, *, samples: int, interval: float) -> None:
-    """Push off, as deployed: a poller runs the watcher every `interval` seconds (the
-    beat schedule) while payments are broadcast and blocks mined at random moments;
-    the time from each to its invoice's new status, as a customer polling would see it."""
+    """Payments broadcast and blocks mined at random moments, the time from each to its
+    invoice's new status as a customer polling would see it, twice: push off, as
+    deployed without a listener (a poller runs the watcher every `interval` seconds,
+    the beat schedule), and push on (`ChainListener` on the node's P2P port, as
+    `manage.py listen_chain LTC` with LTC_P2P_PEER, each announcement waking a worker
+    that runs the watcher)."""
     import random
     import threading
 
+    from django.conf import settings
     from django.db import connection
 
     from billing import services
-    from billing.chains.watchers import chain_scan
+    from billing.chains.watchers import ChainListener, chain_scan, watcher_for
     from billing.models import Invoice
 
     if samples <= 0:
         return
-    stop = threading.Event()
-
-    def poller() -> None:
-        try:
-            while not stop.is_set():
-                started = time.monotonic()
-                chain_scan(currency="LTC")
-                stop.wait(max(0.0, interval - (time.monotonic() - started)))
-        finally:
-            connection.close()
 
     def wait_for(invoice, status: str, since: float) -> float:
         while Invoice.objects.filter(pk=invoice.pk, status=status).count() == 0:
@@ -356,35 +353,78 @@ def poll_latencies(node, customer, *, samples: int, interval: float) -> None:
             time.sleep(0.01)
         return time.perf_counter() - since
 
-    thread = threading.Thread(target=poller, daemon=True)
-    thread.start()
-    detected, settled = [], []
-    try:
-        for n in range(samples):
-            invoice = services.invoice_create(
-                account=customer,
-                payable=("bench", n),
-                description="Benchmark",
-                lines=[services.LineSpec("GPU time", Decimal(1), Decimal("9.00"), Decimal("9.00"))],
-                currency="LTC",
-            )
-            time.sleep(random.uniform(0, interval))
-            node.send_to_script(invoice.active_request.match_key, int(invoice.active_request.amount_due))
-            detected.append(wait_for(invoice, "processing", time.perf_counter()))
-            time.sleep(random.uniform(0, interval))
-            node.mine(1)
-            settled.append(wait_for(invoice, "settled", time.perf_counter()))
-    finally:
-        stop.set()
-        thread.join()
-
     def spread(values: list[float]) -> str:
         return f"median {statistics.median(values):.2f} s, {min(values):.2f}-{max(values):.2f} s"
 
-    print()
-    print(f"Push off: the watcher polled every CHAIN_SCAN_SECONDS ({interval:g} s), {samples} payments:")
-    print(f"- broadcast -> invoice processing: {spread(detected)}")
-    print(f"- block mined -> invoice settled (CONFIRMATIONS_LTC=1): {spread(settled)}")
+    def one_mode(mode: str) -> None:
+        stop, wake = threading.Event(), threading.Event()
+        threads = []
+        if mode == "push off":
+
+            def poller() -> None:
+                try:
+                    while not stop.is_set():
+                        started = time.monotonic()
+                        chain_scan(currency="LTC")
+                        stop.wait(max(0.0, interval - (time.monotonic() - started)))
+                finally:
+                    connection.close()
+
+            threads.append(threading.Thread(target=poller, daemon=True))
+        else:
+            ears = ChainListener(watcher_for(currency="LTC"), action=wake.set)
+            ears.connect()
+
+            def listen() -> None:
+                try:
+                    ears.run(stop=stop)
+                finally:
+                    ears.close()
+
+            def worker() -> None:
+                try:
+                    while not stop.is_set():
+                        if wake.wait(0.1):
+                            wake.clear()
+                            chain_scan(currency="LTC")
+                finally:
+                    connection.close()
+
+            threads += [threading.Thread(target=listen, daemon=True), threading.Thread(target=worker, daemon=True)]
+        for thread in threads:
+            thread.start()
+        detected, settled = [], []
+        try:
+            for n in range(samples):
+                invoice = services.invoice_create(
+                    account=customer,
+                    payable=("bench", n),
+                    description="Benchmark",
+                    lines=[services.LineSpec("GPU time", Decimal(1), Decimal("9.00"), Decimal("9.00"))],
+                    currency="LTC",
+                )
+                time.sleep(random.uniform(0, interval))
+                node.send_to_script(invoice.active_request.match_key, int(invoice.active_request.amount_due))
+                detected.append(wait_for(invoice, "processing", time.perf_counter()))
+                time.sleep(random.uniform(0, interval))
+                node.mine(1)
+                settled.append(wait_for(invoice, "settled", time.perf_counter()))
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+
+        print()
+        if mode == "push off":
+            print(f"Push off: the watcher polled every CHAIN_SCAN_SECONDS ({interval:g} s), {samples} payments:")
+        else:
+            print(f"Push on: the node's P2P announcements (LTC_P2P_PEER), {samples} payments:")
+        print(f"- broadcast -> invoice processing: {spread(detected)}")
+        print(f"- block mined -> invoice settled (CONFIRMATIONS_LTC=1): {spread(settled)}")
+
+    settings.LTC_P2P_PEER = f"127.0.0.1:{node.p2p_port}"  # the bench node is noban for 127.0.0.1
+    one_mode("push off")
+    one_mode("push on")
 
 
 class Meter:

@@ -285,7 +285,7 @@ def run(net, args) -> None:
     fillers = args.invoices - 1 - (args.transfers + 2 * args.payments)  # the rest are issued for real
     started = time.perf_counter()
     now, later = timezone.now(), timezone.now() + timezone.timedelta(days=2)
-    batch = 5000
+    batch = 2000  # rows per statement: PostgreSQL binds at most 65,535 parameters in one
     for start in range(0, fillers, batch):
         count = min(batch, fillers - start)
         rows = Invoice.objects.bulk_create(
