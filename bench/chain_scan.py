@@ -116,15 +116,15 @@ def run(node, args) -> None:
     from django.conf import settings
     from django.core.management import call_command
     from django.db import connection
-    from django.utils import timezone
 
     from accounts.models import Account
+    from bench.fillers import fillers_register
     from billing import services
     from billing.chains.utxo import watcher as utxo_watcher
     from billing.chains.utxo.scanner import block_parse
     from billing.chains.utxo.watcher import bitcoin_cursor_set, watched_scripts
     from billing.chains.watchers import chain_scan
-    from billing.models import Invoice, PaymentRequest
+    from billing.models import Invoice
     from billing.payable import NOTHING, payable_register
 
     payable_register(kind="bench", payable=NOTHING)  # what its invoices pay for: nothing
@@ -143,48 +143,18 @@ def run(node, args) -> None:
 
     fillers = args.destinations - 1
     print(f"Registering {fillers:,} more open invoices with their destinations ...", flush=True)
-    now = timezone.now()
-    later = now + timezone.timedelta(days=1)
-    batch = 2000  # rows per statement: PostgreSQL binds at most 65,535 parameters in one
-    for start in range(0, fillers, batch):
-        count = min(batch, fillers - start)
-        invoices = Invoice.objects.bulk_create(
-            Invoice(
-                number=f"BENCH-{start + i:07d}",
-                account=customer,
-                subject_kind="bench",
-                description="filler",
-                total_usd=Decimal("90.00"),
-                created_at=now,
-                expires_at=later,
-                monitoring_until=later,
-            )
-            for i in range(count)
-        )
-        # 2,000 rows of an invoice (about 20 columns) or a request (about 17) stay under that.
-        PaymentRequest.objects.bulk_create(
-            (
-                PaymentRequest(
-                    invoice=inv,
-                    currency="LTC",
-                    network="litecoin-regtest",
-                    address="filler",
-                    match_key="0014" + secrets.token_hex(20),
-                    keyset="bench:filler",
-                    derivation_index=start + i,
-                    amount_due=100_000_000,
-                    amount_usd=Decimal("90.00"),
-                    rate_usd=Decimal(90),
-                    rate_source="manual",
-                    rate_at=now,
-                    payment_uri="",
-                    created_at=now,
-                    expires_at=later,
-                )
-                for i, inv in enumerate(invoices)
-            ),
-            batch_size=2_000,
-        )
+    fillers_register(
+        customer=customer,
+        count=fillers,
+        currency="LTC",
+        network="litecoin-regtest",
+        keyset="bench:filler",
+        first_index=0,
+        match_key=lambda _index: "0014" + secrets.token_hex(20),
+        amount_due=100_000_000,
+        amount_usd=Decimal("90.00"),
+        rate_usd=Decimal(90),
+    )
     load_time, scripts = timed(lambda: watched_scripts(currency="LTC"), repeat=3)
     assert len(scripts) == args.destinations
 

@@ -432,8 +432,8 @@ def at_scale(node, args) -> None:
     from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.db import connection
-    from django.utils import timezone
 
+    from bench.fillers import fillers_register
     from billing import services
     from billing.chains.watchers import ChainListener, watcher_for
     from billing.models import DerivationCounter, Invoice, PaymentRequest
@@ -457,47 +457,19 @@ def at_scale(node, args) -> None:
     started = time.perf_counter()
     fillers = args.invoices - 1 - (args.transfers + 2 * args.payments)  # the rest are issued for real
     base = int(template.derivation_index) + 1
-    now, later = timezone.now(), timezone.now() + timezone.timedelta(days=2)
-    batch = 2000  # rows per statement: PostgreSQL binds at most 65,535 parameters in one
-    for start in range(0, fillers, batch):
-        count = min(batch, fillers - start)
-        rows = Invoice.objects.bulk_create(
-            Invoice(
-                number=f"BENCH-{start + i:07d}",
-                account=customer,
-                subject="bench:0",
-                subject_kind="bench",
-                description="filler",
-                total_usd=Decimal("35.00"),
-                created_at=now,
-                expires_at=later,
-                monitoring_until=later,
-            )
-            for i in range(count)
-        )
-        PaymentRequest.objects.bulk_create(
-            [
-                PaymentRequest(
-                    invoice=row,
-                    currency="ETH",
-                    network=template.network,
-                    address="filler",
-                    match_key="0x" + secrets.token_hex(20),
-                    keyset=template.keyset,
-                    derivation_index=base + start + i,
-                    amount_due=template.amount_due,
-                    amount_usd=template.amount_usd,
-                    rate_usd=template.rate_usd,
-                    rate_source="manual",
-                    rate_at=now,
-                    payment_uri="",
-                    created_at=now,
-                    expires_at=later,
-                )
-                for i, row in enumerate(rows)
-            ],
-            batch_size=1000,
-        )
+    fillers_register(
+        customer=customer,
+        count=fillers,
+        currency="ETH",
+        network=template.network,
+        keyset=template.keyset,
+        first_index=base,
+        match_key=lambda _index: "0x" + secrets.token_hex(20),
+        amount_due=int(template.amount_due),
+        amount_usd=template.amount_usd,
+        rate_usd=template.rate_usd,
+        days=2,
+    )
     DerivationCounter.objects.filter(keyset=template.keyset).update(next_index=base + fillers)
     paid = [invoice() for _ in range(args.transfers + 2 * args.payments)]
     open_count = PaymentRequest.objects.filter(currency="ETH", is_active=True, invoice__status="new").count()

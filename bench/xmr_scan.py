@@ -253,9 +253,9 @@ def run(net, args) -> None:
 
     from django.core.management import call_command
     from django.db import connection
-    from django.utils import timezone
 
     from accounts.models import Account
+    from bench.fillers import fillers_register
     from billing import services
     from billing.chains.config import derivation_keyset
     from billing.chains.monero import family
@@ -284,47 +284,19 @@ def run(net, args) -> None:
     warm_index = args.invoices + 1  # never issued, above every issued one: the wallet's warm-up payment
     fillers = args.invoices - 1 - (args.transfers + 2 * args.payments)  # the rest are issued for real
     started = time.perf_counter()
-    now, later = timezone.now(), timezone.now() + timezone.timedelta(days=2)
-    batch = 2000  # rows per statement: PostgreSQL binds at most 65,535 parameters in one
-    for start in range(0, fillers, batch):
-        count = min(batch, fillers - start)
-        rows = Invoice.objects.bulk_create(
-            Invoice(
-                number=f"BENCH-{start + i:07d}",
-                account=customer,
-                subject="bench:0",
-                subject_kind="bench",
-                description="filler",
-                total_usd=Decimal("35.00"),
-                created_at=now,
-                expires_at=later,
-                monitoring_until=later,
-            )
-            for i in range(count)
-        )
-        PaymentRequest.objects.bulk_create(
-            [
-                PaymentRequest(
-                    invoice=row,
-                    currency="XMR",
-                    network=template.network,
-                    address="filler",
-                    match_key=f"{family.XMR_ACCOUNT}/{2 + start + i}",
-                    keyset=keyset,
-                    derivation_index=2 + start + i,
-                    amount_due=template.amount_due,
-                    amount_usd=template.amount_usd,
-                    rate_usd=template.rate_usd,
-                    rate_source="manual",
-                    rate_at=now,
-                    payment_uri="",
-                    created_at=now,
-                    expires_at=later,
-                )
-                for i, row in enumerate(rows)
-            ],
-            batch_size=1000,
-        )
+    fillers_register(
+        customer=customer,
+        count=fillers,
+        currency="XMR",
+        network=template.network,
+        keyset=keyset,
+        first_index=2,
+        match_key=lambda index: f"{family.XMR_ACCOUNT}/{index}",
+        amount_due=int(template.amount_due),
+        amount_usd=template.amount_usd,
+        rate_usd=template.rate_usd,
+        days=2,
+    )
     DerivationCounter.objects.filter(keyset=keyset).update(next_index=fillers + 2)
     paid = [invoice() for _ in range(args.transfers + 2 * args.payments)]  # up to (0, N)
     open_count = PaymentRequest.objects.filter(currency="XMR", is_active=True, invoice__status="new").count()

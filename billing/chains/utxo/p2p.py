@@ -10,12 +10,12 @@ accepts into its mempool with an `inv` message (a peer that never sent
 reads: any announcement means "scan now"; the watcher's own run decides what it
 means, so nothing here parses a transaction or a block.
 
-A node delays transaction announcements to inbound peers by a random interval
-(`INBOUND_INVENTORY_BROADCAST_INTERVAL`, 5 s on average, in
-src/net_processing.cpp `PeerManager::SendMessages` of Bitcoin Core 0.21 and
-Litecoin Core 0.21) unless the peer has the `noban` permission: run the node
-with `-whitelist=noban@<the listener's address>` so pool payments are announced
-at once (docs/chains/push.md). Block announcements are not delayed.
+A node delays transaction announcements to inbound peers by a random interval,
+5 s on average (Litecoin Core 0.21's src/net_processing.cpp,
+`INVENTORY_BROADCAST_INTERVAL`: "Blocks and peers with noban permission bypass
+this, outbound peers get half this delay"): run the node with
+`-whitelist=noban@<the listener's address>` so pool payments are announced at
+once (docs/chains/push.md).
 
 The wire format (message header: network magic, command, payload length, the
 first four bytes of the payload's double SHA-256) and the `version` payload are
