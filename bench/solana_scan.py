@@ -198,6 +198,34 @@ def latency(args) -> None:
         payable_register(kind="bench", payable=NOTHING)  # what its invoices pay for: nothing
         call_command("migrate", verbosity=0)
         customer = get_user_model().objects.create_user("bench", "a long bench passphrase")
+        if args.open:
+            import secrets
+
+            from solders.pubkey import Pubkey
+
+            from bench.fillers import fillers_register
+
+            template = services.invoice_create(
+                account=customer,
+                payable=("bench", 0),
+                description="Benchmark",
+                lines=[services.LineSpec("GPU time", Decimal(1), Decimal("30.00"), Decimal("30.00"))],
+                currency="SOL",
+            ).active_request
+            print(f"Registering {args.open:,} open SOL invoices, each with its own reference ...", flush=True)
+            fillers_register(
+                customer=customer,
+                count=args.open,
+                currency="SOL",
+                network=template.network,
+                keyset=template.keyset,
+                first_index=int(template.derivation_index) + 1,
+                match_key=lambda _index: str(Pubkey(secrets.token_bytes(32))),
+                amount_due=int(template.amount_due),
+                amount_usd=template.amount_usd,
+                rate_usd=template.rate_usd,
+                days=2,
+            )
         chain_scan(currency="SOL", force=True)  # the recipient's first listing
 
         def one_mode(push: bool) -> dict[str, list[float]]:
@@ -256,6 +284,11 @@ def latency(args) -> None:
                 "missed": [float(len(sent) - len(settled))],
             }
 
+        def connection_vendor() -> str:
+            from django.db import connection
+
+            return connection.vendor
+
         def watch(sent, seen, settled) -> None:
             time.sleep(0.02)
             now = time.monotonic()
@@ -268,7 +301,8 @@ def latency(args) -> None:
 
         print(
             f"SOL detection latency, {args.payments} payments per row; poll every {args.poll:g} s; "
-            f"a block every {SLOT_SECONDS:g} s, finalized {FINALITY_DEPTH} slots behind"
+            f"a block every {SLOT_SECONDS:g} s, finalized {FINALITY_DEPTH} slots behind; "
+            f"{Invoice.objects.filter(status=InvoiceStatus.NEW).count():,} open invoices ({connection_vendor()})"
         )
         header = f"{'push':<5} {'what':<28} {'median s':>9} {'p90 s':>7} {'max s':>7}"
         print(header)
@@ -310,6 +344,9 @@ def main() -> None:
     parser.add_argument("--payments", type=int, default=20, help="--latency: payments per mode")
     parser.add_argument("--poll", type=float, default=5.0, help="--latency: the poll's period (CHAIN_SCAN_SECONDS)")
     parser.add_argument("--database-url", default="", help="--latency: default SQLite in a temporary folder")
+    parser.add_argument(
+        "--open", type=int, default=0, help="--latency: open SOL invoices registered first (e.g. 100000; default 0)"
+    )
     args = parser.parse_args()
     if args.latency:
         latency(args)
