@@ -69,7 +69,8 @@ class WorkloadInput(serializers.Serializer):
         "quantization_config: the checkpoint's format is used.",
     )
     kv_precision = serializers.ChoiceField(choices=list(KV_PRECISION_BYTES), default="bf16")
-    profile = serializers.ChoiceField(
+    # Any field: a body sized only with the vllm profile hides it (OrderWorkloadInput, CompareInput).
+    profile: serializers.Field = serializers.ChoiceField(
         choices=list(PROFILES),
         default=PROFILE_VLLM,
         help_text="vllm (default): what vLLM really loads and admits, with its launch line; guide: the inference "
@@ -81,7 +82,7 @@ class WorkloadInput(serializers.Serializer):
         help_text=f"vllm profile: the vLLM release sized for: {template_version()} (the template's, default) or "
         f"{newest_version()} (the newest, installed by the customer).",
     )
-    context = serializers.IntegerField(
+    context = serializers.IntegerField(  # type: ignore[assignment]  # the body's field, not Field.context
         min_value=1, max_value=MAX_CONTEXT, default=8192, help_text="Tokens per sequence."
     )
     concurrency = serializers.IntegerField(
@@ -276,7 +277,9 @@ class CompareInput(WorkloadInput):
         choices=[c for c, _ in TERM_CHOICES], default=TERM_MONTHLY, help_text="Prices the hours."
     )
     region = serializers.CharField(max_length=16, required=False, help_text="Stock in this region (default: all).")
-    candidates = CompareCandidateInput(many=True, min_length=2, max_length=5)
+    candidates: serializers.ListSerializer[Any] = serializers.ListSerializer(
+        child=CompareCandidateInput(), min_length=2, max_length=5
+    )
     api_usd_per_million_input = serializers.DecimalField(
         max_digits=10,
         decimal_places=4,
