@@ -32,10 +32,13 @@ def fillers_register(
     days: int = 1,
 ) -> None:
     """`count` open invoices, each with one active payment request whose derivation
-    index runs from `first_index` and whose match key is `match_key(index)`."""
+    index runs from `first_index` and whose match key is `match_key(index)`. The
+    keyset's counter is moved past them, so invoices issued afterwards take the next
+    indexes."""
+    from django.db.models.functions import Greatest
     from django.utils import timezone
 
-    from billing.models import Invoice, PaymentRequest
+    from billing.models import DerivationCounter, Invoice, PaymentRequest
 
     now = timezone.now()
     later = now + timezone.timedelta(days=days)
@@ -73,3 +76,4 @@ def fillers_register(
             )
             for i, row in enumerate(rows)
         )
+    DerivationCounter.objects.filter(keyset=keyset).update(next_index=Greatest("next_index", first_index + count))
