@@ -53,7 +53,7 @@ def _sandbox_xpub(path: Path) -> str:
     mnemonic is discarded as soon as the xpub is derived)."""
     from bip_utils import Bip39MnemonicGenerator, Bip39SeedGenerator, Bip44, Bip44Coins
 
-    from billing.chains.keys import ethereum_account_parse
+    from billing.chains.ethereum.keys import ethereum_account_parse
 
     if path.is_file():
         xpub = path.read_text().strip()
