@@ -54,3 +54,6 @@ CURRENCIES = (
 )
 
 CHAINS = (ChainSpec("ethereum", ("ETH", "USDT", "USDC"), "ETH_RPC_URL", ("ETH_XPUB",)),)
+
+# The sandbox `make run` starts for this family: a development module, named, never imported here.
+SANDBOX = "devtools.ethereum_sandbox"

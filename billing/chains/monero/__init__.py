@@ -26,3 +26,6 @@ CURRENCIES = (
 )
 
 CHAINS = (ChainSpec("monero", ("XMR",), "XMR_WALLET_RPC_URL", ("XMR_ADDRESS", "XMR_VIEW_KEY")),)
+
+# The sandbox `make run` starts for this family: a development module, named, never imported here.
+SANDBOX = "devtools.monero_sandbox"

@@ -41,3 +41,6 @@ CURRENCIES = (
 )
 
 CHAINS = (ChainSpec("solana", ("SOL",), "SOL_RPC_URL", ("SOL_RECIPIENT",)),)
+
+# The sandbox `make run` starts for this family: a development module, named, never imported here.
+SANDBOX = "devtools.solana_sandbox"

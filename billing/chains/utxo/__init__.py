@@ -40,3 +40,6 @@ CHAINS = (
     ChainSpec("bitcoin", ("BTC",), "BTC_RPC_URL", ("BTC_XPUB",)),
     ChainSpec("litecoin", ("LTC",), "LTC_RPC_URL", ("LTC_XPUB",)),
 )
+
+# The sandbox `make run` starts for this family: a development module, named, never imported here.
+SANDBOX = "devtools.sandbox"
