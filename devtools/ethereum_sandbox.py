@@ -13,18 +13,22 @@ is not anvil on the sandbox's chain id.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from billing import services
-from billing.chains.ethereum.rpc import EthRpc
 from billing.models import Invoice, PaymentStatus
 from core.errors import DomainError
 from devtools.anvil import AnvilNode, anvil_installed
 from devtools.sandbox import amount_still_due, invoice_not_found, sandbox_off_error, sandbox_off_reasons
 from devtools.scanning import SandboxPayment, chain_scan_now
+
+if TYPE_CHECKING:
+    from billing.chains.ethereum.rpc import EthRpc
 
 SANDBOX_CHAIN_ID = 31337
 ETHEREUM_CURRENCIES = ("ETH", "USDT", "USDC")
@@ -53,7 +57,7 @@ def _sandbox_xpub(path: Path) -> str:
     mnemonic is discarded as soon as the xpub is derived)."""
     from bip_utils import Bip39MnemonicGenerator, Bip39SeedGenerator, Bip44, Bip44Coins
 
-    from billing.chains.keys import ethereum_account_parse
+    from billing.chains.ethereum.keys import ethereum_account_parse
 
     if path.is_file():
         xpub = path.read_text().strip()
@@ -120,6 +124,8 @@ def eth_sandbox_start(*, folder: Path, manual_rates: str = "") -> EthereumSandbo
 
 
 def _sandbox_rpc() -> EthRpc:
+    from billing.chains.ethereum.rpc import EthRpc  # web3: loaded when a payment is made, not at start-up
+
     url = str(getattr(settings, "ETH_RPC_URL", "") or "")
     if not settings.SANDBOX or not url:
         reasons = sandbox_off_reasons(chain_settings_ok=bool(url), what="ETH_RPC_URL (the anvil node) is not set")
@@ -180,4 +186,44 @@ def eth_sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, c
     invoice.refresh_from_db()
     return SandboxPayment(
         invoice.number, currency, request.address, amount, txid, blocks, invoice.status, invoice.exception, report
+    )
+
+
+# --- what `make run` (serve_local) and `sandbox_pay` ask of this sandbox (devtools/sandboxes.py) -----------
+
+SANDBOX_CODE = "ETH"
+SANDBOX_STARTS = "background"
+invoice_pay = eth_sandbox_invoice_pay
+
+
+def serve_start(*, rates: str, say: Callable[[str], object], warn: Callable[[str], object]) -> EthereumSandbox | None:
+    """An anvil node with the test tokens, when anvil is installed and ETH is not
+    configured otherwise (SANDBOX=0 turns it off)."""
+    from devtools.sandboxes import sandboxes_allowed
+
+    if not sandboxes_allowed():
+        return None
+    if (settings.ETH_XPUB or settings.ETH_RPC_URL) and not settings.SANDBOX:
+        return None  # ETH is configured: no sandbox
+    from devtools.anvil import NodeStartError
+
+    if not anvil_installed():
+        say("No ETH sandbox: install anvil (bash tests/ensure-chain-nodes.sh) to get one.")
+        return None
+    say("Starting the ETH sandbox (anvil, with test USDT and USDC) ...")
+    try:
+        return eth_sandbox_start(folder=settings.SANDBOX_ENV_FILE.parent, manual_rates=rates)
+    except (NodeStartError, OSError, RuntimeError) as exc:
+        warn(f"The ETH sandbox did not start: {exc}")
+        return None
+
+
+def serve_banner(box: EthereumSandbox, *, demo: dict[str, str] | None) -> str:
+    from devtools.sandbox import sandbox_pay_command
+
+    return (
+        f"ETH sandbox: an anvil node at {box.node.url} (chain 31337, kept in "
+        f"{settings.SANDBOX_ENV_FILE.parent}), test USDT {box.usdt} and USDC {box.usdc}.\n"
+        "    Order or invoice in ETH, USDT or USDC, then pay it from an anvil account:\n"
+        f"    {sandbox_pay_command()}\n"
     )

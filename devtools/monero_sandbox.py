@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,4 +149,49 @@ def xmr_sandbox_invoice_pay(*, invoice_number: str, amount: int | None = None, c
         invoice.status,
         invoice.exception,
         report,
+    )
+
+
+# --- what `make run` (serve_local) and `sandbox_pay` ask of this sandbox (devtools/sandboxes.py) -----------
+
+SANDBOX_CODE = "XMR"
+# Started once the server answers: its first start mines for a minute or more, which would slow the
+# migration down on a small machine.
+SANDBOX_STARTS = "late"
+invoice_pay = xmr_sandbox_invoice_pay
+
+
+def serve_start(*, rates: str, say: Callable[[str], object], warn: Callable[[str], object]) -> MoneroSandbox | None:
+    """A monerod regtest network with a view-only wallet, when monerod is installed and
+    XMR is not configured otherwise (SANDBOX=0 turns it off)."""
+    from devtools.sandboxes import sandboxes_allowed
+
+    if not sandboxes_allowed():
+        return None
+    if (settings.XMR_ADDRESS or settings.XMR_WALLET_RPC_URL) and not settings.SANDBOX:
+        return None  # XMR is configured: no sandbox
+    from devtools.monero import NodeStartError
+
+    if not monero_installed():
+        say("No XMR sandbox: install monero (bash tests/ensure-chain-nodes.sh) to get one.")
+        return None
+    say(
+        "Starting the XMR sandbox in the background (monerod --regtest and two wallets; the first start mines "
+        "for a minute or more): it says so here when it is ready, and web, worker and beat restart to see it."
+    )
+    try:
+        return xmr_sandbox_start(folder=settings.SANDBOX_ENV_FILE.parent, manual_rates=rates)
+    except (NodeStartError, OSError, RuntimeError) as exc:
+        warn(f"The XMR sandbox did not start: {exc}")
+        return None
+
+
+def serve_banner(box: MoneroSandbox, *, demo: dict[str, str] | None) -> str:
+    from devtools.sandbox import sandbox_pay_command
+
+    return (
+        f"XMR sandbox: monerod --regtest at {box.net.daemon_url} with a view-only "
+        f"wallet-rpc at {box.net.wallet_url} (kept in {box.net.directory}).\n"
+        "    Order or invoice in XMR, then pay it from the regtest payer wallet:\n"
+        f"    {sandbox_pay_command()}\n"
     )

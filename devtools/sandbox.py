@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -319,4 +320,46 @@ def sandbox_rental_hand_over(*, rental_id: int) -> Rental:
         ipv6_prefix=f"2001:db8:{rental_id % 0x10000:x}::/64",
         actor="sandbox",
         reason="sandbox: the provisioning system stand-in reported ready",
+    )
+
+
+# --- what `make run` (serve_local) and `sandbox_pay` ask of this sandbox (devtools/sandboxes.py) -----------
+
+SANDBOX_CODE = "LTC"
+SANDBOX_STARTS = "foreground"
+SANDBOX_PRIMARY = True  # its settings file is the sandbox's; `make run` offers a demo invoice in LTC
+invoice_pay = sandbox_invoice_pay
+
+
+def serve_start(*, rates: str, say: Callable[[str], object], warn: Callable[[str], object]) -> Sandbox | None:
+    """A Litecoin regtest node to pay into, when litecoind is installed and LTC is
+    not configured otherwise (SANDBOX=0 turns it off)."""
+    from devtools.sandboxes import sandboxes_allowed
+
+    if not sandboxes_allowed():
+        return None
+    if (settings.LTC_XPUB or settings.LTC_RPC_URL) and not settings.SANDBOX:
+        return None  # LTC is configured: no sandbox
+    import shutil
+
+    if shutil.which("litecoind") is None:
+        say("No LTC sandbox: install litecoind (bash tests/ensure-chain-nodes.sh) to get one.")
+        return None
+    from devtools.litecoind import NodeStartError
+
+    say("Starting the LTC sandbox (a Litecoin regtest node) ...")
+    try:
+        return sandbox_start(folder=settings.SANDBOX_ENV_FILE.parent, manual_rates=rates)
+    except (NodeStartError, ChainUnavailable, RpcError, OSError) as exc:
+        warn(f"The LTC sandbox did not start: {exc}")
+        return None
+
+
+def serve_banner(box: Sandbox, *, demo: dict[str, str] | None) -> str:
+    return (
+        f"LTC sandbox: a Litecoin regtest node at 127.0.0.1:{box.node.rpc_port} (data in "
+        f"{box.node.datadir}).\n"
+        + (f"    Try paying: {demo['page']}  (invoice {demo['number']})\n" if demo else "")
+        + "    Order or invoice in LTC, then pay it from the node's wallet; its checkout page turns paid:\n"
+        f"    {sandbox_pay_command(demo['number'] if demo else '<invoice-number>')}\n"
     )

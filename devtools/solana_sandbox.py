@@ -27,6 +27,7 @@ import base64
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -202,4 +203,39 @@ def sol_sandbox_invoice_pay(
     invoice.refresh_from_db()
     return SandboxPayment(
         invoice.number, "SOL", request.address, amount, signature, 0, invoice.status, invoice.exception, report
+    )
+
+
+# --- what `make run` (serve_local) and `sandbox_pay` ask of this sandbox (devtools/sandboxes.py) -----------
+
+SANDBOX_CODE = "SOL"
+SANDBOX_STARTS = "foreground"
+invoice_pay = sol_sandbox_invoice_pay
+
+
+def serve_start(*, rates: str, say: Callable[[str], object], warn: Callable[[str], object]) -> SolanaSandbox | None:
+    """The loopback Solana node, when SOL is not configured otherwise (SANDBOX=0 turns it off).
+    It needs nothing installed: it runs in this process."""
+    from devtools.sandboxes import sandboxes_allowed
+
+    if not sandboxes_allowed():
+        return None
+    if (settings.SOL_RECIPIENT or settings.SOL_RPC_URL) and not settings.SANDBOX:
+        return None  # SOL is configured: no sandbox
+    say("Starting the SOL sandbox (a loopback Solana node) ...")
+    try:
+        return sol_sandbox_start(folder=settings.SANDBOX_ENV_FILE.parent, manual_rates=rates)
+    except OSError as exc:
+        warn(f"The SOL sandbox did not start: {exc}")
+        return None
+
+
+def serve_banner(box: SolanaSandbox, *, demo: dict[str, str] | None) -> str:
+    from devtools.sandbox import sandbox_pay_command
+
+    return (
+        f"SOL sandbox: a loopback Solana node at {box.url} (a new cluster each run, a block "
+        "every 0.4 s, finalized 32 slots behind).\n"
+        "    Order or invoice in SOL, then pay it from the sandbox wallet as a Solana Pay transfer:\n"
+        f"    {sandbox_pay_command()}\n"
     )

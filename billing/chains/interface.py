@@ -5,7 +5,9 @@ A family (billing/chains/<family>/) brings two things:
 - one `ChainFamily` object, what it knows about its destinations: which
   settings hold its watch-only material and how to check them, the deposit
   destination number i of a currency, the payment URI a wallet opens, the
-  network name. billing.chains.config routes every currency to its family.
+  network name, built on the family's own `keys` (its watch-only material
+  parsed) and `uri` (its payment URI scheme) modules. billing.chains.config
+  routes every currency to its family.
 - a `Watcher` per chain it watches, implementing three things: `node_check`
   (refuse a node on the wrong network or chain), `scan` (from the cursor, as
   far as one run goes) and `cursor_set` (an operator moves the cursor). Block

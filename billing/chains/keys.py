@@ -1,13 +1,16 @@
-"""Watch-only key material: parse it, refuse anything that can spend, derive
-receive destinations from it.
+"""Watch-only key material: what every chain family shares.
 
-The server holds only public material: an account-level extended public key
-for Bitcoin, Litecoin and Ethereum, a Monero primary address with its private
-*view* key, a Solana recipient address. Everything here is pure (no settings,
-no database); `billing.chains.config` reads the settings and caches the parsed
-objects. Errors are `KeyMaterialError` with a message that completes a sentence
-starting with the setting's name, and never quotes the refused value (a secret
-pasted by mistake must not end up in a log).
+The server holds only public material; each family parses its own
+(billing/chains/<family>/keys.py: account keys, addresses, view keys) on top
+of what is here: `KeyMaterialError`, the refusal of anything that can spend
+(`secret_material_kind`, run over every family's material settings at
+start-up), Base58 decoding, a fingerprint of public material, and BIP32
+account extended public keys (`extended_public_key_parse`, used by the UTXO
+and Ethereum families). Everything here is pure (no settings, no database);
+`billing.chains.config` and the families read the settings and cache the
+parsed objects. Errors are `KeyMaterialError` with a message that completes a
+sentence starting with the setting's name, and never quotes the refused value
+(a secret pasted by mistake must not end up in a log).
 """
 
 from __future__ import annotations
@@ -18,27 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from bip_utils import (
-    Base58Decoder,
-    Bip32KeyNetVersions,
-    Bip32Slip10Secp256k1,
-    EthAddrDecoder,
-    EthAddrEncoder,
-    Hash160,
-    Kekkak256,
-    P2PKHAddrEncoder,
-    P2SHAddrEncoder,
-    P2TRAddrDecoder,
-    P2TRAddrEncoder,
-    P2WPKHAddrEncoder,
-)
-from bitcoin.core.script import OP_0, OP_1, OP_CHECKSIG, OP_DUP, OP_EQUALVERIFY, OP_HASH160, CScript
-from monero import address as monero_address
-from monero import ed25519 as monero_ed25519
-from monero.backends.offline import OfflineWallet
-from monero.wallet import Wallet as MoneroWallet
-from solders.keypair import Keypair
-from solders.pubkey import Pubkey
+from bip_utils import Base58Decoder, Bip32KeyNetVersions, Bip32Slip10Secp256k1
 
 
 class KeyMaterialError(ValueError):
@@ -107,15 +90,13 @@ MULTISIG_PUBLIC_VERSIONS: dict[bytes, str] = {
     for v, name in (("0295b43f", "Ypub"), ("02aa7ed3", "Zpub"), ("024289ef", "Upub"), ("02575483", "Vpub"))
 }
 
-SCRIPT_TYPES = ("p2wpkh", "p2sh-p2wpkh", "p2pkh", "p2tr")
-
 _BASE58_TOKEN = re.compile(r"[1-9A-HJ-NP-Za-km-z]{32,120}")
 _HEX32 = re.compile(r"(0x)?[0-9a-fA-F]{64}")
 _WORD = re.compile(r"[a-z]+")
 _WIF_VERSIONS = {0x80, 0xEF, 0xB0}  # Bitcoin mainnet, testnet/regtest (both chains), Litecoin mainnet
 
 
-def _base58check(value: str) -> bytes | None:
+def base58check_decode(value: str) -> bytes | None:
     try:
         decoded: bytes = Base58Decoder.CheckDecode(value)
         return decoded
@@ -123,7 +104,7 @@ def _base58check(value: str) -> bytes | None:
         return None
 
 
-def _base58(value: str) -> bytes | None:
+def base58_decode(value: str) -> bytes | None:
     try:
         decoded: bytes = Base58Decoder.Decode(value)
         return decoded
@@ -156,7 +137,7 @@ def secret_material_kind(value: str, *, hex32_is_secret: bool = True) -> str | N
     if not text:
         return None
     for token in _BASE58_TOKEN.findall(text):
-        payload = _base58check(token)
+        payload = base58check_decode(token)
         if payload is not None:
             name = _extended_private_name(payload)
             if name:
@@ -164,7 +145,7 @@ def secret_material_kind(value: str, *, hex32_is_secret: bool = True) -> str | N
             if (len(payload) == 33 or (len(payload) == 34 and payload[33] == 0x01)) and payload[0] in _WIF_VERSIONS:
                 return "a WIF private key"
         elif len(token) in range(86, 90):
-            raw = _base58(token)
+            raw = base58_decode(token)
             if raw is not None and len(raw) == 64:
                 return "a Solana keypair (secret key and public key)"
     words = text.split()
@@ -182,7 +163,7 @@ def secret_material_kind(value: str, *, hex32_is_secret: bool = True) -> str | N
     return None
 
 
-def _fingerprint(*parts: bytes) -> str:
+def material_fingerprint(*parts: bytes) -> str:
     """A stable id of public key material (not the BIP32 4-byte fingerprint: too short)."""
     return hashlib.sha256(b"".join(parts)).hexdigest()[:32]
 
@@ -217,7 +198,7 @@ def extended_public_key_parse(value: str, *, accepted: tuple[str, ...], testnet:
             f"({'/'.join(accepted)}): this server must never hold a key that can spend.",
             private=True,
         )
-    payload = _base58check(text)
+    payload = base58check_decode(text)
     if payload is None or len(payload) != EXTENDED_KEY_LEN:
         raise KeyMaterialError(
             f"is not an extended public key (expected a Base58Check {'/'.join(accepted)} string "
@@ -255,245 +236,6 @@ def extended_public_key_parse(value: str, *, accepted: tuple[str, ...], testnet:
     public = key.PublicKey()
     return Bip32Account(
         version=version,
-        fingerprint=_fingerprint(public.RawCompressed().ToBytes(), key.ChainCode().ToBytes()),
+        fingerprint=material_fingerprint(public.RawCompressed().ToBytes(), key.ChainCode().ToBytes()),
         receive_chain=key.ChildKey(RECEIVE_CHAIN),
     )
-
-
-# --- Bitcoin and Litecoin ---------------------------------------------------
-
-
-@dataclass(frozen=True)
-class UtxoNetwork:
-    chain: str  # "bitcoin" / "litecoin"
-    name: str  # "mainnet" / "testnet" / "regtest" / "signet"
-    hrp: str  # bech32 human-readable part
-    p2pkh: bytes  # Base58 version byte of P2PKH addresses
-    p2sh: bytes  # Base58 version byte of P2SH addresses
-
-    @property
-    def testnet(self) -> bool:
-        return self.name != "mainnet"
-
-
-UTXO_NETWORKS: dict[tuple[str, str], UtxoNetwork] = {
-    (n.chain, n.name): n
-    for n in (
-        UtxoNetwork("bitcoin", "mainnet", "bc", b"\x00", b"\x05"),
-        UtxoNetwork("bitcoin", "testnet", "tb", b"\x6f", b"\xc4"),
-        UtxoNetwork("bitcoin", "signet", "tb", b"\x6f", b"\xc4"),
-        UtxoNetwork("bitcoin", "regtest", "bcrt", b"\x6f", b"\xc4"),
-        UtxoNetwork("litecoin", "mainnet", "ltc", b"\x30", b"\x32"),
-        UtxoNetwork("litecoin", "testnet", "tltc", b"\x6f", b"\x3a"),
-        UtxoNetwork("litecoin", "regtest", "rltc", b"\x6f", b"\x3a"),
-    )
-}
-
-
-def utxo_network_get(*, chain: str, name: str) -> UtxoNetwork:
-    try:
-        return UTXO_NETWORKS[(chain, name)]
-    except KeyError:
-        names = ", ".join(n for c, n in UTXO_NETWORKS if c == chain)
-        raise KeyMaterialError(f"is {name!r}, not a {chain} network ({names}).") from None
-
-
-@dataclass(frozen=True)
-class UtxoAccount:
-    """A Bitcoin or Litecoin receive account: key, network and script type."""
-
-    key: Bip32Account
-    network: UtxoNetwork
-    script_type: str
-
-    def destination(self, index: int) -> tuple[str, str]:
-        """(address, scriptPubKey hex) of receive address `index`."""
-        pub = self.key.public_key(index)
-        h160 = Hash160.QuickDigest(pub.RawCompressed().ToBytes())
-        if self.script_type == "p2wpkh":
-            address = P2WPKHAddrEncoder.EncodeKey(pub, hrp=self.network.hrp)
-            script = CScript([OP_0, h160])
-        elif self.script_type == "p2sh-p2wpkh":
-            address = P2SHAddrEncoder.EncodeKey(pub, net_ver=self.network.p2sh)
-            script = CScript([OP_0, h160]).to_p2sh_scriptPubKey()  # the P2WPKH program as redeem script
-        elif self.script_type == "p2pkh":
-            address = P2PKHAddrEncoder.EncodeKey(pub, net_ver=self.network.p2pkh)
-            script = CScript([OP_DUP, OP_HASH160, h160, OP_EQUALVERIFY, OP_CHECKSIG])
-        else:  # p2tr (BIP86 key-path only: the output key is the tweaked internal key)
-            address = P2TRAddrEncoder.EncodeKey(pub, hrp=self.network.hrp)
-            script = CScript([OP_1, P2TRAddrDecoder.DecodeAddr(address, hrp=self.network.hrp)])
-        return address, script.hex()
-
-
-_UTXO_ACCEPTED = {
-    "bitcoin": ("xpub", "ypub", "zpub", "tpub", "upub", "vpub"),
-    "litecoin": ("xpub", "ypub", "zpub", "tpub", "upub", "vpub", "Ltub", "Mtub", "ttub"),
-}
-
-
-def utxo_account_parse(*, chain: str, value: str, network: str, script_type: str) -> UtxoAccount:
-    """Parse a Bitcoin/Litecoin account key for `network` and the stated script type.
-
-    A prefix that implies a script (zpub/vpub: p2wpkh; ypub/upub/Mtub:
-    p2sh-p2wpkh) must agree with `script_type`, so a wallet's addresses and ours
-    are the same ones.
-    """
-    net = utxo_network_get(chain=chain, name=network)
-    if script_type not in SCRIPT_TYPES:
-        raise KeyMaterialError(f"script type {script_type!r} is not one of {', '.join(SCRIPT_TYPES)}.")
-    key = extended_public_key_parse(value, accepted=_UTXO_ACCEPTED[chain], testnet=net.testnet)
-    implied = key.version.script_type
-    if implied is not None and implied != script_type:
-        raise KeyMaterialError(
-            f"holds a {key.version.prefix}, which is a {implied} key, but the script type setting says "
-            f"{script_type}: set it to {implied} (or export the key as an xpub/tpub)."
-        )
-    return UtxoAccount(key=key, network=net, script_type=script_type)
-
-
-# --- Ethereum ---------------------------------------------------------------
-
-_ETH_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
-
-
-def eip55(address: str) -> str:
-    """The EIP-55 mixed-case checksum form of a 0x address."""
-    body = address[2:].lower()
-    digest = Kekkak256.QuickDigest(body.encode()).hex()
-    return "0x" + "".join(c.upper() if int(digest[i], 16) >= 8 else c for i, c in enumerate(body))
-
-
-def eth_address_parse(value: str) -> str:
-    """A 0x address in its EIP-55 form. A mixed-case input must carry a valid checksum."""
-    text = value.strip()
-    if not _ETH_ADDRESS.fullmatch(text):
-        raise KeyMaterialError("is not an Ethereum address (0x followed by 40 hex digits).")
-    body = text[2:]
-    mixed = body != body.lower() and body != body.upper()
-    try:
-        EthAddrDecoder.DecodeAddr(text, skip_chksum_enc=not mixed)
-    except ValueError:
-        raise KeyMaterialError("has an invalid EIP-55 checksum (a mistyped address?).") from None
-    return eip55(text)
-
-
-@dataclass(frozen=True)
-class EthereumAccount:
-    key: Bip32Account
-
-    def address(self, index: int) -> str:
-        address: str = EthAddrEncoder.EncodeKey(self.key.public_key(index))
-        return address
-
-
-def ethereum_account_parse(*, value: str) -> EthereumAccount:
-    """The account xpub at m/44'/60'/0' (a tpub is accepted too: the version carries no network)."""
-    text = value.strip()
-    if _ETH_ADDRESS.fullmatch(text):
-        raise KeyMaterialError(
-            "holds an address; it needs the account extended public key (xpub at m/44'/60'/0') "
-            "so that each invoice gets its own address."
-        )
-    return EthereumAccount(key=extended_public_key_parse(text, accepted=("xpub", "tpub"), testnet=None))
-
-
-# --- Monero -----------------------------------------------------------------
-
-MONERO_NETWORKS = {"main": "mainnet", "stage": "stagenet", "test": "testnet"}
-_ED25519_L = 2**252 + 27742317777372353535851937790883648493  # order of the base point
-
-
-@dataclass(frozen=True)
-class MoneroAccount:
-    address: str  # the primary address
-    network: str  # mainnet / stagenet / testnet
-    fingerprint: str
-    wallet: Any = field(repr=False, compare=False)  # a view-only monero.wallet.Wallet, offline
-
-    def subaddress(self, *, major: int, minor: int) -> str:
-        if (major, minor) == (0, 0):
-            raise ValueError("subaddress (0, 0) is the primary address, not a fresh destination")
-        return str(self.wallet.get_address(major, minor))
-
-
-def monero_address_parse(value: str) -> monero_address.Address:
-    text = value.strip()
-    kind = secret_material_kind(text)
-    if kind:
-        raise KeyMaterialError(f"holds {kind}, which can spend. Put the wallet's primary address here.", private=True)
-    try:
-        parsed = monero_address.address(text)
-    except ValueError:
-        raise KeyMaterialError("is not a Monero address (bad length, network byte or checksum).") from None
-    if isinstance(parsed, monero_address.IntegratedAddress):
-        raise KeyMaterialError(
-            "is an integrated address; put the wallet's primary address here (it starts with 4, 5 or 9)."
-        )
-    if isinstance(parsed, monero_address.SubAddress):
-        raise KeyMaterialError("is a subaddress; put the wallet's primary address here (it starts with 4, 5 or 9).")
-    return parsed
-
-
-def monero_account_parse(*, address: str, view_key: str) -> MoneroAccount:
-    """The primary address and its private view key, checked to belong together.
-
-    Raises KeyMaterialError with `private=True` when the "view key" is the
-    wallet's spend key (or a seed), so a misplaced spend key never goes further.
-    """
-    primary = monero_address_parse(address)
-    text = view_key.strip()
-    kind = secret_material_kind(text, hex32_is_secret=False)
-    if kind:
-        raise KeyMaterialError(f"holds {kind}, which can spend. Put the private view key here.", private=True)
-    if not re.fullmatch(r"[0-9a-fA-F]{64}", text):
-        raise KeyMaterialError("is not a Monero private view key (64 hex digits).")
-    text = text.lower()
-    if int.from_bytes(bytes.fromhex(text), "little") >= _ED25519_L:
-        raise KeyMaterialError("is not a Monero private key (not a reduced scalar).")
-    if primary.check_private_spend_key(text):
-        raise KeyMaterialError(
-            "holds the wallet's private SPEND key, which can spend. Put the private view key here.",
-            private=True,
-        )
-    if not primary.check_private_view_key(text):
-        raise KeyMaterialError("does not belong to XMR_ADDRESS (its public view key does not match).")
-    wallet = MoneroWallet(OfflineWallet(str(primary), view_key=text))
-    return MoneroAccount(
-        address=str(primary),
-        network=MONERO_NETWORKS[primary.net],
-        fingerprint=_fingerprint(bytes.fromhex(primary.spend_key()), bytes.fromhex(primary.view_key())),
-        wallet=wallet,
-    )
-
-
-def monero_public_key(secret_hex: str) -> str:
-    """The public key of a Monero secret scalar (hex); for tests and diagnostics."""
-    public: str = monero_ed25519.public_from_secret_hex(secret_hex)
-    return public
-
-
-# --- Solana -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SolanaRecipient:
-    address: str
-    fingerprint: str
-
-
-def solana_recipient_parse(*, value: str) -> SolanaRecipient:
-    text = value.strip()
-    kind = secret_material_kind(text)
-    if kind:
-        raise KeyMaterialError(f"holds {kind}, which can spend. Put the recipient's public address here.", private=True)
-    raw = _base58(text)
-    if raw is None or len(raw) != 32:
-        raise KeyMaterialError("is not a Solana address (Base58 of 32 bytes).")
-    pubkey = Pubkey.from_bytes(raw)
-    return SolanaRecipient(address=str(pubkey), fingerprint=_fingerprint(bytes(pubkey)))
-
-
-def solana_reference_new() -> str:
-    """A fresh Solana Pay reference: the public key of a random keypair whose
-    secret is dropped at once (a reference only has to be unique)."""
-    return str(Keypair().pubkey())

@@ -8,6 +8,9 @@ chains it watches (`CHAINS`: a tuple of `ChainSpec`); its `family` module
 holds the runtime object (`FAMILY`) that knows its destinations and builds
 its watchers. `FAMILY_PACKAGES` below lists the families: adding one is one
 line here and a package of its own, and touches no file of another family.
+A family may also name the sandbox `make run` starts for it (`SANDBOX`: the
+dotted path of a development module, a string, never imported here:
+production code does not import devtools; devtools/sandboxes.py reads it).
 
 These declarations are all config/settings.py needs to build the beat
 schedule (one scan task per watched chain), which is why this module and the
@@ -129,3 +132,21 @@ def family_currencies(families: Sequence[str] | None = None) -> list[Currency]:
                 raise ValueError(f"{package} declares {currency.code}, which another family declares")
             found[currency.code] = currency
     return list(found.values())
+
+
+def family_package_of(code: str, families: Sequence[str] | None = None) -> str | None:
+    """The package of the family that declares currency `code`, or None."""
+    for package in FAMILY_PACKAGES if families is None else families:
+        if any(currency.code == code for currency in getattr(import_module(package), "CURRENCIES", ())):
+            return package
+    return None
+
+
+def family_sandboxes(families: Sequence[str] | None = None) -> list[str]:
+    """The sandbox modules the families name (`SANDBOX`, a dotted path), in family order."""
+    found: list[str] = []
+    for package in FAMILY_PACKAGES if families is None else families:
+        sandbox = getattr(import_module(package), "SANDBOX", "")
+        if sandbox:
+            found.append(sandbox)
+    return found

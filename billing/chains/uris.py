@@ -1,10 +1,12 @@
-"""Payment URIs a wallet opens (or scans from a QR code) to pay an invoice.
+"""Payment URIs a wallet opens (or scans from a QR code) to pay an invoice:
+what every family's scheme shares.
 
-BIP21 for Bitcoin and Litecoin, EIP-681 for ether and ERC-20 tokens, the
-Monero URI scheme, and Solana Pay transfer requests. Amounts arrive as integer
-base units; where a scheme wants whole coins they are written exactly (no
-float, no exponent, no trailing zeros). Free text is percent-encoded (a space
-is %20, never "+", as BIP21 requires).
+Each family writes its own scheme (billing/chains/<family>/uri.py: BIP21 for
+Bitcoin and Litecoin, EIP-681 for ether and ERC-20 tokens, the Monero URI
+scheme, Solana Pay transfer requests) with what is here. Amounts arrive as
+integer base units; where a scheme wants whole coins they are written exactly
+(`coins_str`: no float, no exponent, no trailing zeros). Free text is
+percent-encoded (`query_string`: a space is %20, never "+", as BIP21 requires).
 """
 
 from __future__ import annotations
@@ -39,48 +41,7 @@ def coins_str(amount: int, decimals: int) -> str:
     return f"{whole}.{frac:0{decimals}d}".rstrip("0")
 
 
-def _query(params: list[tuple[str, str]]) -> str:
+def query_string(params: list[tuple[str, str]]) -> str:
     """Join parameters, percent-encoding values and leaving out empty ones."""
     parts = [f"{key}={quote(value, safe='')}" for key, value in params if value != ""]
     return "?" + "&".join(parts) if parts else ""
-
-
-def bip21_uri(*, scheme: str, address: str, amount: int, decimals: int, label: str = "", message: str = "") -> str:
-    """`bitcoin:<address>?amount=<coins>&label=..&message=..` (or `litecoin:`)."""
-    return f"{scheme}:{address}" + _query(
-        [("amount", coins_str(amount, decimals)), ("label", label), ("message", message)]
-    )
-
-
-def eip681_ether_uri(*, address: str, chain_id: int, wei: int) -> str:
-    """`ethereum:<address>@<chainId>?value=<wei>` (EIP-681; value as a plain integer)."""
-    return f"ethereum:{address}@{int(chain_id)}?value={base_units_check(wei)}"
-
-
-def eip681_token_transfer_uri(*, token: str, chain_id: int, recipient: str, units: int) -> str:
-    """`ethereum:<token>@<chainId>/transfer?address=<to>&uint256=<units>`: an ERC-20 transfer call."""
-    return f"ethereum:{token}@{int(chain_id)}/transfer?address={recipient}&uint256={base_units_check(units)}"
-
-
-def monero_uri(*, address: str, amount: int, decimals: int = 12, label: str = "", message: str = "") -> str:
-    """`monero:<address>?tx_amount=<coins>&recipient_name=..&tx_description=..`."""
-    return f"monero:{address}" + _query(
-        [("tx_amount", coins_str(amount, decimals)), ("recipient_name", label), ("tx_description", message)]
-    )
-
-
-def solana_pay_uri(
-    *, recipient: str, amount: int, reference: str, decimals: int = 9, label: str = "", message: str = ""
-) -> str:
-    """Solana Pay transfer request:
-    `solana:<recipient>?amount=<coins>&reference=<ref>&label=..&message=..`."""
-    if not reference:
-        raise ValueError("a Solana Pay request needs its reference")
-    return f"solana:{recipient}" + _query(
-        [
-            ("amount", coins_str(amount, decimals)),
-            ("reference", reference),
-            ("label", label),
-            ("message", message),
-        ]
-    )

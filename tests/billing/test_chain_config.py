@@ -17,7 +17,7 @@ from monero.wallet import Wallet
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 
-from billing.chains import config, keys
+from billing.chains import config
 from billing.chains.config import (
     Destination,
     chain_config_validate,
@@ -29,6 +29,7 @@ from billing.chains.config import (
     payment_uri,
 )
 from billing.chains.utxo import family as utxo_family
+from billing.chains.utxo import keys as utxo_keys
 from core.errors import DomainError
 from tests.billing.key_vectors import (
     BIP84_FIRST,
@@ -197,13 +198,13 @@ def test_settings_are_read_at_call_time(chains):
 
 def test_keys_are_parsed_once_not_per_index(chains, monkeypatch):
     calls = []
-    real = keys.utxo_account_parse
+    real = utxo_keys.utxo_account_parse
 
     def counting(**kwargs):
         calls.append(kwargs["value"])
         return real(**kwargs)
 
-    monkeypatch.setattr(keys, "utxo_account_parse", counting)
+    monkeypatch.setattr(utxo_keys, "utxo_account_parse", counting)
     utxo_family._account_cached.cache_clear()
     addresses = {destination_derive(currency="BTC", index=i).address for i in range(300)}
     assert len(addresses) == 300

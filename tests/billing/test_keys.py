@@ -36,6 +36,10 @@ from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 
 from billing.chains import keys
+from billing.chains.ethereum import keys as ethereum_keys
+from billing.chains.monero import keys as monero_keys
+from billing.chains.solana import keys as solana_keys
+from billing.chains.utxo import keys as utxo_keys
 from tests.billing.key_vectors import (
     BIP84_FIRST,
     BIP86_FIRST,
@@ -60,7 +64,7 @@ INDEXES = [0, 1, 2, 7, 19, 1000, 2**31 - 1]
 def test_bip84_public_vector_from_the_account_zpub():
     zpub = account(Bip84, Bip84Coins.BITCOIN).PublicKey().ToExtended()
     assert zpub.startswith("zpub")
-    acct = keys.utxo_account_parse(chain="bitcoin", value=zpub, network="mainnet", script_type="p2wpkh")
+    acct = utxo_keys.utxo_account_parse(chain="bitcoin", value=zpub, network="mainnet", script_type="p2wpkh")
     address, script = acct.destination(0)
     assert address == BIP84_FIRST
     assert script == script_via_bitcoinlib(BIP84_FIRST, "mainnet")
@@ -69,7 +73,7 @@ def test_bip84_public_vector_from_the_account_zpub():
 @pytest.mark.parametrize("form", ["zpub", "xpub"])
 def test_bitcoin_mainnet_watch_only_equals_full_key_derivation(form):
     acc = account(Bip84, Bip84Coins.BITCOIN)
-    acct = keys.utxo_account_parse(
+    acct = utxo_keys.utxo_account_parse(
         chain="bitcoin", value=account_public(acc, form), network="mainnet", script_type="p2wpkh"
     )
     for i in INDEXES:
@@ -90,7 +94,7 @@ def test_bitcoin_mainnet_watch_only_equals_full_key_derivation(form):
 def test_bitcoin_test_networks(network, coin, hrp, params, form):
     acc = account(Bip84, coin)
     assert acc.PublicKey().ToExtended().startswith("vpub")
-    acct = keys.utxo_account_parse(
+    acct = utxo_keys.utxo_account_parse(
         chain="bitcoin", value=account_public(acc, form), network=network, script_type="p2wpkh"
     )
     for i in INDEXES[:5]:
@@ -106,15 +110,15 @@ def test_bitcoin_test_networks(network, coin, hrp, params, form):
 def test_bitcoin_other_script_types_match_their_bips():
     # p2sh-p2wpkh (BIP49, ypub), p2pkh (BIP44, xpub with the type stated), p2tr (BIP86).
     bip49 = account(Bip49, Bip49Coins.BITCOIN)
-    ypub = keys.utxo_account_parse(
+    ypub = utxo_keys.utxo_account_parse(
         chain="bitcoin", value=bip49.PublicKey().ToExtended(), network="mainnet", script_type="p2sh-p2wpkh"
     )
     bip44 = account(Bip44, Bip44Coins.BITCOIN)
-    xpub = keys.utxo_account_parse(
+    xpub = utxo_keys.utxo_account_parse(
         chain="bitcoin", value=bip44.PublicKey().ToExtended(), network="mainnet", script_type="p2pkh"
     )
     bip86 = account(Bip86, Bip86Coins.BITCOIN)
-    tr = keys.utxo_account_parse(
+    tr = utxo_keys.utxo_account_parse(
         chain="bitcoin", value=bip86.PublicKey().ToExtended(), network="mainnet", script_type="p2tr"
     )
     assert tr.destination(0)[0] == BIP86_FIRST
@@ -135,7 +139,7 @@ def test_bitcoin_other_script_types_match_their_bips():
 @pytest.mark.parametrize("form", ["zpub", "Ltub", "xpub"])
 def test_litecoin_mainnet_native_segwit_equals_full_key_derivation(form):
     acc = account(Bip84, Bip84Coins.LITECOIN)
-    acct = keys.utxo_account_parse(
+    acct = utxo_keys.utxo_account_parse(
         chain="litecoin", value=account_public(acc, form), network="mainnet", script_type="p2wpkh"
     )
     for i in INDEXES:
@@ -149,14 +153,14 @@ def test_litecoin_mtub_is_nested_segwit():
     acc = account(Bip49, Bip49Coins.LITECOIN)
     mtub = account_public(acc, "Mtub")
     assert mtub.startswith("Mtub")
-    acct = keys.utxo_account_parse(chain="litecoin", value=mtub, network="mainnet", script_type="p2sh-p2wpkh")
+    acct = utxo_keys.utxo_account_parse(chain="litecoin", value=mtub, network="mainnet", script_type="p2sh-p2wpkh")
     for i in INDEXES[:4]:
         address, script = acct.destination(i)
         assert address.startswith("M") and address == full_address(acc, i)
         redeem = b"\x00\x14" + Hash160.QuickDigest(full_pubkey(acc, i))
         assert script == "a914" + Hash160.QuickDigest(redeem).hex() + "87"
     with pytest.raises(keys.KeyMaterialError, match="p2sh-p2wpkh"):
-        keys.utxo_account_parse(chain="litecoin", value=mtub, network="mainnet", script_type="p2wpkh")
+        utxo_keys.utxo_account_parse(chain="litecoin", value=mtub, network="mainnet", script_type="p2wpkh")
 
 
 @pytest.mark.parametrize("network,hrp", [("testnet", "tltc"), ("regtest", "rltc")])
@@ -164,7 +168,7 @@ def test_litecoin_mtub_is_nested_segwit():
 def test_litecoin_test_networks(network, hrp, form):
     acc = account(Bip84, Bip84Coins.LITECOIN_TESTNET)
     assert acc.PublicKey().ToExtended().startswith("ttub")  # what Litecoin Core's testnet writes
-    acct = keys.utxo_account_parse(
+    acct = utxo_keys.utxo_account_parse(
         chain="litecoin", value=account_public(acc, form), network=network, script_type="p2wpkh"
     )
     for i in INDEXES[:5]:
@@ -179,7 +183,7 @@ def test_litecoin_test_networks(network, hrp, form):
 def test_litecoin_prefixes_are_refused_for_bitcoin():
     ltub = account_public(account(Bip84, Bip84Coins.LITECOIN), "Ltub")
     with pytest.raises(keys.KeyMaterialError, match="wrong kind \\(Ltub\\)"):
-        keys.utxo_account_parse(chain="bitcoin", value=ltub, network="mainnet", script_type="p2wpkh")
+        utxo_keys.utxo_account_parse(chain="bitcoin", value=ltub, network="mainnet", script_type="p2wpkh")
 
 
 # --- Ethereum ------------------------------------------------------------------
@@ -188,11 +192,11 @@ def test_litecoin_prefixes_are_refused_for_bitcoin():
 def test_ethereum_public_vector_and_full_key_derivation():
     acc = account(Bip44, Bip44Coins.ETHEREUM)
     xpub = acc.PublicKey().ToExtended()
-    eth = keys.ethereum_account_parse(value=xpub)
+    eth = ethereum_keys.ethereum_account_parse(value=xpub)
     assert eth.address(0) == ETH_FIRST
     for i in INDEXES:
         assert eth.address(i) == full_address(acc, i)
-        assert keys.eip55(eth.address(i).lower()) == eth.address(i)
+        assert ethereum_keys.eip55(eth.address(i).lower()) == eth.address(i)
 
 
 @pytest.mark.parametrize(
@@ -206,21 +210,21 @@ def test_ethereum_public_vector_and_full_key_derivation():
     ],
 )
 def test_eip55(checksummed):
-    assert keys.eip55(checksummed.lower()) == checksummed
-    assert keys.eth_address_parse(checksummed.lower()) == checksummed
-    assert keys.eth_address_parse("0x" + checksummed[2:].upper()) == checksummed
+    assert ethereum_keys.eip55(checksummed.lower()) == checksummed
+    assert ethereum_keys.eth_address_parse(checksummed.lower()) == checksummed
+    assert ethereum_keys.eth_address_parse("0x" + checksummed[2:].upper()) == checksummed
     broken = checksummed[:-1] + (checksummed[-1].swapcase() if checksummed[-1].isalpha() else "a")
     if broken[2:] not in (broken[2:].lower(), broken[2:].upper()):
         with pytest.raises(keys.KeyMaterialError, match="checksum"):
-            keys.eth_address_parse(broken)
+            ethereum_keys.eth_address_parse(broken)
 
 
 def test_ethereum_refuses_an_address_and_bitcoin_prefixes():
     with pytest.raises(keys.KeyMaterialError, match="holds an address"):
-        keys.ethereum_account_parse(value=ETH_FIRST)
+        ethereum_keys.ethereum_account_parse(value=ETH_FIRST)
     zpub = account(Bip84, Bip84Coins.BITCOIN).PublicKey().ToExtended()
     with pytest.raises(keys.KeyMaterialError, match="wrong kind \\(zpub\\)"):
-        keys.ethereum_account_parse(value=zpub)
+        ethereum_keys.ethereum_account_parse(value=zpub)
 
 
 # --- Refusals ------------------------------------------------------------------
@@ -247,12 +251,12 @@ def test_every_extended_private_key_form_is_refused(bip_cls, coin, form, name):
     network = "testnet" if form in ("tpub", "vpub", "upub", "ttub") else "mainnet"
     chain = "litecoin" if form in ("Ltub", "Mtub", "ttub") else "bitcoin"
     with pytest.raises(keys.KeyMaterialError) as err:
-        keys.utxo_account_parse(chain=chain, value=secret, network=network, script_type="p2wpkh")
+        utxo_keys.utxo_account_parse(chain=chain, value=secret, network=network, script_type="p2wpkh")
     assert err.value.private
     assert name in str(err.value)
     assert secret not in str(err.value) and secret[4:20] not in str(err.value)
     with pytest.raises(keys.KeyMaterialError) as err:
-        keys.ethereum_account_parse(value=secret)
+        ethereum_keys.ethereum_account_parse(value=secret)
     assert err.value.private
 
 
@@ -276,7 +280,9 @@ def test_private_keys_of_unknown_versions_and_inside_descriptors_are_refused():
     xpub = account_public(acc, "xpub")
     assert keys.secret_material_kind(f"wpkh([73c5da0a/84h/0h/0h]{xpub}/0/*)") is None
     with pytest.raises(keys.KeyMaterialError) as err:
-        keys.utxo_account_parse(chain="bitcoin", value=f"wpkh({xpub}/0/*)", network="mainnet", script_type="p2wpkh")
+        utxo_keys.utxo_account_parse(
+            chain="bitcoin", value=f"wpkh({xpub}/0/*)", network="mainnet", script_type="p2wpkh"
+        )
     assert not err.value.private
 
 
@@ -319,17 +325,17 @@ def test_malformed_public_material_is_refused():
     ]
     for value, message in cases:
         with pytest.raises(keys.KeyMaterialError, match=message) as err:
-            keys.utxo_account_parse(chain="bitcoin", value=value, network="mainnet", script_type="p2wpkh")
+            utxo_keys.utxo_account_parse(chain="bitcoin", value=value, network="mainnet", script_type="p2wpkh")
         assert not err.value.private
     with pytest.raises(keys.KeyMaterialError, match="mainnet key \\(zpub\\)"):
-        keys.utxo_account_parse(chain="bitcoin", value=zpub, network="regtest", script_type="p2wpkh")
+        utxo_keys.utxo_account_parse(chain="bitcoin", value=zpub, network="regtest", script_type="p2wpkh")
     vpub = account(Bip84, Bip84Coins.BITCOIN_TESTNET).PublicKey().ToExtended()
     with pytest.raises(keys.KeyMaterialError, match="testnet key \\(vpub\\)"):
-        keys.utxo_account_parse(chain="bitcoin", value=vpub, network="mainnet", script_type="p2wpkh")
+        utxo_keys.utxo_account_parse(chain="bitcoin", value=vpub, network="mainnet", script_type="p2wpkh")
     with pytest.raises(keys.KeyMaterialError, match="p2wpkh key"):
-        keys.utxo_account_parse(chain="bitcoin", value=zpub, network="mainnet", script_type="p2pkh")
+        utxo_keys.utxo_account_parse(chain="bitcoin", value=zpub, network="mainnet", script_type="p2pkh")
     with pytest.raises(keys.KeyMaterialError, match="not a bitcoin network"):
-        keys.utxo_account_parse(chain="bitcoin", value=zpub, network="mainnett", script_type="p2wpkh")
+        utxo_keys.utxo_account_parse(chain="bitcoin", value=zpub, network="mainnett", script_type="p2wpkh")
 
 
 def _payload(extended: str) -> bytes:
@@ -339,7 +345,7 @@ def _payload(extended: str) -> bytes:
 
 
 def test_index_bounds():
-    acct = keys.utxo_account_parse(
+    acct = utxo_keys.utxo_account_parse(
         chain="bitcoin",
         value=account(Bip84, Bip84Coins.BITCOIN).PublicKey().ToExtended(),
         network="mainnet",
@@ -364,7 +370,7 @@ def test_index_bounds():
 def test_monero_subaddresses_equal_the_wallets_own(net, name, coin):
     seed = Seed()  # a fresh random wallet
     primary = str(seed.public_address(net=net))
-    acct = keys.monero_account_parse(address=primary, view_key=seed.secret_view_key())
+    acct = monero_keys.monero_account_parse(address=primary, view_key=seed.secret_view_key())
     assert acct.network == name and acct.address == primary
     full = Wallet(OfflineWallet(primary, view_key=seed.secret_view_key(), spend_key=seed.secret_spend_key()))
     other = Monero.FromPrivateSpendKey(bytes.fromhex(seed.secret_spend_key()), coin)
@@ -384,27 +390,27 @@ def test_monero_refusals():
     seed, other = Seed(), Seed()
     primary = str(seed.public_address())
     with pytest.raises(keys.KeyMaterialError, match="SPEND key") as err:
-        keys.monero_account_parse(address=primary, view_key=seed.secret_spend_key())
+        monero_keys.monero_account_parse(address=primary, view_key=seed.secret_spend_key())
     assert err.value.private
     assert seed.secret_spend_key() not in str(err.value)
     with pytest.raises(keys.KeyMaterialError, match="seed phrase \\(25 words\\)") as err:
-        keys.monero_account_parse(address=primary, view_key=seed.phrase)
+        monero_keys.monero_account_parse(address=primary, view_key=seed.phrase)
     assert err.value.private
     with pytest.raises(keys.KeyMaterialError, match="does not belong"):
-        keys.monero_account_parse(address=primary, view_key=other.secret_view_key())
+        monero_keys.monero_account_parse(address=primary, view_key=other.secret_view_key())
     with pytest.raises(keys.KeyMaterialError, match="not a reduced scalar"):
-        keys.monero_account_parse(address=primary, view_key="ff" * 32)
+        monero_keys.monero_account_parse(address=primary, view_key="ff" * 32)
     with pytest.raises(keys.KeyMaterialError, match="64 hex digits"):
-        keys.monero_account_parse(address=primary, view_key="abc")
+        monero_keys.monero_account_parse(address=primary, view_key="abc")
     wallet = Wallet(OfflineWallet(primary, view_key=seed.secret_view_key()))
     with pytest.raises(keys.KeyMaterialError, match="is a subaddress"):
-        keys.monero_address_parse(str(wallet.get_address(0, 1)))
+        monero_keys.monero_address_parse(str(wallet.get_address(0, 1)))
     with pytest.raises(keys.KeyMaterialError, match="integrated address"):
-        keys.monero_address_parse(str(wallet.address().with_payment_id("00" * 8)))
+        monero_keys.monero_address_parse(str(wallet.address().with_payment_id("00" * 8)))
     with pytest.raises(keys.KeyMaterialError, match="not a Monero address"):
-        keys.monero_address_parse(primary[:-1] + ("1" if primary[-1] != "1" else "2"))
+        monero_keys.monero_address_parse(primary[:-1] + ("1" if primary[-1] != "1" else "2"))
     with pytest.raises(keys.KeyMaterialError, match="seed phrase") as err:
-        keys.monero_address_parse(seed.phrase)
+        monero_keys.monero_address_parse(seed.phrase)
     assert err.value.private
 
 
@@ -413,9 +419,9 @@ def test_monero_refusals():
 
 def test_solana_recipient_and_references():
     recipient = Keypair().pubkey()
-    parsed = keys.solana_recipient_parse(value=f" {recipient}\n")
+    parsed = solana_keys.solana_recipient_parse(value=f" {recipient}\n")
     assert parsed.address == str(recipient)
-    refs = {keys.solana_reference_new() for _ in range(50)}
+    refs = {solana_keys.solana_reference_new() for _ in range(50)}
     assert len(refs) == 50
     for ref in refs:
         assert len(bytes(Pubkey.from_string(ref))) == 32
@@ -426,10 +432,10 @@ def test_solana_refusals():
     pair = Keypair()
     for secret in (str(pair), json.dumps(list(bytes(pair))), MNEMONIC):
         with pytest.raises(keys.KeyMaterialError) as err:
-            keys.solana_recipient_parse(value=secret)
+            solana_keys.solana_recipient_parse(value=secret)
         assert err.value.private
         assert str(pair) not in str(err.value)
     for bad in ("not-an-address", "1111", ETH_FIRST):
         with pytest.raises(keys.KeyMaterialError, match="not a Solana address") as err:
-            keys.solana_recipient_parse(value=bad)
+            solana_keys.solana_recipient_parse(value=bad)
         assert not err.value.private

@@ -10,6 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from billing.chains import uris
+from billing.chains.ethereum import uri as ethereum_uris
+from billing.chains.monero import uri as monero_uris
+from billing.chains.solana import uri as solana_uris
+from billing.chains.utxo import uri as utxo_uris
 
 ADDRESS = "bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu"
 
@@ -60,14 +64,14 @@ def test_amounts_must_be_positive_whole_base_units(bad, error):
     with pytest.raises(error):
         uris.coins_str(bad, 8)
     with pytest.raises(error):
-        uris.eip681_ether_uri(address="0x" + "11" * 20, chain_id=1, wei=bad)
+        ethereum_uris.eip681_ether_uri(address="0x" + "11" * 20, chain_id=1, wei=bad)
 
 
 def test_bip21():
-    assert uris.bip21_uri(scheme="bitcoin", address=ADDRESS, amount=390000, decimals=8) == (
+    assert utxo_uris.bip21_uri(scheme="bitcoin", address=ADDRESS, amount=390000, decimals=8) == (
         f"bitcoin:{ADDRESS}?amount=0.0039"
     )
-    uri = uris.bip21_uri(
+    uri = utxo_uris.bip21_uri(
         scheme="litecoin",
         address="ltc1qexample",
         amount=150000000,
@@ -80,7 +84,7 @@ def test_bip21():
 
 @given(label=st.text(), message=st.text())
 def test_free_text_survives_percent_encoding(label, message):
-    uri = uris.bip21_uri(scheme="bitcoin", address=ADDRESS, amount=1, decimals=8, label=label, message=message)
+    uri = utxo_uris.bip21_uri(scheme="bitcoin", address=ADDRESS, amount=1, decimals=8, label=label, message=message)
     parts = urlsplit(uri)
     assert parts.scheme == "bitcoin" and parts.path == ADDRESS
     assert "+" not in parts.query and " " not in uri and "#" not in uri
@@ -92,33 +96,33 @@ def test_free_text_survives_percent_encoding(label, message):
 
 def test_eip681():
     to = "0x9858EfFD232B4033E47d90003D41EC34EcaEda94"
-    assert uris.eip681_ether_uri(address=to, chain_id=1, wei=2014 * 10**15) == (
+    assert ethereum_uris.eip681_ether_uri(address=to, chain_id=1, wei=2014 * 10**15) == (
         f"ethereum:{to}@1?value=2014000000000000000"
     )
     usdt = "0xdAC17F958D2ee523a2206206994597C13D831ec7"
-    assert uris.eip681_token_transfer_uri(token=usdt, chain_id=11155111, recipient=to, units=12168000000) == (
+    assert ethereum_uris.eip681_token_transfer_uri(token=usdt, chain_id=11155111, recipient=to, units=12168000000) == (
         f"ethereum:{usdt}@11155111/transfer?address={to}&uint256=12168000000"
     )
 
 
 def test_monero_uri():
     address = "4" + "A" * 94
-    uri = uris.monero_uri(address=address, amount=1234500000000, label="GPU Rent Hub", message="Invoice 7")
+    uri = monero_uris.monero_uri(address=address, amount=1234500000000, label="GPU Rent Hub", message="Invoice 7")
     assert uri == f"monero:{address}?tx_amount=1.2345&recipient_name=GPU%20Rent%20Hub&tx_description=Invoice%207"
-    assert uris.monero_uri(address=address, amount=1) == f"monero:{address}?tx_amount=0.000000000001"
+    assert monero_uris.monero_uri(address=address, amount=1) == f"monero:{address}?tx_amount=0.000000000001"
 
 
 def test_solana_pay_uri():
     recipient = "mvines9iiHiQTysrwkJjGf2gb9Ex9jXJX8ns3qwf2kN"
     reference = "82ZJ7nbGpixjeDCmEhUcmwXYfvurzAgGdtSMuHnUgyny"
-    uri = uris.solana_pay_uri(
+    uri = solana_uris.solana_pay_uri(
         recipient=recipient, amount=1500000000, reference=reference, label="GPU Rent Hub", message="Thanks!"
     )
     assert uri == (f"solana:{recipient}?amount=1.5&reference={reference}&label=GPU%20Rent%20Hub&message=Thanks%21")
     query = parse_qs(urlsplit(uri).query)
     assert query["reference"] == [reference] and query["message"] == ["Thanks!"]
-    assert uris.solana_pay_uri(recipient=recipient, amount=1, reference=reference) == (
+    assert solana_uris.solana_pay_uri(recipient=recipient, amount=1, reference=reference) == (
         f"solana:{recipient}?amount=0.000000001&reference={reference}"
     )
     with pytest.raises(ValueError, match="reference"):
-        uris.solana_pay_uri(recipient=recipient, amount=1, reference="")
+        solana_uris.solana_pay_uri(recipient=recipient, amount=1, reference="")

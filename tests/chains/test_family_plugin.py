@@ -1,16 +1,20 @@
 """A chain family is added by its package alone (and the one line of
 billing.chains.spec.FAMILY_PACKAGES): its currency is then paid like any
-other, with its units, rate symbols, confirmations and colour, and billing
-needs no migration.
+other, with its units, rate symbols, confirmations and colour, its own key
+parsing, payment URI and sandbox, and billing needs no migration.
 
 The family, TOY, is the test's own (tests/chains/plugin/), copied into a
-temporary folder as a package; a fresh process adds its name to
-FAMILY_PACKAGES before Django starts, as the registry line would, and then:
-checks that `makemigrations --check` finds nothing to write; lists the
-currencies through the API; issues an invoice in TOY with its address and URI;
-records a payment of it, which settles the invoice at TOY's own confirmation
-count; and reads what the rate providers, the staff charts and the settings
-take from the declaration."""
+temporary folder as a package (`__init__`, `family`, `keys`, `uri`,
+`sandbox`); a fresh process adds its name to FAMILY_PACKAGES before Django
+starts, as the registry line would, and then: checks that `makemigrations
+--check` finds nothing to write; lists the currencies through the API; has
+the start-up check refuse a bad TOY_SEED through the family's own key
+parsing; issues an invoice in TOY with the address its keys derive and the
+URI its scheme writes; pays it with `manage.py sandbox_pay`, which finds the
+family's sandbox, first unconfirmed then with --confirm, settling it at TOY's
+own confirmation count; and reads what the rate providers, the staff charts,
+the settings and `make run`'s sandboxes take from the declaration. Nothing
+outside its package names it."""
 
 from __future__ import annotations
 
@@ -62,6 +66,21 @@ out["coingecko"] = CoinGeckoProvider.IDS["TOY"]
 out["colour"] = CURRENCY_COLORS["TOY"]
 out["confirmations"] = settings.CONFIRMATIONS["TOY"]
 
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+from billing.chains import config
+from devtools.sandboxes import sandbox_kinds
+
+out["family_module"] = type(config.family_of("TOY")).__module__
+out["sandboxes"] = [kind.code for kind in sandbox_kinds()]
+out["refused"] = {}
+for seed in ("short", "abandon " * 11 + "about"):
+    with override_settings(TOY_SEED=seed):
+        try:
+            config.chain_config_validate()
+        except ImproperlyConfigured as exc:
+            out["refused"][seed] = str(exc)
+
 payable_register(kind="toy-test", payable=NOTHING)
 account = Account.objects.create_user("toybuyer", "correct horse battery staple")
 invoice = services.invoice_create(
@@ -71,11 +90,13 @@ invoice = services.invoice_create(
 )
 request = invoice.active_request
 out["invoice"] = {"amount": request.amount_due, "address": request.address, "uri": request.payment_uri,
-                  "currency": request.currency}
-for confirmations in (0, 3):
-    services.payment_observe(observation=services.Observation(
-        currency="TOY", txid="ab" * 32, output_index=0, match_key=request.match_key,
-        amount=request.amount_due, confirmations=confirmations, block_height=None if confirmations == 0 else 7))
+                  "currency": request.currency, "number": invoice.number}
+from toyfam.keys import toy_account_parse
+out["derived"] = toy_account_parse(settings.TOY_SEED).address(request.derivation_index)
+for confirmations, flags in ((0, []), (3, ["--confirm"])):
+    paid = StringIO()
+    call_command("sandbox_pay", invoice.number, *flags, stdout=paid)
+    out[f"paid_at_{confirmations}"] = paid.getvalue()
     invoice.refresh_from_db()
     out[f"status_at_{confirmations}"] = invoice.status
 print("RESULT " + json.dumps(out))
@@ -87,7 +108,8 @@ def test_a_chain_family_is_added_by_its_package_alone(tmp_path):
     package = tmp_path / "toyfam"
     package.mkdir()
     shutil.copy(PLUGIN / "toyfam_init.py", package / "__init__.py")
-    shutil.copy(PLUGIN / "toyfam_family.py", package / "family.py")
+    for name in ("family", "keys", "uri", "sandbox"):
+        shutil.copy(PLUGIN / f"toyfam_{name}.py", package / f"{name}.py")
     db = connection.settings_dict  # the test database; the test flushes it afterwards
     env = {
         **os.environ,
@@ -107,6 +129,24 @@ def test_a_chain_family_is_added_by_its_package_alone(tmp_path):
     assert seen["colour"] == "#123456" and seen["confirmations"] == 3
     # 10.00 USD at 2 USD a TOY, in 6 decimals: 5 TOY.
     assert seen["invoice"]["currency"] == "TOY" and seen["invoice"]["amount"] == 5_000_000
-    assert seen["invoice"]["address"].startswith("toy1")
-    assert seen["invoice"]["uri"] == f"toycoin:{seen['invoice']['address']}?amount=5000000"
+    # The family's own modules, reached through the registry: its keys derive the address, its scheme
+    # writes the URI (amount in whole coins, free text percent-encoded, with billing.chains.uris).
+    assert seen["family_module"] == "toyfam.family"
+    address = seen["invoice"]["address"]
+    assert address.startswith("toy1") and address == seen["derived"]
+    assert seen["invoice"]["uri"] == f"toycoin:{address}?amount=5&message=Invoice%20{seen['invoice']['number']}"
+    # The start-up check runs the family's key parsing (and the shared refusal of secrets) on TOY_SEED.
+    assert "TOY_SEED is too short (8 characters at least)." in seen["refused"]["short"]
+    assert "TOY_SEED holds a seed phrase (12 words), which can spend" in seen["refused"]["abandon " * 11 + "about"]
+    # sandbox_pay finds the invoice's family's sandbox; make run lists it after the others.
+    assert seen["sandboxes"] == ["LTC", "ETH", "XMR", "SOL", "TOY"]
+    assert f"Paid 5.000000 TOY (5000000 toy units) to {address}" in seen["paid_at_0"]
     assert seen["status_at_0"] == "processing" and seen["status_at_3"] == "settled"
+    # Nothing outside the package names it: the registry line is the script's.
+    named = [
+        str(path.relative_to(ROOT))
+        for folder in ("billing", "devtools", "config", "core", "rentals", "accounts", "webhooks")
+        for path in (ROOT / folder).rglob("*.py")
+        if "toyfam" in path.read_text() or '"TOY"' in path.read_text()
+    ]
+    assert named == []

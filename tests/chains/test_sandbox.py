@@ -186,7 +186,7 @@ def test_serve_local_passes_the_sandbox_settings_to_web_worker_and_beat(monkeypa
     FakeProcess.started = []
     demo_env = []
     monkeypatch.setattr(serve_local.subprocess, "Popen", FakeProcess)
-    monkeypatch.setattr(serve_local.Command, "_sandbox_start", lambda self: sandbox)
+    monkeypatch.setattr("devtools.sandbox.serve_start", lambda **kw: sandbox)
     monkeypatch.setattr(
         serve_local.Command,
         "_sandbox_demo_invoice",
@@ -217,20 +217,20 @@ def test_serve_local_starts_no_sandbox_when_ltc_is_configured_or_in_production(s
     command = serve_local.Command(stdout=io.StringIO())
     monkeypatch.setattr("devtools.sandbox.sandbox_start", lambda **kw: pytest.fail("no sandbox expected"))
     settings.DEBUG = False
-    assert command._sandbox_start() is None
+    assert command._sandbox_start("LTC") is None
     settings.DEBUG = True
     settings.LTC_RPC_URL = "http://u:p@10.0.0.6:9332"
     settings.SANDBOX = False
-    assert command._sandbox_start() is None
+    assert command._sandbox_start("LTC") is None
     settings.LTC_RPC_URL = ""
     monkeypatch.setenv("SANDBOX", "0")
-    assert command._sandbox_start() is None
+    assert command._sandbox_start("LTC") is None
     monkeypatch.delenv("SANDBOX")
     started = []
     monkeypatch.setattr("devtools.sandbox.sandbox_start", lambda **kw: started.append(kw) or "sandbox")
     settings.SANDBOX_ENV_FILE = tmp_path / "sandbox" / "sandbox.env"
     settings.MANUAL_RATES_USD = "BTC=1"
-    assert command._sandbox_start() == "sandbox"
+    assert command._sandbox_start("LTC") == "sandbox"
     assert started == [{"folder": tmp_path / "sandbox", "manual_rates": "BTC=1"}]
 
 
@@ -244,10 +244,7 @@ def test_serve_local_on_a_wildcard_address_allows_this_machine_and_warns(setting
     settings.ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
     FakeProcess.started = []
     monkeypatch.setattr(serve_local.subprocess, "Popen", FakeProcess)
-    monkeypatch.setattr(serve_local.Command, "_sandbox_start", lambda self: None)
-    monkeypatch.setattr(serve_local.Command, "_eth_sandbox_start", lambda self, ltc_env: None)
-    monkeypatch.setattr(serve_local.Command, "_sol_sandbox_start", lambda self, rates: None)
-    monkeypatch.setattr(serve_local.Command, "_xmr_sandbox_start", lambda self, rates: None)
+    monkeypatch.setattr(serve_local.Command, "_sandbox_start", lambda self, code: None)
     monkeypatch.setattr(serve_local.signal, "signal", lambda *a: None)
     err = io.StringIO()
     serve_local.Command(stdout=io.StringIO(), stderr=err)._serve("0.0.0.0", 8000)

@@ -7,6 +7,8 @@
     tokens     ERC-20 `Transfer` logs over block ranges, split when refused
     balances   the balance-check mode, for nodes without a trace API
     scanner    `EvmScanner`: the node checks and `blocks_read`
+    keys       the account key at m/44'/60'/0' and its addresses, EIP-55 addresses
+    uri        EIP-681 payment URIs (ether, ERC-20 transfers)
     family     what the family knows about its destinations (addresses, URIs, settings)
     watcher    the watcher: the scanner's findings into billing, block by block
 
@@ -52,3 +54,6 @@ CURRENCIES = (
 )
 
 CHAINS = (ChainSpec("ethereum", ("ETH", "USDT", "USDC"), "ETH_RPC_URL", ("ETH_XPUB",)),)
+
+# The sandbox `make run` starts for this family: a development module, named, never imported here.
+SANDBOX = "devtools.ethereum_sandbox"

@@ -26,8 +26,9 @@ from functools import lru_cache, partial
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from billing.chains import keys, uris
-from billing.chains.ethereum import CHAINS
+from billing.chains import keys
+from billing.chains.ethereum import CHAINS, uri
+from billing.chains.ethereum import keys as ethereum_keys
 from billing.chains.interface import ChainFamily, Destination, Watcher, setting_value
 
 TOKEN_SETTINGS = {"USDT": "USDT_CONTRACT", "USDC": "USDC_CONTRACT"}
@@ -36,15 +37,15 @@ INTERNAL_MODES = ("auto", "trace_block", "debug_trace", "balance")
 
 
 @lru_cache(maxsize=8)
-def _account_cached(value: str) -> keys.EthereumAccount:
-    return keys.ethereum_account_parse(value=value)
+def _account_cached(value: str) -> ethereum_keys.EthereumAccount:
+    return ethereum_keys.ethereum_account_parse(value=value)
 
 
 def _refused(setting: str, exc: Exception) -> ImproperlyConfigured:
     return ImproperlyConfigured(f"{setting} {exc}")
 
 
-def eth_account() -> keys.EthereumAccount:
+def eth_account() -> ethereum_keys.EthereumAccount:
     try:
         return _account_cached(setting_value("ETH_XPUB"))
     except keys.KeyMaterialError as exc:
@@ -66,7 +67,7 @@ def token_contract(code: str) -> str:
     """The EIP-55 address of USDT's or USDC's contract."""
     setting = TOKEN_SETTINGS[code]
     try:
-        return keys.eth_address_parse(setting_value(setting))
+        return ethereum_keys.eth_address_parse(setting_value(setting))
     except keys.KeyMaterialError as exc:
         raise _refused(setting, exc) from None
 
@@ -90,7 +91,7 @@ def multicall_address() -> str | None:
     if not value:
         return None
     try:
-        return keys.eth_address_parse(value)
+        return ethereum_keys.eth_address_parse(value)
     except keys.KeyMaterialError as exc:
         raise _refused("ETH_MULTICALL3_ADDRESS", exc) from None
 
@@ -131,8 +132,8 @@ class EthereumFamily(ChainFamily):
     def payment_uri(self, *, destination: Destination, amount: int, label: str, message: str) -> str:
         # EIP-681 has no label or message.
         if destination.currency == "ETH":
-            return uris.eip681_ether_uri(address=destination.address, chain_id=eth_chain_id(), wei=amount)
-        return uris.eip681_token_transfer_uri(
+            return uri.eip681_ether_uri(address=destination.address, chain_id=eth_chain_id(), wei=amount)
+        return uri.eip681_token_transfer_uri(
             token=token_contract(destination.currency),
             chain_id=eth_chain_id(),
             recipient=destination.address,

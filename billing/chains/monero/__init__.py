@@ -1,5 +1,7 @@
 """The Monero family: XMR to subaddresses (0, i) of one view-only wallet.
 
+    keys       the primary address and private view key, subaddresses derived offline
+    uri        monero: payment URIs
     family     what the family knows about its destinations (subaddresses, URIs, settings)
     rpc        monero-wallet-rpc and monerod over JSON-RPC (the `monero` package's backends)
     watcher    the watcher: the wallet's incoming transfers into billing
@@ -24,3 +26,6 @@ CURRENCIES = (
 )
 
 CHAINS = (ChainSpec("monero", ("XMR",), "XMR_WALLET_RPC_URL", ("XMR_ADDRESS", "XMR_VIEW_KEY")),)
+
+# The sandbox `make run` starts for this family: a development module, named, never imported here.
+SANDBOX = "devtools.monero_sandbox"

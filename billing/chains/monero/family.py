@@ -24,19 +24,21 @@ from functools import lru_cache
 
 from django.core.exceptions import ImproperlyConfigured
 
-from billing.chains import keys, uris
+from billing.chains import keys
 from billing.chains.interface import ChainFamily, Destination, Watcher, setting_value
+from billing.chains.monero import keys as monero_keys
+from billing.chains.monero import uri
 from billing.currencies import CURRENCIES
 
 XMR_ACCOUNT = 0  # subaddresses (0, i) of the wallet's first account
 
 
 @lru_cache(maxsize=8)
-def _account_cached(address: str, view_key: str) -> keys.MoneroAccount:
-    return keys.monero_account_parse(address=address, view_key=view_key)
+def _account_cached(address: str, view_key: str) -> monero_keys.MoneroAccount:
+    return monero_keys.monero_account_parse(address=address, view_key=view_key)
 
 
-def monero_account() -> keys.MoneroAccount:
+def monero_account() -> monero_keys.MoneroAccount:
     address, view_key = setting_value("XMR_ADDRESS"), setting_value("XMR_VIEW_KEY")
     if not address or not view_key:
         missing = "XMR_VIEW_KEY" if address else "XMR_ADDRESS"
@@ -45,7 +47,7 @@ def monero_account() -> keys.MoneroAccount:
             "(private view key), or neither."
         )
     try:
-        keys.monero_address_parse(address)
+        monero_keys.monero_address_parse(address)
     except keys.KeyMaterialError as exc:
         raise ImproperlyConfigured(f"XMR_ADDRESS {exc}") from None
     try:
@@ -111,7 +113,7 @@ class MoneroFamily(ChainFamily):
         return Destination(currency=code, address=address, index=index, match_key=f"{XMR_ACCOUNT}/{index}")
 
     def payment_uri(self, *, destination: Destination, amount: int, label: str, message: str) -> str:
-        return uris.monero_uri(
+        return uri.monero_uri(
             address=destination.address,
             amount=amount,
             decimals=CURRENCIES["XMR"].decimals,
@@ -136,7 +138,7 @@ class MoneroFamily(ChainFamily):
         if not address:
             return "monero-mainnet"
         try:
-            return f"monero-{keys.MONERO_NETWORKS[keys.monero_address_parse(address).net]}"
+            return f"monero-{monero_keys.MONERO_NETWORKS[monero_keys.monero_address_parse(address).net]}"
         except keys.KeyMaterialError as exc:
             raise ImproperlyConfigured(f"XMR_ADDRESS {exc}") from None
 

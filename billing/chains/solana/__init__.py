@@ -7,6 +7,8 @@ invoice, listing the transactions that carry its reference
 the way Solana Pay's own `validateTransfer` does: no error, the reference among
 the account keys, the amount the recipient's own balance change.
 
+    keys          the recipient address, fresh references
+    uri           Solana Pay transfer requests
     family        what the family knows about its destinations (recipient, references, URIs)
     rpc           the JSON-RPC client (batches, 429 back-off, request pacing)
     transactions  a `getTransaction` answer read into what validation needs, and the validation
@@ -39,3 +41,6 @@ CURRENCIES = (
 )
 
 CHAINS = (ChainSpec("solana", ("SOL",), "SOL_RPC_URL", ("SOL_RECIPIENT",)),)
+
+# The sandbox `make run` starts for this family: a development module, named, never imported here.
+SANDBOX = "devtools.solana_sandbox"

@@ -12,19 +12,21 @@ from functools import lru_cache
 
 from django.core.exceptions import ImproperlyConfigured
 
-from billing.chains import keys, uris
+from billing.chains import keys
 from billing.chains.interface import ChainFamily, Destination, Watcher, setting_value
+from billing.chains.solana import keys as solana_keys
+from billing.chains.solana import uri
 from billing.currencies import CURRENCIES
 
 SOL_CLUSTERS = ("mainnet-beta", "devnet", "testnet", "localnet")
 
 
 @lru_cache(maxsize=8)
-def _recipient_cached(value: str) -> keys.SolanaRecipient:
-    return keys.solana_recipient_parse(value=value)
+def _recipient_cached(value: str) -> solana_keys.SolanaRecipient:
+    return solana_keys.solana_recipient_parse(value=value)
 
 
-def solana_recipient() -> keys.SolanaRecipient:
+def solana_recipient() -> solana_keys.SolanaRecipient:
     try:
         return _recipient_cached(setting_value("SOL_RECIPIENT"))
     except keys.KeyMaterialError as exc:
@@ -88,7 +90,7 @@ class SolanaFamily(ChainFamily):
 
     def destination(self, code: str, index: int) -> Destination:
         # One recipient; the reference (fresh random on each call: the caller stores it) tells payments apart.
-        reference = keys.solana_reference_new()
+        reference = solana_keys.solana_reference_new()
         return Destination(
             currency=code,
             address=solana_recipient().address,
@@ -98,7 +100,7 @@ class SolanaFamily(ChainFamily):
         )
 
     def payment_uri(self, *, destination: Destination, amount: int, label: str, message: str) -> str:
-        return uris.solana_pay_uri(
+        return uri.solana_pay_uri(
             recipient=destination.address,
             amount=amount,
             reference=destination.reference,

@@ -2,6 +2,8 @@
 
     rpc        JSON-RPC client of both nodes
     scanner    blocks and mempool matched against open scripts (no database)
+    keys       account keys (xpub/ypub/zpub and their test forms), networks, receive addresses
+    uri        BIP21 payment URIs
     family     what the family knows about its destinations (addresses, URIs, settings)
     watcher    the watcher of each chain on the shared block walk, plus the mempool
 
@@ -38,3 +40,6 @@ CHAINS = (
     ChainSpec("bitcoin", ("BTC",), "BTC_RPC_URL", ("BTC_XPUB",)),
     ChainSpec("litecoin", ("LTC",), "LTC_RPC_URL", ("LTC_XPUB",)),
 )
+
+# The sandbox `make run` starts for this family: a development module, named, never imported here.
+SANDBOX = "devtools.sandbox"

@@ -14,36 +14,37 @@ from functools import lru_cache, partial
 
 from django.core.exceptions import ImproperlyConfigured
 
-from billing.chains import keys, uris
+from billing.chains import keys
 from billing.chains.interface import ChainFamily, Destination, Watcher, setting_value
-from billing.chains.utxo import CHAINS
+from billing.chains.utxo import CHAINS, uri
+from billing.chains.utxo import keys as utxo_keys
 from billing.currencies import CURRENCIES
 
 CHAIN_OF = {spec.currency: spec.chain for spec in CHAINS}
 
 
 @lru_cache(maxsize=16)
-def _account_cached(chain: str, value: str, network: str, script_type: str) -> keys.UtxoAccount:
-    return keys.utxo_account_parse(chain=chain, value=value, network=network, script_type=script_type)
+def _account_cached(chain: str, value: str, network: str, script_type: str) -> utxo_keys.UtxoAccount:
+    return utxo_keys.utxo_account_parse(chain=chain, value=value, network=network, script_type=script_type)
 
 
 def utxo_network(code: str) -> str:
     setting = f"{code}_NETWORK"
     network = setting_value(setting, "mainnet").lower()
     chain = CHAIN_OF[code]
-    names = [n for c, n in keys.UTXO_NETWORKS if c == chain]
+    names = [n for c, n in utxo_keys.UTXO_NETWORKS if c == chain]
     if network not in names:
         raise ImproperlyConfigured(f"{setting} is {network!r}; expected one of {', '.join(names)}.")
     return network
 
 
-def utxo_account(code: str) -> keys.UtxoAccount:
+def utxo_account(code: str) -> utxo_keys.UtxoAccount:
     network = utxo_network(code)
     script_setting = f"{code}_SCRIPT_TYPE"
     script_type = setting_value(script_setting, "p2wpkh").lower()
-    if script_type not in keys.SCRIPT_TYPES:
+    if script_type not in utxo_keys.SCRIPT_TYPES:
         raise ImproperlyConfigured(
-            f"{script_setting} is {script_type!r}; expected one of {', '.join(keys.SCRIPT_TYPES)}."
+            f"{script_setting} is {script_type!r}; expected one of {', '.join(utxo_keys.SCRIPT_TYPES)}."
         )
     setting = f"{code}_XPUB"
     try:
@@ -73,7 +74,7 @@ class UtxoFamily(ChainFamily):
         return Destination(currency=code, address=address, index=index, match_key=script)
 
     def payment_uri(self, *, destination: Destination, amount: int, label: str, message: str) -> str:
-        return uris.bip21_uri(
+        return uri.bip21_uri(
             scheme=CHAIN_OF[destination.currency],
             address=destination.address,
             amount=amount,

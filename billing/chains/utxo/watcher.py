@@ -78,7 +78,6 @@ from billing.chains.utxo.scanner import (
     fork_walk,
     height_at_time,
 )
-from billing.selectors import watched_match_keys
 from core.errors import DomainError
 
 __all__ = ["FAMILIES", "NodeMismatch", "ScanReport", "UtxoWatcher", "bitcoin_chain_scan", "bitcoin_cursor_set"]
@@ -434,5 +433,8 @@ def bitcoin_chain_scan(
 
 
 def watched_scripts(*, currency: str, now: datetime | None = None) -> frozenset[str]:
-    """The scriptPubKeys (hex) of the destinations `currency`'s watcher matches."""
-    return watched_match_keys(currencies=[_family(currency).currency], now=now)
+    """The scriptPubKeys (hex) of the destinations `currency`'s watcher matches,
+    read through a ScanRun as a scan reads them (outside any run: no lease, nothing written)."""
+    watcher = WATCHERS[_family(currency).currency]
+    run = ScanRun(watcher, report=ScanReport(currency=watcher.currency, chain=watcher.chain), max_blocks=1, now=now)
+    return run.watched([watcher.currency])

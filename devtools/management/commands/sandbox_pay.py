@@ -4,10 +4,8 @@ from billing.currencies import CURRENCIES
 from billing.models import Invoice
 from billing.serializers import checkout_url
 from core.errors import DomainError
-from devtools.ethereum_sandbox import ETHEREUM_CURRENCIES, eth_sandbox_invoice_pay
-from devtools.monero_sandbox import xmr_sandbox_invoice_pay
-from devtools.sandbox import invoice_not_found, sandbox_invoice_pay
-from devtools.solana_sandbox import sol_sandbox_invoice_pay
+from devtools.sandbox import invoice_not_found
+from devtools.sandboxes import primary_sandbox, sandbox_of
 
 
 class Command(BaseCommand):
@@ -39,18 +37,11 @@ class Command(BaseCommand):
             if invoice is None:
                 raise invoice_not_found(o["invoice_number"])
             request = invoice.active_request or invoice.requests.order_by("-created_at", "-id").first()
-            if request is not None and request.currency == "SOL":
-                paid = sol_sandbox_invoice_pay(invoice_number=invoice.number, amount=o["amount"], confirm=o["confirm"])
-                currency = "SOL"
-            elif request is not None and request.currency in ETHEREUM_CURRENCIES:
-                paid = eth_sandbox_invoice_pay(invoice_number=invoice.number, amount=o["amount"], confirm=o["confirm"])
-                currency = paid.currency
-            elif request is not None and request.currency == "XMR":
-                paid = xmr_sandbox_invoice_pay(invoice_number=invoice.number, amount=o["amount"], confirm=o["confirm"])
-                currency = "XMR"
-            else:
-                paid = sandbox_invoice_pay(invoice_number=invoice.number, amount=o["amount"], confirm=o["confirm"])
-                currency = "LTC"
+            # The sandbox of the invoice's family pays it; without a request, or in a family
+            # without a sandbox, the primary one (LTC) says what is missing.
+            sandbox = (sandbox_of(request.currency) if request is not None else None) or primary_sandbox()
+            paid = sandbox.invoice_pay(invoice_number=invoice.number, amount=o["amount"], confirm=o["confirm"])
+            currency = paid.currency
         except DomainError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from exc
         coins = CURRENCIES[currency].coins_str(paid.amount)

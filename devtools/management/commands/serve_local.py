@@ -1,10 +1,12 @@
 """`make run`: prepare the embedded default and run web + worker + beat in the
-foreground, with the LTC sandbox when litecoind is installed, the ETH sandbox
-when anvil is, the XMR sandbox when monerod is, and the SOL sandbox (a loopback
-Solana node) always. The server answers once LTC and SOL are up (seconds); ETH
-and XMR, slower to start, join when they are ready (web, worker and beat restart
-then to see them). A child that dies is started again (devtools/supervisor.py).
-Ctrl-C stops them all. Development only (devtools is installed when DEBUG is on)."""
+foreground, with the sandbox of each chain family that names one
+(devtools/sandboxes.py): the LTC sandbox when litecoind is installed, the ETH
+sandbox when anvil is, the XMR sandbox when monerod is, and the SOL sandbox (a
+loopback Solana node) always. The server answers once LTC and SOL are up
+(seconds); ETH and XMR, slower to start, join when they are ready (web, worker
+and beat restart then to see them). A child that dies is started again
+(devtools/supervisor.py). Ctrl-C stops them all. Development only (devtools is
+installed when DEBUG is on)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import cached_property
 from typing import Any
 
 from django.conf import settings
@@ -27,18 +30,16 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from devtools.sandboxes import SandboxKind, sandbox_kinds
 from devtools.supervisor import Supervisor
 
 _LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
-# The sandboxes in the order their settings are merged. They start while the database is migrated;
-# the server waits for the FOREGROUND ones (seconds), and for the BACKGROUND ones only as long as those
-# took plus BACKGROUND_GRACE_SECONDS. The LATE ones start once the server answers: XMR's first start
-# mines for a minute or more, which would slow the migration down on a small machine.
-SANDBOX_ORDER = ("LTC", "ETH", "XMR", "SOL")
-FOREGROUND = ("LTC", "SOL")
-BACKGROUND = ("ETH",)
-LATE = ("XMR",)
+# The sandboxes are the families' (devtools/sandboxes.py), in family order: the order their settings
+# are merged. They start while the database is migrated; the server waits for the "foreground" ones
+# (seconds), and for the "background" ones only as long as those took plus BACKGROUND_GRACE_SECONDS.
+# The "late" ones start once the server answers: XMR's first start mines for a minute or more, which
+# would slow the migration down on a small machine.
 BACKGROUND_GRACE_SECONDS = 2.0
 
 
@@ -170,12 +171,8 @@ class Command(BaseCommand):
     def _sandboxes_begin(self) -> None:
         if getattr(self, "_starters", None) is not None:
             return
-        rates = settings.MANUAL_RATES_USD
-        starts = {
-            "LTC": self._sandbox_start,
-            "ETH": lambda: self._eth_sandbox_start(ltc_env={}),
-            "XMR": lambda: self._xmr_sandbox_start(rates=rates),
-            "SOL": lambda: self._sol_sandbox_start(rates=rates),
+        starts: dict[str, Callable[[], Any]] = {
+            code: (lambda code=code: self._sandbox_start(code)) for code in self._kinds
         }
         # SANDBOX_OFF=XMR (a list) leaves those sandboxes out, e.g. to spare monerod's memory.
         off = {c.strip().upper() for c in os.environ.get("SANDBOX_OFF", "").split(",") if c.strip()}
@@ -184,8 +181,21 @@ class Command(BaseCommand):
             starts[code] = lambda: None
         self._starters = {code: SandboxStarter(code, start) for code, start in starts.items()}
         for code, starter in self._starters.items():
-            if code not in LATE:
+            if code not in self._starting("late"):
                 starter.start()
+
+    @cached_property
+    def _kinds(self) -> dict[str, SandboxKind]:
+        """The families' sandboxes by code, in family order (the order their settings are merged)."""
+        return {kind.code: kind for kind in sandbox_kinds()}
+
+    def _starting(self, when: str) -> tuple[str, ...]:
+        """The codes of the sandboxes that start `when` ("foreground", "background", "late")."""
+        return tuple(code for code, kind in self._kinds.items() if kind.starts == when)
+
+    def _sandbox_start(self, code: str) -> Any:
+        """Start the sandbox named `code` (its module says whether it can), or None."""
+        return self._kinds[code].start(rates=settings.MANUAL_RATES_USD, say=self.stdout.write, warn=self.stderr.write)
 
     def _serve(self, host: str, port: int) -> None:
         base = f"http://{host}:{port}"
@@ -234,16 +244,19 @@ class Command(BaseCommand):
         }
         self._sandboxes_begin()
         starters: dict[str, SandboxStarter] = self._starters
+        foreground, background, late = (self._starting(w) for w in ("foreground", "background", "late"))
+        # The primary sandbox (LTC) owns the sandbox's settings file and the demo invoice.
+        primary = next((code for code, kind in self._kinds.items() if kind.primary), None)
         # LTC and SOL take seconds: the server waits for them. ETH (anvil and its token contracts) and XMR
         # (monerod, mining on its first start) join when ready, if they are not by then.
-        for code in FOREGROUND:
+        for code in foreground:
             starters[code].ready.wait()
         deadline = time.monotonic() + BACKGROUND_GRACE_SECONDS
-        for code in BACKGROUND:
+        for code in background:
             starters[code].ready.wait(timeout=max(0.0, deadline - time.monotonic()))
         up = {code: s.result for code, s in starters.items() if s.ready.is_set() and s.result is not None}
-        waiting = [code for code in (*BACKGROUND, *LATE) if not starters[code].ready.is_set()]
-        sandbox = up.get("LTC")
+        waiting = [code for code in (*background, *late) if not starters[code].ready.is_set()]
+        sandbox = up.get(primary) if primary else None
         stopping = False
 
         def stop(*_):
@@ -266,7 +279,7 @@ class Command(BaseCommand):
             demo = None
             if up:
                 # Commands run from another shell (sandbox_pay) read the sandbox's settings file.
-                extra = {k: v for code, box in up.items() if code != "LTC" for k, v in box.env.items()}
+                extra = {k: v for code, box in up.items() if code != primary for k, v in box.env.items()}
                 if "MANUAL_RATES_USD" in extra:
                     extra["MANUAL_RATES_USD"] = env["MANUAL_RATES_USD"]
                 if "SITE_URL" not in os.environ:
@@ -293,16 +306,16 @@ class Command(BaseCommand):
                     "Press Ctrl-C to stop.\n"
                 )
             )
-            for code in SANDBOX_ORDER:
+            for code in self._kinds:
                 if code in up:
                     self._sandbox_banner(code, up[code], demo=demo)
             for code in waiting:
-                if code in BACKGROUND:
+                if code in background:
                     self.stdout.write(
                         f"The {code} sandbox is still starting: it says so here when it is ready, and web, worker "
                         "and beat restart to see it.\n"
                     )
-            for code in LATE:
+            for code in late:
                 starters[code].start()
             while not stopping:
                 if supervisor.poll() is not None:
@@ -316,7 +329,7 @@ class Command(BaseCommand):
                         continue  # not installed, or it failed: its start said why
                     up[code] = starter.result
                     env = self._children_env(base, host, up, any_sandbox=True)
-                    extra = {k: v for c, box in up.items() if c != "LTC" for k, v in box.env.items()}
+                    extra = {k: v for c, box in up.items() if c != primary for k, v in box.env.items()}
                     extra["MANUAL_RATES_USD"] = env["MANUAL_RATES_USD"]
                     if "SITE_URL" not in os.environ:
                         extra["SITE_URL"] = base
@@ -332,7 +345,7 @@ class Command(BaseCommand):
             for starter in starters.values():
                 if starter.is_alive():
                     starter.join(timeout=30)
-            if (set(up) - {"LTC"}) and not sandbox:
+            if (set(up) - {primary}) and not sandbox:
                 with contextlib.suppress(OSError):
                     settings.SANDBOX_ENV_FILE.unlink()
             self.stdout.write("Stopped.")
@@ -340,7 +353,7 @@ class Command(BaseCommand):
     def _children_env(self, base: str, host: str, up: dict, *, any_sandbox: bool) -> dict[str, str]:
         """The environment of web, worker and beat: the sandboxes' settings (they are separate
         processes), this server as SITE_URL, the bound host allowed."""
-        boxes = [up[code] for code in SANDBOX_ORDER if code in up]
+        boxes = [up[code] for code in self._kinds if code in up]
         env = {**os.environ}
         for box in boxes:
             env.update(box.env)
@@ -362,37 +375,7 @@ class Command(BaseCommand):
         return env
 
     def _sandbox_banner(self, code: str, box, *, demo: dict[str, str] | None, late: bool = False) -> None:
-        from devtools.sandbox import sandbox_pay_command
-
-        if code == "LTC":
-            text = (
-                f"LTC sandbox: a Litecoin regtest node at 127.0.0.1:{box.node.rpc_port} (data in "
-                f"{box.node.datadir}).\n"
-                + (f"    Try paying: {demo['page']}  (invoice {demo['number']})\n" if demo else "")
-                + "    Order or invoice in LTC, then pay it from the node's wallet; its checkout page turns paid:\n"
-                f"    {sandbox_pay_command(demo['number'] if demo else '<invoice-number>')}\n"
-            )
-        elif code == "ETH":
-            text = (
-                f"ETH sandbox: an anvil node at {box.node.url} (chain 31337, kept in "
-                f"{settings.SANDBOX_ENV_FILE.parent}), test USDT {box.usdt} and USDC {box.usdc}.\n"
-                "    Order or invoice in ETH, USDT or USDC, then pay it from an anvil account:\n"
-                f"    {sandbox_pay_command()}\n"
-            )
-        elif code == "SOL":
-            text = (
-                f"SOL sandbox: a loopback Solana node at {box.url} (a new cluster each run, a block "
-                "every 0.4 s, finalized 32 slots behind).\n"
-                "    Order or invoice in SOL, then pay it from the sandbox wallet as a Solana Pay transfer:\n"
-                f"    {sandbox_pay_command()}\n"
-            )
-        else:
-            text = (
-                f"XMR sandbox: monerod --regtest at {box.net.daemon_url} with a view-only "
-                f"wallet-rpc at {box.net.wallet_url} (kept in {box.net.directory}).\n"
-                "    Order or invoice in XMR, then pay it from the regtest payer wallet:\n"
-                f"    {sandbox_pay_command()}\n"
-            )
+        text = self._kinds[code].banner(box, demo=demo)
         if late:
             text += "    Ready now: web, worker and beat were restarted to see it.\n"
         self.stdout.write(self.style.SUCCESS(text))
@@ -415,89 +398,6 @@ class Command(BaseCommand):
             self.stderr.write(f"No sandbox demo invoice: {done.stderr.strip() or done.stdout.strip()}")
             return None
         return {"page": page, "number": number}
-
-    def _sandbox_start(self):
-        """A Litecoin regtest node to pay into, when litecoind is installed and LTC is
-        not configured otherwise (SANDBOX=0 turns it off)."""
-        if not settings.DEBUG or os.environ.get("SANDBOX", "").strip().lower() in ("0", "false", "no", "off"):
-            return None
-        if (settings.LTC_XPUB or settings.LTC_RPC_URL) and not settings.SANDBOX:
-            return None  # LTC is configured: no sandbox
-        import shutil
-
-        if shutil.which("litecoind") is None:
-            self.stdout.write("No LTC sandbox: install litecoind (bash tests/ensure-chain-nodes.sh) to get one.")
-            return None
-        from billing.chains.utxo.rpc import ChainUnavailable, RpcError
-        from devtools.litecoind import NodeStartError
-        from devtools.sandbox import sandbox_start
-
-        self.stdout.write("Starting the LTC sandbox (a Litecoin regtest node) ...")
-        try:
-            return sandbox_start(folder=settings.SANDBOX_ENV_FILE.parent, manual_rates=settings.MANUAL_RATES_USD)
-        except (NodeStartError, ChainUnavailable, RpcError, OSError) as exc:
-            self.stderr.write(f"The LTC sandbox did not start: {exc}")
-            return None
-
-    def _eth_sandbox_start(self, *, ltc_env: dict[str, str]):
-        """An anvil node with the test tokens, when anvil is installed and ETH is not
-        configured otherwise (SANDBOX=0 turns it off)."""
-        if not settings.DEBUG or os.environ.get("SANDBOX", "").strip().lower() in ("0", "false", "no", "off"):
-            return None
-        if (settings.ETH_XPUB or settings.ETH_RPC_URL) and not settings.SANDBOX:
-            return None  # ETH is configured: no sandbox
-        from devtools.anvil import NodeStartError, anvil_installed
-        from devtools.ethereum_sandbox import eth_sandbox_start
-
-        if not anvil_installed():
-            self.stdout.write("No ETH sandbox: install anvil (bash tests/ensure-chain-nodes.sh) to get one.")
-            return None
-        self.stdout.write("Starting the ETH sandbox (anvil, with test USDT and USDC) ...")
-        rates = ltc_env.get("MANUAL_RATES_USD", settings.MANUAL_RATES_USD)
-        try:
-            return eth_sandbox_start(folder=settings.SANDBOX_ENV_FILE.parent, manual_rates=rates)
-        except (NodeStartError, OSError, RuntimeError) as exc:
-            self.stderr.write(f"The ETH sandbox did not start: {exc}")
-            return None
-
-    def _xmr_sandbox_start(self, *, rates: str):
-        """A monerod regtest network with a view-only wallet, when monerod is installed and
-        XMR is not configured otherwise (SANDBOX=0 turns it off)."""
-        if not settings.DEBUG or os.environ.get("SANDBOX", "").strip().lower() in ("0", "false", "no", "off"):
-            return None
-        if (settings.XMR_ADDRESS or settings.XMR_WALLET_RPC_URL) and not settings.SANDBOX:
-            return None  # XMR is configured: no sandbox
-        from devtools.monero import NodeStartError, monero_installed
-        from devtools.monero_sandbox import xmr_sandbox_start
-
-        if not monero_installed():
-            self.stdout.write("No XMR sandbox: install monero (bash tests/ensure-chain-nodes.sh) to get one.")
-            return None
-        self.stdout.write(
-            "Starting the XMR sandbox in the background (monerod --regtest and two wallets; the first start mines "
-            "for a minute or more): it says so here when it is ready, and web, worker and beat restart to see it."
-        )
-        try:
-            return xmr_sandbox_start(folder=settings.SANDBOX_ENV_FILE.parent, manual_rates=rates)
-        except (NodeStartError, OSError, RuntimeError) as exc:
-            self.stderr.write(f"The XMR sandbox did not start: {exc}")
-            return None
-
-    def _sol_sandbox_start(self, *, rates: str):
-        """The loopback Solana node, when SOL is not configured otherwise (SANDBOX=0 turns it off).
-        It needs nothing installed: it runs in this process."""
-        if not settings.DEBUG or os.environ.get("SANDBOX", "").strip().lower() in ("0", "false", "no", "off"):
-            return None
-        if (settings.SOL_RECIPIENT or settings.SOL_RPC_URL) and not settings.SANDBOX:
-            return None  # SOL is configured: no sandbox
-        from devtools.solana_sandbox import sol_sandbox_start
-
-        self.stdout.write("Starting the SOL sandbox (a loopback Solana node) ...")
-        try:
-            return sol_sandbox_start(folder=settings.SANDBOX_ENV_FILE.parent, manual_rates=rates)
-        except OSError as exc:
-            self.stderr.write(f"The SOL sandbox did not start: {exc}")
-            return None
 
 
 def eth_sandbox_env_file(path, env: dict[str, str]):

@@ -182,8 +182,8 @@ def test_serve_local_runs_the_eth_sandbox_alone(monkeypatch, settings, tmp_path)
 
     FakeProcess.started = []
     monkeypatch.setattr(serve_local.subprocess, "Popen", start)
-    monkeypatch.setattr(serve_local.Command, "_sandbox_start", lambda self: None)
-    monkeypatch.setattr(serve_local.Command, "_eth_sandbox_start", lambda self, ltc_env: eth_sandbox)
+    monkeypatch.setattr("devtools.sandbox.serve_start", lambda **kw: None)
+    monkeypatch.setattr("devtools.ethereum_sandbox.serve_start", lambda **kw: eth_sandbox)
     monkeypatch.setattr(serve_local.signal, "signal", lambda *a: None)
     monkeypatch.delenv("SITE_URL", raising=False)
     out = io.StringIO()
@@ -209,17 +209,18 @@ def test_no_eth_sandbox_when_eth_is_configured_or_in_production(settings, monkey
     command = serve_local.Command(stdout=io.StringIO())
     monkeypatch.setattr("devtools.ethereum_sandbox.eth_sandbox_start", lambda **kw: pytest.fail("no sandbox"))
     settings.DEBUG = False
-    assert command._eth_sandbox_start(ltc_env={}) is None
+    assert command._sandbox_start("ETH") is None
     settings.DEBUG = True
     settings.ETH_RPC_URL = "http://10.0.0.7:8545"
     settings.SANDBOX = False
-    assert command._eth_sandbox_start(ltc_env={}) is None
+    assert command._sandbox_start("ETH") is None
     settings.ETH_RPC_URL = ""
     monkeypatch.setenv("SANDBOX", "0")
-    assert command._eth_sandbox_start(ltc_env={}) is None
+    assert command._sandbox_start("ETH") is None
     monkeypatch.delenv("SANDBOX")
     started = []
     monkeypatch.setattr("devtools.ethereum_sandbox.eth_sandbox_start", lambda **kw: started.append(kw) or "eth")
     settings.SANDBOX_ENV_FILE = tmp_path / "sandbox" / "sandbox.env"
-    assert command._eth_sandbox_start(ltc_env={"MANUAL_RATES_USD": "LTC=90"}) == "eth"
+    settings.MANUAL_RATES_USD = "LTC=90"
+    assert command._sandbox_start("ETH") == "eth"
     assert started == [{"folder": tmp_path / "sandbox", "manual_rates": "LTC=90"}]

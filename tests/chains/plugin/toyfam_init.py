@@ -16,3 +16,5 @@ CURRENCIES = (
     ),
 )
 CHAINS = (ChainSpec("toychain", ("TOY",), "TOY_RPC_URL", ("TOY_SEED",)),)
+# Its sandbox, named as the families name theirs in devtools (here the test's own module).
+SANDBOX = "toyfam.sandbox"
