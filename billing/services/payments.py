@@ -76,15 +76,22 @@ def payment_observe(
     a payment un-counted by a reorg and seen again counts again."""
     now = now or timezone.now()
     obs = observation
-    request = PaymentRequest.objects.filter(currency=obs.currency, match_key=obs.match_key).first()
-    if request is None:
-        log.warning("payment to unknown destination %s %s ignored", obs.currency, obs.match_key)
-        return None
-    if obs.amount <= 0:
-        return None
-    chain = CURRENCIES[obs.currency].chain
     with transaction.atomic():
-        invoice = invoice_lock(invoice_id=request.invoice_id)
+        # The request and its invoice, the invoice locked, in one statement: a block
+        # pays many invoices, each payment in its own transaction, and this was two.
+        request = (
+            PaymentRequest.objects.select_related("invoice")
+            .select_for_update(of=("invoice",))
+            .filter(currency=obs.currency, match_key=obs.match_key)
+            .first()
+        )
+        if request is None:
+            log.warning("payment to unknown destination %s %s ignored", obs.currency, obs.match_key)
+            return None
+        if obs.amount <= 0:
+            return None
+        invoice = request.invoice
+        chain = CURRENCIES[obs.currency].chain
         if obs.final is not None:
             confirmed = obs.final and obs.confirmations >= 1
         else:
