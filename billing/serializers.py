@@ -11,7 +11,7 @@ from billing.currencies import CURRENCIES
 from billing.models import Invoice, Payment, PaymentRequest, PaymentStatus
 from billing.selectors import CheckoutStatus, invoice_progress
 from billing.services import confirmations_required
-from core.api import RelatedRows
+from core.api import RelatedRows, represent
 from core.db import related_all
 from core.errors import DomainError
 from core.fields import BaseUnitsField, MoneyField
@@ -140,7 +140,7 @@ class InvoiceOutput(serializers.Serializer[Any]):
 
     @extend_schema_field(PaymentSummaryOutput)
     def get_payment_summary(self, inv: Invoice) -> dict[str, Any]:
-        return PaymentSummaryOutput(invoice_progress(invoice=inv)).data
+        return represent(PaymentSummaryOutput, invoice_progress(invoice=inv))
 
     def _req(self, inv: Invoice) -> PaymentRequest | None:
         return inv.active_request

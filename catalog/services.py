@@ -28,6 +28,7 @@ from catalog.models import (
 )
 from catalog.selectors import hosts_with_free_slots
 from core.audit import AuditAction
+from core.db import columns
 from core.errors import Conflict, DomainError
 from core.money import ZERO, cents
 
@@ -246,7 +247,21 @@ def slots_reserve(*, region: Region, gpu: GpuModel, count: int, holder: str) -> 
 def _host_unheld(*, region: Region, gpu: GpuModel, count: int) -> Host | None:
     """The best-fit host that can take `count` and no other transaction holds,
     locked (FOR UPDATE OF the host SKIP LOCKED on PostgreSQL; SQLite has one
-    writer at a time and no row locks)."""
+    writer at a time and no row locks). On PostgreSQL the statement is written
+    out and read through Manager.raw: building it with the ORM (two joins, the
+    lock clause, the ordering) cost the web worker about three times what the
+    raw read costs, on every order."""
+    if connection.features.has_select_for_update_skip_locked and connection.features.has_select_for_update_of:
+        quote = connection.ops.quote_name
+        hosts = Host.objects.raw(
+            f"SELECT {columns(Host, 'h')} FROM {quote(Host._meta.db_table)} h "
+            f"JOIN {quote(Region._meta.db_table)} r ON r.id = h.region_id "
+            f"JOIN {quote(GpuModel._meta.db_table)} g ON g.id = h.gpu_id "
+            "WHERE h.region_id = %s AND h.gpu_id = %s AND h.is_active AND r.is_active AND g.is_active "
+            "AND h.free_slots >= %s ORDER BY h.free_slots, h.name LIMIT 1 FOR UPDATE OF h SKIP LOCKED",
+            [region.pk, gpu.pk, count],
+        )
+        return next(iter(hosts), None)
     return (
         Host.objects.select_for_update(skip_locked=True, of=("self",))
         .filter(
@@ -269,11 +284,10 @@ def _slots_take(*, host: Host, count: int, holder: str) -> Reservation | None:
         return None
     # One statement: the host's lowest free slots, reserved and read back (RETURNING).
     table = connection.ops.quote_name(Slot._meta.db_table)
-    columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in Slot._meta.concrete_fields)
     rows = list(
         Slot.objects.raw(
             f"UPDATE {table} SET status = %s, holder = %s WHERE id IN (SELECT id FROM {table} "
-            f'WHERE host_id = %s AND status = %s ORDER BY "index" LIMIT %s) RETURNING {columns}',
+            f'WHERE host_id = %s AND status = %s ORDER BY "index" LIMIT %s) RETURNING {columns(Slot)}',
             [SlotStatus.RESERVED, holder, host.pk, SlotStatus.FREE, count],
         )
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from django.core.exceptions import ObjectDoesNotExist
-from django.db import models
+from django.db import connection, models
 
 from core.errors import NotFound
 
@@ -31,6 +31,15 @@ def locked_or_404(
     if obj is None:
         raise NotFound(message, code=code)
     return obj
+
+
+def columns(model: type[models.Model], alias: str = "") -> str:
+    """The model's concrete columns, quoted, in field order (each `alias.`-qualified
+    when given): the select list of a written-out read through `Manager.raw()`,
+    which turns the rows into instances as the ORM does."""
+    quote = connection.ops.quote_name
+    prefix = f"{quote(alias)}." if alias else ""
+    return ", ".join(prefix + quote(str(f.column)) for f in model._meta.concrete_fields)
 
 
 def written_keep(obj: models.Model, **related: Any) -> None:
