@@ -246,35 +246,28 @@ def slots_reserve(*, region: Region, gpu: GpuModel, count: int, holder: str) -> 
 
 def _host_unheld(*, region: Region, gpu: GpuModel, count: int) -> Host | None:
     """The best-fit host that can take `count` and no other transaction holds,
-    locked (FOR UPDATE OF the host SKIP LOCKED on PostgreSQL; SQLite has one
-    writer at a time and no row locks). On PostgreSQL the statement is written
-    out and read through Manager.raw: building it with the ORM (two joins, the
-    lock clause, the ordering) cost the web worker about three times what the
-    raw read costs, on every order."""
-    if connection.features.has_select_for_update_skip_locked and connection.features.has_select_for_update_of:
-        quote = connection.ops.quote_name
-        hosts = Host.objects.raw(
-            f"SELECT {columns(Host, 'h')} FROM {quote(Host._meta.db_table)} h "
-            f"JOIN {quote(Region._meta.db_table)} r ON r.id = h.region_id "
-            f"JOIN {quote(GpuModel._meta.db_table)} g ON g.id = h.gpu_id "
-            "WHERE h.region_id = %s AND h.gpu_id = %s AND h.is_active AND r.is_active AND g.is_active "
-            "AND h.free_slots >= %s ORDER BY h.free_slots, h.name LIMIT 1 FOR UPDATE OF h SKIP LOCKED",
-            [region.pk, gpu.pk, count],
-        )
-        return next(iter(hosts), None)
-    return (
-        Host.objects.select_for_update(skip_locked=True, of=("self",))
-        .filter(
-            region=region,
-            gpu=gpu,
-            is_active=True,
-            region__is_active=True,
-            gpu__is_active=True,
-            free_slots__gte=count,
-        )
-        .order_by("free_slots", "name")
-        .first()
+    locked (FOR UPDATE OF the host SKIP LOCKED where the database has row locks,
+    PostgreSQL; SQLite has one writer at a time and no row locks, and the same
+    statement runs there without the clause). The statement is written out and
+    read through Manager.raw: building it with the ORM (two joins, the lock
+    clause, the ordering) cost the web worker about three times what the read
+    itself costs, on every order."""
+    quote = connection.ops.quote_name
+    features = connection.features
+    lock = (
+        " FOR UPDATE OF h SKIP LOCKED"
+        if features.has_select_for_update_skip_locked and features.has_select_for_update_of
+        else ""
     )
+    hosts = Host.objects.raw(
+        f"SELECT {columns(Host, 'h')} FROM {quote(Host._meta.db_table)} h "
+        f"JOIN {quote(Region._meta.db_table)} r ON r.id = h.region_id "
+        f"JOIN {quote(GpuModel._meta.db_table)} g ON g.id = h.gpu_id "
+        "WHERE h.region_id = %s AND h.gpu_id = %s AND h.is_active AND r.is_active AND g.is_active "
+        f"AND h.free_slots >= %s ORDER BY h.free_slots, h.name LIMIT 1{lock}",
+        [region.pk, gpu.pk, count],
+    )
+    return next(iter(hosts), None)
 
 
 def _slots_take(*, host: Host, count: int, holder: str) -> Reservation | None:
