@@ -5,13 +5,14 @@ here, and one that removes some lowers them."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from billing import services
 from billing.services import Observation
-from tests.billing.test_invoices import make_invoice
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +27,14 @@ CONFIRMED_MAX = 8
 
 
 def test_recording_a_payment_queries(chains, customer):
-    invoice = make_invoice(customer, total="100.00", currency="LTC")
+    total = Decimal("100.00")
+    invoice = services.invoice_create(
+        account=customer,
+        payable=("test", 1),
+        description="Test invoice",
+        lines=[services.LineSpec("Thing", Decimal(1), total, total)],
+        currency="LTC",
+    )
     request = invoice.active_request
 
     def seen(confirmations: int) -> Observation:

@@ -43,8 +43,13 @@ def node_calls(monkeypatch) -> Iterator[Counter]:
 
 
 def locks(queries: CaptureQueriesContext, table: str = "") -> int:
-    """Rows locked (SELECT ... FOR UPDATE) by the captured queries, of `table` or any."""
-    return sum("FOR UPDATE" in q["sql"] and q["sql"].startswith(f'SELECT "{table}') for q in queries.captured_queries)
+    """Statements locking rows (SELECT ... FOR UPDATE) among the captured queries: of
+    `table` (read from it, or locked as `FOR UPDATE OF` it beside the table read) or any."""
+    return sum(
+        "FOR UPDATE" in q["sql"]
+        and (q["sql"].startswith(f'SELECT "{table}') or (table and f'FOR UPDATE OF "{table}"' in q["sql"]))
+        for q in queries.captured_queries
+    )
 
 
 def test_a_restarted_worker_does_not_decode_the_mempool_again(ltc, node, monkeypatch):
