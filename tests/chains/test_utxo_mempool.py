@@ -47,7 +47,7 @@ def locks(queries: CaptureQueriesContext, table: str = "") -> int:
     `table` (read from it, or locked as `FOR UPDATE OF` it beside the table read) or any."""
     return sum(
         "FOR UPDATE" in q["sql"]
-        and (q["sql"].startswith(f'SELECT "{table}') or (table and f'FOR UPDATE OF "{table}"' in q["sql"]))
+        and (q["sql"].startswith(f'SELECT "{table}') or (bool(table) and f'FOR UPDATE OF "{table}"' in q["sql"]))
         for q in queries.captured_queries
     )
 
