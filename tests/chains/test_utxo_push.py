@@ -12,6 +12,8 @@ import threading
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from billing.chains.utxo import p2p
 from billing.chains.watchers import ChainListener, watcher_for
@@ -100,3 +102,18 @@ def test_the_wire_format_matches_bitcoin_core():
     payload = p2p.version_payload(port=18444, nonce=1)
     assert len(payload) == 4 + 8 + 8 + 26 + 26 + 8 + 1 + len(p2p.USER_AGENT) + 4 + 1
     assert payload[-1:] == b"\x01"  # relay: announce transactions to us (BIP37)
+
+
+def test_listen_chain_says_what_is_wrong_without_a_traceback(ltc, node, settings):
+    """A peer setting that is not host:port, and a port nobody listens on: a one-line
+    refusal naming the setting (never the address: a provider's key may ride in it)."""
+    settings.LTC_P2P_PEER = "127.0.0.1"
+    with pytest.raises(CommandError, match=r"^invalid: LTC_P2P_PEER is host:port"):
+        call_command("listen_chain", "LTC")
+    with socket.socket() as spare:  # a port that was free a moment ago and is closed now
+        spare.bind(("127.0.0.1", 0))
+        port = spare.getsockname()[1]
+    settings.LTC_P2P_PEER = f"127.0.0.1:{port}"
+    with pytest.raises(CommandError, match=r"unreachable: LTC's node at LTC_P2P_PEER .*ConnectionRefusedError") as err:
+        call_command("listen_chain", "LTC")
+    assert str(port) not in str(err.value)

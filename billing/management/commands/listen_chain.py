@@ -2,8 +2,10 @@ import signal
 import threading
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from billing.chains.errors import ChainUnavailable
 from billing.chains.watchers import ChainListener, watcher_for
 from core.errors import DomainError
 
@@ -43,12 +45,23 @@ class Command(BaseCommand):
             listener = ChainListener(watcher, url=o["url"], debounce=o["debounce"])
         except DomainError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from exc
+        except ImproperlyConfigured as exc:
+            raise CommandError(f"invalid: {exc}") from exc
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
-        with listener:
-            self.stdout.write(f"{watcher.currency}: listening ({', '.join(listener.topics)})")
-            listener.run(stop=stop)
+        try:
+            with listener:
+                self.stdout.write(f"{watcher.currency}: listening ({', '.join(listener.topics)})")
+                listener.run(stop=stop)
+        except (OSError, ChainUnavailable) as exc:
+            # The address is not printed: a provider's key often rides in it. The poll goes on
+            # scanning meanwhile; a service manager starts the listener again.
+            reason = exc.reason if isinstance(exc, ChainUnavailable) else exc.__class__.__name__
+            raise CommandError(
+                f"unreachable: {watcher.currency}'s node at {listener.setting} could not be reached or "
+                f"dropped the connection ({reason}); the periodic scan still runs."
+            ) from exc
         self.stdout.write(
             f"{watcher.currency}: stopped after {listener.messages} message(s), {listener.scans} scan(s) queued"
         )
