@@ -90,3 +90,20 @@ def test_a_sandbox_command_without_debug_says_sandbox_off_in_one_line(command):
     assert done.returncode == 1
     assert done.stderr.startswith("CommandError: sandbox_off: ") and "DEBUG=1" in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+def test_a_second_make_run_on_the_same_data_dir_is_refused(settings, tmp_path):
+    """One run holds its DATA_DIR: a second one there would start sandboxes of its own and,
+    stopping, remove the settings file the first one's sandbox_pay reads. It stops before
+    starting anything, and says why; another DATA_DIR is free to run."""
+    import fcntl
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    settings.DATA_DIR = tmp_path
+    with open(tmp_path / "serve_local.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # what the first run holds
+        with pytest.raises(CommandError, match=f"already running with DATA_DIR={tmp_path}"):
+            call_command("serve_local")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["serve_local.lock"]  # nothing else started

@@ -11,6 +11,7 @@ installed when DEBUG is on)."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import ipaddress
 import os
 import secrets
@@ -132,11 +133,29 @@ class Command(BaseCommand):
         if opts["prepare_only"]:
             self._prepare()
             return
+        self._data_dir_hold()
         self._began = time.monotonic()
         # The sandboxes' nodes start while the database is migrated and seeded: they need no database.
         self._sandboxes_begin()
         self._prepare()
         self._serve(opts["host"], opts["port"])
+
+    def _data_dir_hold(self) -> None:
+        """Hold DATA_DIR for this run (an flock, released when the process ends): a second
+        `make run` on the same folder would start its own sandboxes there and, stopping,
+        remove the settings file the first one's `sandbox_pay` reads."""
+        settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
+        path = settings.DATA_DIR / "serve_local.lock"
+        handle = open(path, "a")  # noqa: SIM115 - held open for the life of the process
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise CommandError(
+                f"make run is already running with DATA_DIR={settings.DATA_DIR}: stop it first (Ctrl-C in "
+                "its terminal), or start this one with another DATA_DIR (and PORT)."
+            ) from None
+        self._data_dir_lock = handle
 
     def _prepare(self) -> None:
         settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
