@@ -132,6 +132,32 @@ class Rpc:
         return True
 
 
+def pool_hashes(daemon: Rpc) -> set[str]:
+    """The transactions in a daemon's pool."""
+    return set(daemon.other("get_transaction_pool_hashes").get("tx_hashes") or [])
+
+
+def mine_past_pool(daemon: Rpc, *, blocks: int, address: str, tries: int = 20) -> int:
+    """Mine so that what the pool holds now ends up with `blocks` confirmations; the blocks mined.
+
+    monerod mines a transaction only once it has left the Dandelion++ embargo a local
+    submission starts in (`tx_memory_pool::fill_block_template` skips what does not match
+    `relay_category::legacy`); on an offline daemon that takes a moment, so a block mined
+    right after a transfer can miss it: mine one block at a time until the pool's
+    transactions are in one, then the confirmations on top of it."""
+    waiting = pool_hashes(daemon)
+    daemon.call("generateblocks", amount_of_blocks=1, wallet_address=address)
+    mined = 1
+    while waiting & pool_hashes(daemon) and mined <= tries:
+        time.sleep(0.1)
+        daemon.call("generateblocks", amount_of_blocks=1, wallet_address=address)
+        mined += 1
+    if blocks > 1:
+        daemon.call("generateblocks", amount_of_blocks=blocks - 1, wallet_address=address)
+        mined += blocks - 1
+    return mined
+
+
 @dataclass
 class WalletProcess:
     """One monero-wallet-rpc process; `restart()` reopens its wallet file on the same port."""
@@ -518,22 +544,11 @@ class MoneroRegtest:
     def mine(self, blocks: int = 1, *, to: str | None = None) -> int:
         """Mine `blocks` blocks to `to` (the payer), so that what the pool holds now ends up with `blocks`
         confirmations; the new height."""
-        address = to or self.payer_address
-        waiting = set(self.pool())
-        self.daemon.call("generateblocks", amount_of_blocks=1, wallet_address=address)
-        for _ in range(3):
-            if not waiting & set(self.pool()):
-                break
-            # monerod can build a block from a template made before a transaction reached its pool:
-            # mine until the pool's transactions are in a block, then the confirmations on top of it.
-            self.daemon.call("generateblocks", amount_of_blocks=1, wallet_address=address)
-        if blocks > 1:
-            self.daemon.call("generateblocks", amount_of_blocks=blocks - 1, wallet_address=address)
+        mine_past_pool(self.daemon, blocks=blocks, address=to or self.payer_address)
         return self.height()
 
     def pool(self) -> list[str]:
-        answer = self.daemon.other("get_transaction_pool_hashes")
-        return list(answer.get("tx_hashes") or [])
+        return sorted(pool_hashes(self.daemon))
 
     def pool_flush(self) -> None:
         """Drop every pool transaction (a double spend won elsewhere, or a node that forgot it)."""

@@ -3,6 +3,8 @@ session's regtest network stands in for the one `make run` keeps in its data fol
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.management import CommandError, call_command
 
@@ -26,7 +28,8 @@ def test_sandbox_pay_settles_an_xmr_invoice(sandbox, capsys):
     call_command("sandbox_pay", invoice.number, "--confirm")
     out = capsys.readouterr().out
     assert f"Paid 0.175000000000 XMR (175000000000 piconero) to {sandbox.address(invoice)}" in out
-    assert "Mined 3 block(s)." in out and f"Invoice {invoice.number} is settled (none)." in out
+    # Three confirmations; monerod may mine the transfer's own block one or two late (below).
+    assert re.search(r"Mined [3-9] block\(s\)\.", out) and f"Invoice {invoice.number} is settled (none)." in out
     with pytest.raises(CommandError, match="already_paid"):
         call_command("sandbox_pay", invoice.number)
 
@@ -41,10 +44,12 @@ def test_sandbox_pay_refuses_outside_the_sandbox(xmr, settings):
 
 def test_sandbox_pay_confirm_mines_what_a_paid_but_unconfirmed_invoice_still_needs(sandbox, capsys):
     invoice = sandbox.invoice()
-    call_command("sandbox_pay", invoice.number)  # paid in full, one block: 1 confirmation of 3
-    assert "Mined 1 block(s)." in capsys.readouterr().out
+    call_command("sandbox_pay", invoice.number)  # paid in full, in a block: 1 confirmation of 3
+    # monerod mines a fresh transfer once its Dandelion++ embargo is over: its block may be the second.
+    assert re.search(r"Mined [1-9] block\(s\)\.", capsys.readouterr().out)
     invoice.refresh_from_db()
     assert invoice.status == "processing"
+    assert [p.confirmations for p in sandbox.payments(invoice)] == [1]
     with pytest.raises(CommandError, match="already_paid: .* give --confirm"):
         call_command("sandbox_pay", invoice.number)
     call_command("sandbox_pay", invoice.number, "--confirm")
