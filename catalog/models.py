@@ -126,8 +126,9 @@ class Host(models.Model):
         self.stored = True
 
     @classmethod
-    def from_db(cls, db, field_names, values):
-        host = super().from_db(db, field_names, values)
+    def from_db(cls, db, field_names, values, **kwargs):
+        # **kwargs: what newer Django passes on (6.1's fetch_mode), passed through as it is.
+        host = super().from_db(db, field_names, values, **kwargs)
         host.stored = True  # read from the database: a later save() is an edit
         return host
 

@@ -4,6 +4,15 @@ import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+# A Celery worker started inside a test (start_worker, or app.loader.import_default_modules() as a
+# worker's start does) runs Django's system checks first unless told to skip them (celery's
+# --skip-checks, this variable). From Django 6.1 on (django/core/checks/registry.py,
+# CheckRegistry.run_checks: no `databases` means every alias) those checks probe the test-only SQLite
+# alias too (config/settings_test.py), whose connection pytest-django forbids in a test that did not
+# ask for it. The checks have their own runs: `make check` and
+# tests/billing/test_chain_config.py's `manage.py check`.
+os.environ.setdefault("CELERY_SKIP_CHECKS", "true")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _redis_databases_exist():

@@ -308,6 +308,9 @@ class Authority:
             .not_valid_before(now - timedelta(days=1))
             .not_valid_after(now + timedelta(days=30))
             .add_extension(x509.SubjectAlternativeName([x509.DNSName(hostname)]), critical=False)
+            # What a strict verifier (Python 3.13's default VERIFY_X509_STRICT) asks of a leaf.
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
             .sign(self.key, hashes.SHA256())
         )
         cert_path, key_path = directory / f"{hostname}.crt", directory / f"{hostname}.key"
@@ -335,6 +338,7 @@ def ca_create() -> Authority:
         .not_valid_before(now - timedelta(days=1))
         .not_valid_after(now + timedelta(days=30))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True,
