@@ -20,7 +20,7 @@ TEST_WORKERS ?= 2
 PO_FILES := $(wildcard */locale/*/LC_MESSAGES/*.po)
 MO_FILES := $(PO_FILES:.po=.mo)
 
-.PHONY: run test install lock check lint clean services chain-nodes browser nginx promtool messages screenshots bench
+.PHONY: run test install lock check lint clean services chain-nodes browser nginx promtool messages screenshots bench test-django-newest test-matrix
 
 # requirements.lock is the whole resolved set (make lock), so pip installs it as listed
 # (--no-deps: nothing to resolve) and `pip check` then proves nothing is missing; modules
@@ -71,6 +71,17 @@ test: install services chain-nodes browser nginx promtool
 	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 	  $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
+# The same suite on the newest Django release (requirements-django-newest.txt) beside the pinned
+# LTS that make test runs: a second virtual environment, .venv-django-newest, on a Python 3.12 or
+# later (tests/ensure-newest-django.sh says which it takes). make test-matrix runs both, one after
+# the other; each takes about as long as make test.
+test-django-newest: install services chain-nodes browser nginx promtool
+	@bash tests/ensure-newest-django.sh
+	DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
+	  .venv-django-newest/bin/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+
+test-matrix: test test-django-newest
+
 # The pictures in docs/: the checkout page (docs/checkout/: new, seen, paid, expired; phone and
 # desktop width) and the staff admin (docs/admin/, 1,400 pixels), taken by the headless browser
 # against a test database.
@@ -110,7 +121,7 @@ lock:
 	rm -rf .venv-lock build *.egg-info
 
 clean:
-	rm -rf $(VENV) staticfiles .pytest_cache $(MO_FILES)
+	rm -rf $(VENV) .venv-django-newest staticfiles .pytest_cache $(MO_FILES)
 
 # The restore test alone (docs/operations.md#the-restore-test): deploy/backup/'s scripts against a
 # throwaway PostgreSQL with WAL archiving and a litecoind regtest node; under a minute. make test
