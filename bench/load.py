@@ -336,6 +336,26 @@ class Bench:
                 out.append(request)
         return out
 
+    def order_placer(self):
+        """A function placing n of order_requests() in this process, through Django's test client (the
+        whole middleware, authentication, DRF and database-client path), for bench/order_cpu.py and
+        bench/order_instructions.py; a refused order stops the run."""
+        from django.test import Client
+
+        client = Client(HTTP_HOST="127.0.0.1")
+        requests = self.order_requests()
+
+        def place(n: int) -> None:
+            for i in range(n):
+                _, path, headers, body = requests[(i * 7) % len(requests)]
+                response = client.post(
+                    path, data=body, content_type="application/json", HTTP_AUTHORIZATION=headers["Authorization"]
+                )
+                if response.status_code != 201:
+                    raise SystemExit(f"order refused: {response.status_code} {response.content[:300]!r}")
+
+        return place
+
     def endpoints(self) -> list[tuple[str, list]]:
         return [
             ("bare DRF view", [get("/bench/bare")]),

@@ -41,20 +41,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def measure(bench: load.Bench, args: argparse.Namespace) -> None:
-    from django.test import Client
-
-    client = Client(HTTP_HOST="127.0.0.1")
-    requests = bench.order_requests()
-
-    def place(n: int) -> None:
-        for i in range(n):
-            _, path, headers, body = requests[(i * 7) % len(requests)]
-            response = client.post(
-                path, data=body, content_type="application/json", HTTP_AUTHORIZATION=headers["Authorization"]
-            )
-            if response.status_code != 201:
-                raise SystemExit(f"order refused: {response.status_code} {response.content[:300]!r}")
-
+    place = bench.order_placer()
     place(30)  # warm: prepared statements, caches, first imports
     bench.stock_reset()
     pid = str(os.getpid())
