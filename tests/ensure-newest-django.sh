@@ -13,7 +13,7 @@ set -euo pipefail
 log() { printf '[newest-django] %s\n' "$*"; }
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="$ROOT/.venv-django-newest"
+VENV="${NEWEST_VENV:-$ROOT/.venv-django-newest}"  # NEWEST_VENV: elsewhere (its test)
 PINS="$ROOT/requirements-django-newest.txt"
 
 supports_django6() { "$1" -c 'import sys, ssl, sqlite3, zlib; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; }
