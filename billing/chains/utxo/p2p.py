@@ -20,7 +20,12 @@ once (docs/chains/push.md).
 The wire format (message header: network magic, command, payload length, the
 first four bytes of the payload's double SHA-256) and the `version` payload are
 Bitcoin's P2P protocol (src/protocol.h `CMessageHeader`, src/net_processing.cpp
-`PushNodeVersion`); `bitcoin.messages` in python-bitcoinlib has the same shapes.
+`PushNodeVersion`). python-bitcoinlib's `bitcoin.messages` has the same shapes but
+frames and checks every message with the process-wide `bitcoin.params.MESSAGE_START`
+(`MsgSerializable.to_bytes` / `from_bytes`), set by `bitcoin.SelectParams`, which knows
+Bitcoin's networks only: a Litecoin peer, or a BTC and an LTC listener in one process,
+would have to rewrite that global. The few bytes a listener sends and checks are
+written here with the magic as a value.
 """
 
 from __future__ import annotations
