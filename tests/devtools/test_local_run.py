@@ -92,6 +92,23 @@ def test_a_sandbox_command_without_debug_says_sandbox_off_in_one_line(command):
     assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
 
 
+@pytest.mark.slow
+def test_sandbox_pay_where_make_run_never_ran_says_sandbox_off_in_one_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SECRET_KEY", "DJANGO_SETTINGS_MODULE")}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "sandbox_pay", "GRH-2026-000001"],
+        cwd=ROOT,
+        env=env | {"DEBUG": "1", "DATA_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("CommandError: sandbox_off: ") and "make run" in done.stderr
+    assert f"DATA_DIR={tmp_path}" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
+
+
 def test_a_second_make_run_on_the_same_data_dir_is_refused(settings, tmp_path):
     """One run holds its DATA_DIR: a second one there would start sandboxes of its own and,
     stopping, remove the settings file the first one's sandbox_pay reads. It stops before

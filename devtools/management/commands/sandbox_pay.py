@@ -1,10 +1,11 @@
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
 
 from billing.currencies import CURRENCIES
 from billing.models import Invoice
 from billing.serializers import checkout_url
 from core.errors import DomainError
-from devtools.sandbox import invoice_not_found
+from devtools.sandbox import invoice_not_found, sandbox_off_error, sandbox_off_reasons
 from devtools.sandboxes import primary_sandbox, sandbox_of
 
 
@@ -33,6 +34,12 @@ class Command(BaseCommand):
 
     def handle(self, *args, **o):
         try:
+            if Invoice._meta.db_table not in connection.introspection.table_names():
+                # A DATA_DIR (or DATABASE_URL) that `make run` never prepared: say where the sandbox is.
+                raise sandbox_off_error(
+                    sandbox_off_reasons(chain_settings_ok=True, what="") or ["its database has no tables"],
+                    "started by `make run`, which prepares its database",
+                )
             invoice = Invoice.objects.filter(number=o["invoice_number"]).first()
             if invoice is None:
                 raise invoice_not_found(o["invoice_number"])
