@@ -59,6 +59,8 @@ COMPUTE_FORMAT = {
 # E2E combines TTFT's quantiles with the output lengths'.
 GRID = 21
 OUTPUT_GRID = 41
+# Halvings of the interval the steady state's decoding sequences are searched in.
+DECODING_HALVINGS = 60
 
 
 # A request when the workload names no lengths: 1,000 prompt tokens and 1,000
@@ -236,37 +238,97 @@ def step(*, model: ModelCost, hw: Hardware, decode: float, prefill: float, conte
     (a few query heads per KV head): it runs on the CUDA cores / vector units,
     not the tensor cores; prefill attention (FlashAttention) on the tensor
     cores, in BF16 whatever the weights' format."""
-    tokens = decode + prefill
-    touched = experts_touched(tokens=tokens, experts=model.experts, per_token=model.experts_per_token)
-    weight_bytes = model.shared_bytes + model.expert_bytes * touched
-    linear_flops = 2 * model.params_per_token * tokens
-    expert_flops = 2 * model.expert_params_per_token * tokens
-    compute_s = (linear_flops - expert_flops) / hw.flops
-    if expert_flops:
-        compute_s += expert_flops / (hw.peak_flops * (hw.moe_fraction or hw.compute_fraction))
-    linear_s = max(weight_bytes / hw.bandwidth, compute_s)
-    kv_bytes = decode * kv_read_bytes(model, context)
-    decode_flops = 4 * model.layers * model.attention_width * decode * context
-    prefill_flops = 4 * model.layers * model.attention_width * prefill * prompt / 2
-    vector = hw.vector_flops or hw.flops
-    attention_s = max(kv_bytes / hw.bandwidth, decode_flops / vector) + prefill_flops / (hw.attention_flops or hw.flops)
-    if model.head_dim:
-        attention_s += decode * model.layers * (model.attention_width / model.head_dim) * hw.head_s
-    fixed = hw.step_s + model.layers * hw.layer_s
-    if hw.gpu_count > 1:
-        n = hw.gpu_count
-        message = tokens * model.hidden * ACTIVATION_BYTES
-        link = hw.small_link_bytes_s if message <= SMALL_MESSAGE_BYTES and hw.small_link_bytes_s else hw.link_bytes_s
-        fixed += 2 * model.layers * (hw.link_latency_s + message * 2 * (n - 1) / n / link)
-    return Step(
-        seconds=linear_s + attention_s + fixed,
-        linear_s=linear_s,
-        attention_s=attention_s,
-        fixed_s=fixed,
-        bytes=weight_bytes + kv_bytes,
-        flops=linear_flops + decode_flops + prefill_flops,
-        compute_bound=compute_s > weight_bytes / hw.bandwidth,
+    return Step(*_Stepper(model, hw, context).parts(decode, prefill, prompt))
+
+
+class _Stepper:
+    """One model's steps on one card group with its decoding sequences at one
+    context (step() says what a step costs): a steady state times a few hundred
+    steps that differ only in how many sequences decode and how many prompt
+    tokens ride along, so the terms that do not change are worked out once."""
+
+    __slots__ = (
+        "attention_per_token",
+        "bandwidth",
+        "context",
+        "expert_bytes",
+        "expert_per_token",
+        "experts",
+        "fixed",
+        "flops",
+        "head_s",
+        "heads",
+        "kv_per_sequence",
+        "layers",
+        "linear_per_token",
+        "moe_flops",
+        "per_token",
+        "prefill_rate",
+        "reduce",
+        "shared_bytes",
+        "vector",
     )
+
+    def __init__(self, model: ModelCost, hw: Hardware, context: float):
+        self.experts, self.per_token = model.experts, model.experts_per_token
+        self.shared_bytes, self.expert_bytes = model.shared_bytes, model.expert_bytes
+        self.linear_per_token = 2 * model.params_per_token
+        self.expert_per_token = 2 * model.expert_params_per_token
+        self.flops = hw.flops
+        self.moe_flops = hw.peak_flops * (hw.moe_fraction or hw.compute_fraction)
+        self.bandwidth = hw.bandwidth
+        self.kv_per_sequence = kv_read_bytes(model, context)
+        self.attention_per_token = 4 * model.layers * model.attention_width
+        self.vector = hw.vector_flops or hw.flops
+        self.prefill_rate = hw.attention_flops or hw.flops
+        self.layers = model.layers
+        self.heads = model.attention_width / model.head_dim if model.head_dim else None
+        self.head_s = hw.head_s
+        self.fixed = hw.step_s + model.layers * hw.layer_s
+        # At tensor parallelism: two all-reduces per layer of each token's hidden state.
+        self.reduce = None
+        if hw.gpu_count > 1:
+            n = hw.gpu_count
+            self.reduce = (n, model.hidden, 2 * model.layers, hw.link_latency_s, hw.small_link_bytes_s, hw.link_bytes_s)
+        self.context = context
+
+    def parts(self, decode: float, prefill: float, prompt: float) -> tuple:
+        """Step's fields, in its order, for `decode` sequences and `prefill` prompt
+        tokens (prompts of `prompt` tokens)."""
+        tokens = decode + prefill
+        touched = experts_touched(tokens=tokens, experts=self.experts, per_token=self.per_token)
+        weight_bytes = self.shared_bytes + self.expert_bytes * touched
+        linear_flops = self.linear_per_token * tokens
+        expert_flops = self.expert_per_token * tokens
+        compute_s = (linear_flops - expert_flops) / self.flops
+        if expert_flops:
+            compute_s += expert_flops / self.moe_flops
+        memory_s = weight_bytes / self.bandwidth
+        linear_s = max(memory_s, compute_s)
+        kv_bytes = decode * self.kv_per_sequence
+        decode_flops = self.attention_per_token * decode * self.context
+        prefill_flops = self.attention_per_token * prefill * prompt / 2
+        attention_s = max(kv_bytes / self.bandwidth, decode_flops / self.vector) + prefill_flops / self.prefill_rate
+        if self.heads is not None:
+            attention_s += decode * self.layers * self.heads * self.head_s
+        fixed = self.fixed
+        if self.reduce is not None:
+            n, hidden, reduces, latency, small_link, link = self.reduce
+            message = tokens * hidden * ACTIVATION_BYTES
+            bytes_s = small_link if message <= SMALL_MESSAGE_BYTES and small_link else link
+            fixed += reduces * (latency + message * 2 * (n - 1) / n / bytes_s)
+        return (
+            linear_s + attention_s + fixed,
+            linear_s,
+            attention_s,
+            fixed,
+            weight_bytes + kv_bytes,
+            linear_flops + decode_flops + prefill_flops,
+            compute_s > memory_s,
+        )
+
+    def seconds(self, decode: float, prefill: float, prompt: float) -> float:
+        return self.parts(decode, prefill, prompt)[0]
 
 
 # --- The steady state -------------------------------------------------------------------------
@@ -365,23 +427,33 @@ class _Flow:
     room: float
 
 
-def _flow(model: ModelCost, hw: Hardware, serving: Serving, d: float) -> _Flow:
+def _rates(stepper: _Stepper, serving: Serving, d: float) -> tuple[float, float, float, float, float]:
     """The steady state with `d` sequences decoding: each step carries them and,
-    on average, the prompt tokens of the requests that replace the finished ones."""
+    on average, the prompt tokens of the requests that replace the finished ones.
+    (requests per second, one prompt's own prefill, the mean wait behind other
+    prompts, the prompt tokens' share of the room a step leaves them, that room)."""
     prompt, decode_steps = serving.input_tokens, serving.output_tokens - 1
-    context = prompt + serving.output_tokens / 2
     room = max(1.0, serving.batched_tokens - d)
-    first = step(model=model, hw=hw, decode=d, prefill=min(room, prompt), context=context, prompt=prompt)
-    service = max(1.0, prompt / room) * first.seconds
+    first_s = stepper.seconds(d, min(room, prompt), prompt)
+    service = max(1.0, prompt / room) * first_s
     if decode_steps <= 0:  # one output token: prompts only, back to back
-        rate = min(room, prompt) / (prompt * first.seconds)
-        return _Flow(rate, first, first, 1.0, service, 0.0, room)
+        return min(room, prompt) / (prompt * first_s), service, 0.0, 1.0, room
     needed = d * prompt / decode_steps
-    mean = step(model=model, hw=hw, decode=d, prefill=needed, context=context, prompt=prompt)
-    pure = step(model=model, hw=hw, decode=d, prefill=0, context=context, prompt=prompt)
-    rate = d / (decode_steps * mean.seconds)
+    rate = d / (decode_steps * stepper.seconds(d, needed, prompt))
     share = needed / room
     wait = math.inf if share >= 1 else share / (1 - share) * service / 2  # M/D/1: waiting behind prompts
+    return rate, service, wait, share, room
+
+
+def _flow(stepper: _Stepper, serving: Serving, d: float) -> _Flow:
+    """`_rates` with the steps themselves: the mean one and the decoding sequences' alone."""
+    rate, service, wait, share, room = _rates(stepper, serving, d)
+    prompt = serving.input_tokens
+    if serving.output_tokens - 1 <= 0:
+        first = Step(*stepper.parts(d, min(room, prompt), prompt))
+        return _Flow(rate, first, first, share, service, wait, room)
+    mean = Step(*stepper.parts(d, d * prompt / (serving.output_tokens - 1), prompt))
+    pure = Step(*stepper.parts(d, 0, prompt))
     return _Flow(rate, mean, pure, share, service, wait, room)
 
 
@@ -389,10 +461,37 @@ def _quantiles(low: float, high: float, n: int) -> list[float]:
     return [low + (high - low) * (i + 0.5) / n for i in range(n)]
 
 
-def _percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
+def _percentile(ordered: list[float], p: float) -> float:
+    """The p-th percentile of values already in order (nearest rank)."""
     k = min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))
     return ordered[k]
+
+
+def _decoding(stepper: _Stepper, serving: Serving, cap: int, most: float) -> float:
+    """The most sequences that can decode while the requests waiting for their
+    first token fill the engine's other places (d + R x TTFT < cap, Little's
+    law): DECODING_HALVINGS halvings of [0, most]. A step's time jumps where
+    its all-reduces change method, so requests in the engine do not always
+    grow with d; the halvings pick one crossing, the same every time.
+
+    Once the middle of the interval is one of its ends (no float lies between
+    them) no halving changes anything but this: a middle at the upper end
+    that holds becomes the lower end. So the search ends there, with what the
+    remaining halvings would have given, about 8 tries early."""
+    low, high = 0.0, most
+    for _ in range(DECODING_HALVINGS):
+        mid = (low + high) / 2
+        if mid == low:
+            return low
+        rate, service, wait, _, _ = _rates(stepper, serving, mid)
+        holds = mid + rate * (service + wait) < cap
+        if mid == high:
+            return mid if holds else low
+        if holds:
+            low = mid
+        else:
+            high = mid
+    return low
 
 
 def serve(*, model: ModelCost, hw: Hardware, serving: Serving, grids: bool = False) -> Performance:
@@ -403,24 +502,17 @@ def serve(*, model: ModelCost, hw: Hardware, serving: Serving, grids: bool = Fal
     prompt = serving.input_tokens
     if cap <= 0:
         raise ValueError("not one request fits in the KV cache")
+    stepper = _Stepper(model, hw, prompt + serving.output_tokens / 2)
     backlog = 0.0  # requests in the engine waiting for their prefill when prompts are the bottleneck
     if decode_steps <= 0:
         d = 0.0
-        flow = _flow(model, hw, serving, 0.0)
+        flow = _flow(stepper, serving, 0.0)
         backlog = max(0.0, cap - flow.rate * flow.service_s)
     else:
         # d decoding + R x (time to first token) = requests in the engine (Little's law).
         most = min(float(cap), serving.batched_tokens * decode_steps / (prompt + decode_steps))
-        low, high = 0.0, most
-        for _ in range(60):
-            mid = (low + high) / 2
-            f = _flow(model, hw, serving, mid)
-            if mid + f.rate * (f.service_s + f.wait_s) < cap:
-                low = mid
-            else:
-                high = mid
-        d = max(low, 1e-9)
-        flow = _flow(model, hw, serving, d)
+        d = max(_decoding(stepper, serving, cap, most), 1e-9)
+        flow = _flow(stepper, serving, d)
         if not math.isfinite(flow.wait_s):
             backlog = max(0.0, cap - d - flow.rate * flow.service_s)
             flow = _Flow(flow.rate, flow.mean, flow.pure, 1.0, flow.service_s, 0.0, flow.room)
@@ -442,18 +534,16 @@ def serve(*, model: ModelCost, hw: Hardware, serving: Serving, grids: bool = Fal
             waits.append(0.0)
         else:
             waits.append(-(flow.wait_s / share) * math.log((1 - u) / share))
-    context = prompt + serving.output_tokens / 2
     own = []  # each prompt length's own prefill: its chunks, each a step beside the decoding sequences
     for x in _quantiles(1 - r, 1 + r, GRID):
         length = max(1.0, x * prompt)
         chunk = min(flow.room, length)
-        first = step(model=model, hw=hw, decode=d, prefill=chunk, context=context, prompt=length)
-        own.append(max(1.0, length / flow.room) * first.seconds)
+        own.append(max(1.0, length / flow.room) * stepper.seconds(d, chunk, length))
     ttfts = sorted(t + w + extra_wait + outside for t in own for w in waits)
     # E2E: the TTFT distribution (by its quantiles) plus each output length's steps.
     ttft_q = [ttfts[min(len(ttfts) - 1, int(u * len(ttfts)))] for u in _quantiles(0, 1, GRID)]
     outs = [max(0.0, y * serving.output_tokens - 1) * tpot for y in _quantiles(1 - r, 1 + r, OUTPUT_GRID)]
-    e2es = [t + o for t in ttft_q for o in outs]
+    e2es = sorted(t + o for t in ttft_q for o in outs)
     return Performance(
         concurrency=serving.concurrency,
         in_flight=cap,

@@ -3,11 +3,24 @@
 from dataclasses import replace
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from sizing.arithmetic import Workload
 from sizing.engine import card_hardware, model_cost, throughput_compute
 from sizing.hf_config import architecture_from_hf_config
-from sizing.performance import Serving, default_lengths, experts_touched, finite_run_rate, serve, step
+from sizing.performance import (
+    Serving,
+    _decoding,
+    _rates,
+    _Stepper,
+    default_lengths,
+    experts_touched,
+    finite_run_rate,
+    in_flight_cap,
+    serve,
+    step,
+)
 
 from .conftest import card, hf_config
 
@@ -98,3 +111,56 @@ def test_a_finite_run_counts_its_short_last_round():
     assert rate < 10_000
     # Fewer requests than the engine holds: one round.
     assert finite_run_rate(requests=1500, output_tokens=100, in_flight=1500, full_rate=9_000, last_rate=1) == 9_000
+
+
+def bisected(stepper, serving, cap, most):
+    """The search the steady state's decoding sequences were first found by: 60 halvings of [0, most]."""
+    low, high = 0.0, most
+    for _ in range(60):
+        mid = (low + high) / 2
+        rate, service, wait, _, _ = _rates(stepper, serving, mid)
+        if mid + rate * (service + wait) < cap:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    slug=st.sampled_from(["llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "qwen3-235b-a22b", "llama-4-scout"]),
+    gpu=st.sampled_from(["h100-sxm", "b200", "l4", "a100-sxm", "mi300x"]),
+    gpu_count=st.sampled_from([1, 2, 4, 8]),
+    precision=st.sampled_from(["bf16", "fp8"]),
+    concurrency=st.integers(1, 4096),
+    input_tokens=st.integers(1, 20_000),
+    output_tokens=st.integers(2, 8_000),
+    batched_tokens=st.sampled_from([2048, 8192, 16384]),
+    kv_tokens=st.integers(30_000, 5_000_000),
+)
+# Steps of 1,024 tokens or more all-reduce by NCCL, not the custom all-reduce, and take less time:
+# requests in the engine fall, then rise again, as d passes 1,000 (two crossings).
+@example("llama-3.1-8b", "b200", 8, "fp8", 1819, 1, 2, 16384, 30_000)
+def test_the_decoding_search_ends_early_on_the_float_all_halvings_find(
+    slug, gpu, gpu_count, precision, concurrency, input_tokens, output_tokens, batched_tokens, kv_tokens
+):
+    """The search that stops once no float lies between its ends finds, to the
+    last bit, what all 60 halvings find, steps whose time jumps included."""
+    w = workload(slug, precision)
+    cost, hw = (
+        model_cost(workload=w, gpu_count=gpu_count),
+        card_hardware(workload=w, card=card(gpu), gpu_count=gpu_count),
+    )
+    serving = Serving(
+        concurrency=concurrency,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        max_num_seqs=concurrency,
+        batched_tokens=batched_tokens,
+        kv_tokens=kv_tokens + input_tokens + output_tokens,
+    )
+    cap, _ = in_flight_cap(serving)
+    decode_steps = output_tokens - 1
+    most = min(float(cap), batched_tokens * decode_steps / (input_tokens + decode_steps))
+    stepper = _Stepper(cost, hw, input_tokens + output_tokens / 2)
+    assert _decoding(stepper, serving, cap, most) == bisected(stepper, serving, cap, most)
