@@ -60,6 +60,10 @@ ACCOUNTS = 8
 CURRENCIES = ("LTC", "BTC", "ETH")
 QUOTE = {"gpu": "h100-sxm", "gpu_count": 8, "term": "monthly"}
 RECOMMEND = {"model": "llama-3.1-70b", "precision": "fp8", "context": 8192, "concurrency": 8, "region": "DFW-1"}
+# Recommendations no worker has answered before (each body once in a run): RECOMMEND
+# for these models at every concurrency up to RECOMMEND_NEW_CONCURRENCY.
+RECOMMEND_NEW_MODELS = ("llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "mixtral-8x7b", "llama-4-scout", "qwen2.5-14b")
+RECOMMEND_NEW_CONCURRENCY = 500
 MEMORY_REQUESTS = 50_000  # a worker's memory is read after 10,000 requests (MEMORY_CHECKPOINT) and after these
 MEMORY_CHECKPOINT = 10_000
 
@@ -364,6 +368,15 @@ class Bench:
             ("POST /pricing/quote", [post("/api/v1/pricing/quote", QUOTE)]),
             ("POST /sizing/recommend", [post("/api/v1/sizing/recommend", RECOMMEND)]),
             ("POST /orders (1 GPU, 8 accounts, every card)", self.order_requests()),
+            # Last: the answers it leaves kept in each worker would weigh on the rows after it.
+            (
+                "POST /sizing/recommend, a new workload each time",
+                [
+                    post("/api/v1/sizing/recommend", RECOMMEND | {"model": model, "concurrency": c})
+                    for c in range(1, RECOMMEND_NEW_CONCURRENCY + 1)
+                    for model in RECOMMEND_NEW_MODELS
+                ],
+            ),
         ]
 
     def wrk(self, port: int, requests: list, duration: float, connections: int, limit: int = 0) -> dict:
@@ -546,7 +559,7 @@ class Bench:
             problems += [f"round {k + 1}: {p}" for p in self.oversold()]
             rounds.append(rows)
         rows = median_rows(rounds)
-        orders = rows[-1][1] if rows[-1][0].startswith("POST /orders") else None
+        orders = next((row for name, row in rows if name.startswith("POST /orders")), None)
         print()
         print(machine())
         print(f"wrk, {self.args.connections} connections, {self.args.duration:g} s per endpoint, gunicorn ", end="")

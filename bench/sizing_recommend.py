@@ -1,6 +1,6 @@
 """Server time of POST /api/v1/sizing/recommend over the whole catalog.
 
-    DATABASE_URL=postgres://... .venv/bin/python bench/sizing_recommend.py [--runs 300]
+    DATABASE_URL=postgres://... .venv/bin/python bench/sizing_recommend.py [--runs 300] [--new]
 
 Sets Django up against DATABASE_URL (SQLite under data/ when unset), migrates,
 loads the catalog and the architectures when they are missing, then times the
@@ -9,6 +9,11 @@ rendering; no network) and prints the median and p99 wall time for a few
 workloads, with the application's own CPU time beside it (the part that does
 not depend on what else the machine is running). Workloads use the default
 vllm profile unless they name the guide.
+
+A body asked again is answered from what the worker kept for it (per catalog
+version); `--new` makes each run a workload not asked before (the same one
+with prompts of 1,000 tokens and outputs one token longer than the run
+before, from 500), which takes the whole sizing.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--new", action="store_true", help="a workload not asked before in every run")
     args = parser.parse_args()
 
     import django
@@ -99,16 +105,20 @@ def main() -> int:
     print(
         f"POST /api/v1/sizing/recommend, {args.runs} runs each after {args.warmup} warm-up, "
         f"{GpuModel.objects.filter(is_active=True).count()} cards, database {django.db.connection.vendor}"
+        + (", a new workload each run" if args.new else "")
     )
     worst_p99 = 0.0
     for label, body in WORKLOADS.items():
-        for _ in range(args.warmup):
-            client.post("/api/v1/sizing/recommend", body, content_type="application/json")
+        bodies = [body] * (args.warmup + args.runs)
+        if args.new:
+            bodies = [body | {"input_tokens": 1000, "output_tokens": 500 + k} for k in range(args.warmup + args.runs)]
+        for warm in bodies[: args.warmup]:
+            client.post("/api/v1/sizing/recommend", warm, content_type="application/json")
         samples, cpu = [], []
         candidates = 0
-        for _ in range(args.runs):
+        for run in bodies[args.warmup :]:
             start, start_cpu = time.perf_counter(), time.process_time()
-            resp = client.post("/api/v1/sizing/recommend", body, content_type="application/json")
+            resp = client.post("/api/v1/sizing/recommend", run, content_type="application/json")
             samples.append((time.perf_counter() - start) * 1000)
             cpu.append((time.process_time() - start_cpu) * 1000)
             if resp.status_code != 200:
