@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import ipaddress
 import math
 import time
 
@@ -34,7 +33,10 @@ from django.conf import settings
 from django.core.cache import cache
 
 from core.errors import DomainError
-from core.throttle import client_address  # noqa: F401  (the views import it from here)
+from core.throttle import (
+    address_bucket,
+    client_address,  # noqa: F401  (the views import it from here)
+)
 
 _KEY_PREFIX = "authfail"
 
@@ -54,23 +56,6 @@ class AuthThrottled(DomainError):
         self.retry_after = retry_after
 
 
-# --- The client's address -----------------------------------------------------
-
-
-def _address_bucket(address: str) -> str:
-    """IPv4 addresses count one by one; an IPv6 client usually holds a whole
-    /64, so its failures count against the /64."""
-    try:
-        ip = ipaddress.ip_address(address.strip("[]"))
-    except ValueError:
-        return "unknown"
-    if ip.version == 6:
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
-    return str(ip)
-
-
 # --- Counters -----------------------------------------------------------------
 # Every attempt is counted before the password is checked (an atomic INCR), so
 # concurrent guesses cannot all pass the check before any failure is recorded:
@@ -87,11 +72,11 @@ def _username_key(username: str) -> str:
 
 
 def _address_key(address: str) -> str:
-    return f"{_KEY_PREFIX}:a:{_digest(_address_bucket(address))}"
+    return f"{_KEY_PREFIX}:a:{_digest(address_bucket(address))}"
 
 
 def _known_key(*, username: str, address: str) -> str:
-    return f"authok:{_digest(username.strip().lower())}:{_digest(_address_bucket(address))}"
+    return f"authok:{_digest(username.strip().lower())}:{_digest(address_bucket(address))}"
 
 
 def _count(key: str, *, window: int, now: float) -> tuple[int, float]:
@@ -205,7 +190,7 @@ def signup_attempt_count(*, address: str) -> None:
     if limit <= 0:
         return
     now = time.time()
-    key = f"signup:a:{_digest(_address_bucket(address))}"
+    key = f"signup:a:{_digest(address_bucket(address))}"
     count, reset = _count(key, window=settings.SIGNUP_WINDOW_SECONDS, now=now)
     if count > limit:
         _uncount(key)

@@ -190,6 +190,8 @@ class Bench:
             UNPAID_ORDERS_MAX="1000000",
             UNPAID_GPUS_MAX="1000000",
             UNPAID_HOLD_SHARE_PCT="100",  # nor the share of a card's stock one account may hold
+            # The new-workload row asks dozens of new recommendations a second from one address.
+            SIZING_NEW_PER_ADDRESS="0",
             # Each account orders from its own address, as clients do (X-Forwarded-For, as nginx sets it):
             # orders from one address are counted one after another (rentals/services/unpaid.py).
             TRUSTED_PROXY_COUNT="1",

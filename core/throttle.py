@@ -5,6 +5,7 @@ shares the counts; its increment is atomic)."""
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import math
 import time
 
@@ -25,6 +26,20 @@ def client_address(request: HttpRequest) -> str:
         if forwarded:
             remote = forwarded[-min(proxies, len(forwarded))]
     return remote
+
+
+def address_bucket(address: str) -> str:
+    """What a client address counts as: IPv4 addresses one by one; an IPv6
+    client usually holds a whole /64, so it counts as its /64."""
+    try:
+        ip = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return "unknown"
+    if ip.version == 6:
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
 
 
 def rate_hit(*, scope: str, ident: str, limit: int, window_seconds: int) -> int:

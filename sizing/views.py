@@ -3,14 +3,17 @@
 import json
 from decimal import Decimal
 
+from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
+from rest_framework.exceptions import Throttled
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from catalog.selectors import catalog_current, catalog_memo, gpu_get, stock
 from catalog.views import PublicView
 from core.api import error_doc
+from core.throttle import address_bucket, client_address, rate_hit
 
 from . import compare, payloads, selectors, serializers, services
 
@@ -47,10 +50,38 @@ def _workload_key(body) -> str:
     return json.dumps({k: v for k, v in body.items() if k not in RECOMMEND_FILTERS}, sort_keys=True, default=str)
 
 
+def _new_sizing_counted(request) -> None:
+    """Count a recommendation this worker has no answer kept for: it takes the
+    whole sizing. Past SIZING_NEW_PER_ADDRESS from one client address (IPv6:
+    its /64) in the window, 429 `throttled` with Retry-After; what was answered
+    before is still answered."""
+    limit = settings.SIZING_NEW_PER_ADDRESS
+    if not limit:
+        return
+    wait = rate_hit(
+        scope="sizing-new",
+        ident=address_bucket(client_address(request)),
+        limit=limit,
+        window_seconds=settings.SIZING_NEW_WINDOW_SECONDS,
+    )
+    if wait:
+        raise Throttled(
+            wait=wait,
+            detail=f"Too many new sizings from this address; try again in {wait} seconds "
+            "(a workload asked before is still answered).",
+        )
+
+
 class RecommendView(PublicView):
     @extend_schema(
         request=serializers.RecommendInput,
-        responses=payloads.RecommendOutput,
+        responses={
+            200: payloads.RecommendOutput,
+            429: error_doc(
+                "`throttled`: more recommendations for workloads not asked before than SIZING_NEW_PER_ADDRESS "
+                "from this address in the window (`details.retry_after_seconds`, and `Retry-After`)."
+            ),
+        },
         summary="Every configuration that holds the model, cheapest first",
     )
     def post(self, request):
@@ -72,6 +103,7 @@ class RecommendView(PublicView):
             rows = stock(region=region, catalog_now=catalog_now)
 
         def answer() -> bytes:
+            _new_sizing_counted(request)
             rec = services.sizing_recommend(
                 request=v["workload"],
                 region=region,

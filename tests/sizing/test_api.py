@@ -401,3 +401,42 @@ def test_recommend_payload_has_the_documented_shape(api):
     assert_shape(body, documented)  # with a region every candidate says how many are free
     del documented["candidates"][0]["available"]
     assert_shape(recommend(api, model="ref-70b", precision="fp8").json(), documented)
+
+
+# --- new sizings per address ---------------------------------------------------------
+
+
+def test_new_recommendations_are_limited_per_address_and_kept_ones_are_not(api, settings):
+    """A workload no worker has an answer kept for takes the whole sizing: past
+    SIZING_NEW_PER_ADDRESS from one address (IPv6: its /64) in the window, 429
+    with Retry-After. An answer asked again, and other addresses, still go through."""
+    settings.SIZING_NEW_PER_ADDRESS = 2
+    settings.SIZING_NEW_WINDOW_SECONDS = 60
+
+    def ask(concurrency, address="198.51.100.7"):
+        body = {"model": "llama-3.1-8b", "precision": "bf16", "context": 4093, "concurrency": concurrency}
+        return api.post("/api/v1/sizing/recommend", body | {"profile": "guide"}, format="json", REMOTE_ADDR=address)
+
+    assert ask(3).status_code == 200
+    assert ask(5).status_code == 200
+    refused = ask(7)
+    assert refused.status_code == 429
+    assert refused.json()["error"]["code"] == "throttled"
+    wait = refused.json()["error"]["details"]["retry_after_seconds"]
+    assert 1 <= wait <= 60 and refused["Retry-After"] == str(wait)
+    assert ask(3).status_code == 200  # answered before: kept, not counted
+    assert ask(7, address="198.51.100.8").status_code == 200
+    # An IPv6 client's /64 counts as one address.
+    assert ask(9, address="2001:db8:1:2::10").status_code == 200
+    assert ask(11, address="2001:db8:1:2::11").status_code == 200
+    assert ask(13, address="2001:db8:1:2:ffff::1").status_code == 429
+    assert ask(13, address="2001:db8:1:3::1").status_code == 200
+
+
+def test_no_limit_on_new_recommendations_when_it_is_zero(api, settings):
+    settings.SIZING_NEW_PER_ADDRESS = 0
+    for concurrency in range(21, 26):
+        assert (
+            recommend(api, model="llama-3.1-8b", precision="bf16", concurrency=concurrency, context=4091).status_code
+            == 200
+        )
