@@ -65,10 +65,9 @@ def _new_sizing_counted(request) -> None:
         window_seconds=settings.SIZING_NEW_WINDOW_SECONDS,
     )
     if wait:
+        # DRF adds "Expected available in {wait} seconds." to the message.
         raise Throttled(
-            wait=wait,
-            detail=f"Too many new sizings from this address; try again in {wait} seconds "
-            "(a workload asked before is still answered).",
+            wait=wait, detail="Too many new sizings from this address (one asked before is still answered)."
         )
 
 
