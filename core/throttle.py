@@ -28,13 +28,18 @@ def client_address(request: HttpRequest) -> str:
     return remote
 
 
+UNKNOWN_ADDRESS = "unknown"
+
+
 def address_bucket(address: str) -> str:
-    """What a client address counts as: IPv4 addresses one by one; an IPv6
-    client usually holds a whole /64, so it counts as its /64."""
+    """What a client address counts as: IPv4 addresses one by one (an
+    IPv4-mapped IPv6 address as its IPv4 one); an IPv6 client usually holds a
+    whole /64, so it counts as its /64. UNKNOWN_ADDRESS for one that does not
+    parse."""
     try:
         ip = ipaddress.ip_address(address.strip("[]"))
     except ValueError:
-        return "unknown"
+        return UNKNOWN_ADDRESS
     if ip.version == 6:
         if ip.ipv4_mapped is not None:
             return str(ip.ipv4_mapped)

@@ -38,7 +38,6 @@ cancelled at once, so their GPUs go back to stock.
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -52,6 +51,7 @@ from django.utils import timezone
 from accounts.models import Account
 from catalog.models import Host, Slot, SlotStatus
 from core.errors import Conflict
+from core.throttle import UNKNOWN_ADDRESS, address_bucket
 from rentals.models import Order, OrderStatus
 
 log = logging.getLogger(__name__)
@@ -64,16 +64,10 @@ def client_network(address: str | None) -> str:
     """The group a client address is counted in: an IPv4 address itself (an
     IPv4-mapped IPv6 address as its IPv4 one), an IPv6 address's /64 (a
     subscriber is routed a whole /64 and may use any address in it). Empty for
-    no address or one that does not parse (not counted per address)."""
-    try:
-        ip = ipaddress.ip_address((address or "").strip().strip("[]"))
-    except ValueError:
-        return ""
-    if ip.version == 6:
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
-    return str(ip)
+    no address or one that does not parse (not counted per address): what
+    core.throttle.address_bucket counts, but for those."""
+    bucket = address_bucket((address or "").strip())
+    return "" if bucket == UNKNOWN_ADDRESS else bucket
 
 
 def _address_lock_key(network: str) -> int:
