@@ -19,37 +19,13 @@ from billing.models import (
     PaymentStatus,
 )
 from billing.selectors import credit_balance_usd
-from billing.services import LineSpec, Observation
+from billing.services import Observation
 from core.errors import DomainError
+from tests.billing.helpers import make_invoice, observe
 
 pytestmark = pytest.mark.django_db
 
 START = "2026-11-30 12:00:00+00:00"
-
-
-def make_invoice(account, total="100.00", currency="LTC", payable=("test", 1)):
-    total = Decimal(total)
-    return services.invoice_create(
-        account=account,
-        payable=payable,
-        description="Test invoice",
-        lines=[LineSpec("Thing", Decimal(1), total, total)],
-        currency=currency,
-    )
-
-
-def observe(invoice, amount, *, confirmations=0, txid="tx1", index=0):
-    req = invoice.active_request
-    return services.payment_observe(
-        observation=Observation(
-            currency=req.currency,
-            txid=txid,
-            output_index=index,
-            match_key=req.match_key,
-            amount=amount,
-            confirmations=confirmations,
-        )
-    )
 
 
 def reload(invoice):

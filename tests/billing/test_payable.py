@@ -19,8 +19,9 @@ from billing import payable as port
 from billing import services
 from billing.models import Invoice, InvoiceLine
 from billing.payable import NOTHING, Payable, PayableRef, UnknownPayable, payable_get, payable_register
-from billing.services import LineSpec, Observation
+from billing.services import LineSpec
 from core.errors import DomainError
+from tests.billing.helpers import make_invoice, observe
 
 pytestmark = pytest.mark.django_db
 
@@ -76,28 +77,11 @@ def frozen():
 
 
 def issue(account, *, kind: str = "thing", subject_id: int = 7, currency: str | None = "LTC") -> Invoice:
-    return services.invoice_create(
-        account=account,
-        payable=PayableRef(kind, subject_id),
-        description="A thing",
-        lines=[LineSpec("Thing", Decimal(1), Decimal("50.00"), Decimal("50.00"))],
-        currency=currency,
-    )
+    return make_invoice(account, "50.00", currency, PayableRef(kind, subject_id), description="A thing")
 
 
 def pay(invoice: Invoice, *, confirmations: int = 6) -> None:
-    request = invoice.active_request
-    assert request is not None
-    services.payment_observe(
-        observation=Observation(
-            currency=request.currency,
-            txid="tx-thing",
-            output_index=0,
-            match_key=request.match_key,
-            amount=int(request.amount_due),
-            confirmations=confirmations,
-        )
-    )
+    observe(invoice, confirmations=confirmations, txid="tx-thing")
 
 
 # --- Registration -------------------------------------------------------------------------

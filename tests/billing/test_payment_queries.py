@@ -5,14 +5,12 @@ here, and one that removes some lowers them."""
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from billing import services
-from billing.services import Observation
+from tests.billing.helpers import make_invoice, observation
 
 pytestmark = pytest.mark.django_db
 
@@ -27,30 +25,13 @@ CONFIRMED_MAX = 8
 
 
 def test_recording_a_payment_queries(chains, customer):
-    total = Decimal("100.00")
-    invoice = services.invoice_create(
-        account=customer,
-        payable=("test", 1),
-        description="Test invoice",
-        lines=[services.LineSpec("Thing", Decimal(1), total, total)],
-        currency="LTC",
-    )
-    request = invoice.active_request
-
-    def seen(confirmations: int) -> Observation:
-        return Observation(
-            currency=request.currency,
-            txid="tx1",
-            output_index=0,
-            match_key=request.match_key,
-            amount=int(request.amount_due),
-            confirmations=confirmations,
-        )
+    invoice = make_invoice(customer)
+    seen, seen_confirmed = observation(invoice), observation(invoice, confirmations=6)  # read before counting
 
     with CaptureQueriesContext(connection) as first:
-        assert services.payment_observe(observation=seen(0)) is not None
+        assert services.payment_observe(observation=seen) is not None
     with CaptureQueriesContext(connection) as confirmed:
-        services.payment_observe(observation=seen(6))
+        services.payment_observe(observation=seen_confirmed)
     assert len(first.captured_queries) <= FIRST_SIGHTING_MAX, [q["sql"][:100] for q in first.captured_queries]
     assert len(confirmed.captured_queries) <= CONFIRMED_MAX, [q["sql"][:100] for q in confirmed.captured_queries]
     invoice.refresh_from_db()
