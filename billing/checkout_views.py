@@ -31,7 +31,7 @@ from billing.serializers import CheckoutStatusOutput
 from core.api import error_body
 from core.csp import content_security_policy
 from core.errors import DomainError, NotFound
-from core.throttle import client_address, rate_hit
+from core.throttle import address_bucket, client_address, rate_hit
 
 LANGUAGE_PARAM = "lang"
 LANGUAGE_COOKIE_MAX_AGE = 365 * 24 * 3600
@@ -216,14 +216,15 @@ def _refusal(exc: DomainError) -> str:
 
 
 def _throttled(request: HttpRequest, token: str) -> HttpResponse | None:
-    """Count a POST against its page and its address; 429 once either is over
-    its limit in the window."""
+    """Count a POST against its page and its client address (an IPv6 client
+    by its /64, as sign-ups and logins count it: core.throttle.address_bucket);
+    429 once either is over its limit in the window."""
     window = settings.CHECKOUT_POST_WINDOW_SECONDS
     waits = [
         rate_hit(scope="checkout-token", ident=token, limit=settings.CHECKOUT_POSTS_PER_TOKEN, window_seconds=window),
         rate_hit(
             scope="checkout-address",
-            ident=client_address(request),
+            ident=address_bucket(client_address(request)),
             limit=settings.CHECKOUT_POSTS_PER_ADDRESS,
             window_seconds=window,
         ),

@@ -124,6 +124,18 @@ def test_checkout_posts_are_throttled_per_address(chains, customer, client, sett
     assert client.post(f"/pay/{tokens[2]}/requote", {}, REMOTE_ADDR="198.51.100.10").status_code == 303
 
 
+def test_checkout_posts_of_one_ipv6_client_are_counted_by_its_64(chains, customer, client, settings):
+    # A subscriber holds a whole /64: a new address in it for each POST is still the same client.
+    settings.CHECKOUT_POSTS_PER_ADDRESS = 2
+    tokens = [make_invoice(customer, payable=("test", i)).checkout_token for i in range(3)]
+    codes = [
+        client.post(f"/pay/{t}/requote", {}, REMOTE_ADDR=f"2001:db8:5:7::{i + 1:x}").status_code
+        for i, t in enumerate(tokens)
+    ]
+    assert codes == [303, 303, 429]
+    assert client.post(f"/pay/{tokens[2]}/requote", {}, REMOTE_ADDR="2001:db8:5:8::1").status_code == 303
+
+
 # --- Revenue ------------------------------------------------------------------------------------
 
 
