@@ -485,9 +485,10 @@ SIZING_OVERHEAD_GB = Decimal(env.str("SIZING_OVERHEAD_GB", default="2"))  # runt
 SIZING_MAX_GPU_MEMORY_UTILIZATION = Decimal(env.str("SIZING_MAX_GPU_MEMORY_UTILIZATION", default="0.95"))
 if not Decimal("0.5") <= SIZING_MAX_GPU_MEMORY_UTILIZATION <= Decimal("0.99"):
     raise ImproperlyConfigured("SIZING_MAX_GPU_MEMORY_UTILIZATION is between 0.5 and 0.99.")
-# Recommendations no web worker has an answer kept for (each takes the whole sizing, some
-# 10-50 ms of CPU: docs/sizing.md#speed) allowed per client address (IPv6 per /64) and
-# window; more answer 429. 0: no limit.
+# New sizings allowed per client address (IPv6 per /64) and window: recommendations no web
+# worker has an answer kept for (each takes the whole sizing, some 10-50 ms of CPU:
+# docs/sizing.md#speed), comparisons and checks (worked out every time); more answer 429.
+# 0: no limit.
 SIZING_NEW_PER_ADDRESS = env.int("SIZING_NEW_PER_ADDRESS", default=120)
 SIZING_NEW_WINDOW_SECONDS = env.int("SIZING_NEW_WINDOW_SECONDS", default=60)
 

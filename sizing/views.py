@@ -27,13 +27,21 @@ class ModelListView(PublicView):
 class CheckView(PublicView):
     @extend_schema(
         request=serializers.CheckInput,
-        responses=payloads.CheckOutput,
+        responses={
+            200: payloads.CheckOutput,
+            429: error_doc(
+                "`throttled`: more new sizings (checks, comparisons, recommendations not asked before) than "
+                "SIZING_NEW_PER_ADDRESS from this address in the window (`details.retry_after_seconds`, and "
+                "`Retry-After`)."
+            ),
+        },
         summary="Does this configuration hold the model? (fits=false is a report, answered 200)",
     )
     def post(self, request):
         data = serializers.CheckInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
+        _new_sizing_counted(request)
         result = services.sizing_check(
             request=v["workload"], gpu=gpu_get(slug=v["gpu"]), gpu_count=v["gpu_count"], term=v["term"], solve=True
         )
@@ -51,10 +59,11 @@ def _workload_key(body) -> str:
 
 
 def _new_sizing_counted(request) -> None:
-    """Count a recommendation this worker has no answer kept for: it takes the
-    whole sizing. Past SIZING_NEW_PER_ADDRESS from one client address (IPv6:
-    its /64) in the window, 429 `throttled` with Retry-After; what was answered
-    before is still answered."""
+    """Count a sizing worked out afresh: a check, a comparison, or a
+    recommendation this worker has no answer kept for (the whole sizing: every
+    card and count). Past SIZING_NEW_PER_ADDRESS from one client address (IPv6:
+    its /64) in the window, 429 `throttled` with Retry-After; a recommendation
+    answered before is still answered."""
     limit = settings.SIZING_NEW_PER_ADDRESS
     if not limit:
         return
@@ -77,8 +86,9 @@ class RecommendView(PublicView):
         responses={
             200: payloads.RecommendOutput,
             429: error_doc(
-                "`throttled`: more recommendations for workloads not asked before than SIZING_NEW_PER_ADDRESS "
-                "from this address in the window (`details.retry_after_seconds`, and `Retry-After`)."
+                "`throttled`: more new sizings (recommendations for workloads not asked before, checks, "
+                "comparisons) than SIZING_NEW_PER_ADDRESS from this address in the window "
+                "(`details.retry_after_seconds`, and `Retry-After`); a recommendation asked before is still answered."
             ),
         },
         summary="Every configuration that holds the model, cheapest first",
@@ -139,6 +149,11 @@ class CompareView(PublicView):
                 "`unknown_region`, and the sizing body's codes. A candidate that does not run the workload is "
                 "a row with `fits` false and its reasons, not a refusal."
             ),
+            429: error_doc(
+                "`throttled`: more new sizings (comparisons, checks, recommendations not asked before) than "
+                "SIZING_NEW_PER_ADDRESS from this address in the window (`details.retry_after_seconds`, and "
+                "`Retry-After`)."
+            ),
         },
         summary="The buyer's table: 2-5 candidates by cost per accepted output token under a latency target",
     )
@@ -146,6 +161,7 @@ class CompareView(PublicView):
         data = serializers.CompareInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
+        _new_sizing_counted(request)
         api_price = None
         if "api_usd_per_million_input" in v or "api_usd_per_million_output" in v:
             api_price = compare.ApiPrice(

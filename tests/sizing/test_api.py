@@ -434,6 +434,35 @@ def test_new_recommendations_are_limited_per_address_and_kept_ones_are_not(api, 
     assert ask(13, address="2001:db8:1:3::1").status_code == 200
 
 
+def test_checks_and_comparisons_count_as_new_sizings(api, settings):
+    """A check and a comparison are worked out on every request: each counts
+    against the same limit as a new recommendation, from the same address."""
+    settings.SIZING_NEW_PER_ADDRESS = 3
+    settings.SIZING_NEW_WINDOW_SECONDS = 60
+    workload = {"model": "llama-3.1-8b", "precision": "bf16", "context": 4096, "concurrency": 4}
+    two = [{"gpu": "h100-sxm", "gpu_count": 1}, {"gpu": "l40s", "gpu_count": 1}]
+
+    def post(path, body, address="198.51.100.20"):
+        return api.post(f"/api/v1/sizing/{path}", body, format="json", REMOTE_ADDR=address)
+
+    same_check = workload | {"gpu": "h100-sxm", "gpu_count": 1, "profile": "guide"}
+    assert post("check", same_check).status_code == 200
+    assert post("check", same_check).status_code == 200  # asked again: worked out again, counted again
+    assert post("compare", workload | {"candidates": two}).status_code == 200
+    refused = post("compare", workload | {"candidates": two})
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "throttled"
+    assert int(refused["Retry-After"]) == refused.json()["error"]["details"]["retry_after_seconds"]
+    assert post("check", same_check).status_code == 429
+    fresh = workload | {"concurrency": 5, "profile": "guide"}
+    assert api.post("/api/v1/sizing/recommend", fresh, format="json", REMOTE_ADDR="198.51.100.20").status_code == 429
+    # Another address has its own count; a body that does not validate is not counted.
+    assert post("check", same_check, address="198.51.100.21").status_code == 200
+    assert post("check", {"gpu": "h100-sxm"}, address="198.51.100.22").status_code == 400
+    assert post("check", {"gpu": "h100-sxm"}, address="198.51.100.22").status_code == 400
+    assert post("check", {"gpu": "h100-sxm"}, address="198.51.100.22").status_code == 400
+    assert post("check", same_check, address="198.51.100.22").status_code == 200
+
+
 def test_no_limit_on_new_recommendations_when_it_is_zero(api, settings):
     settings.SIZING_NEW_PER_ADDRESS = 0
     for concurrency in range(21, 26):

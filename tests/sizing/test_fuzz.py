@@ -119,6 +119,12 @@ def bodies(draw, extra):
     return body
 
 
+@pytest.fixture(autouse=True)
+def _every_example_sized(settings):  # pytest-django's settings (hypothesis' is shadowed only here)
+    """Each example is worked out, not answered 429 once past the per-address limit on new sizings."""
+    settings.SIZING_NEW_PER_ADDRESS = 0
+
+
 def assert_answered(resp):
     assert resp.status_code < 500, resp.content
     body = resp.json()
