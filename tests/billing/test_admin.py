@@ -14,6 +14,8 @@ from billing.selectors import credit_balance_usd
 from billing.services import LineSpec
 from core.models import AuditEntry
 
+from .helpers import make_invoice
+
 pytestmark = pytest.mark.django_db
 
 
@@ -31,13 +33,7 @@ def admin_client(staff):
 
 @pytest.fixture
 def invoice(chains, customer):
-    return services.invoice_create(
-        account=customer,
-        payable=("test", 1),
-        description="t",
-        lines=[LineSpec("x", Decimal(1), Decimal("90.00"), Decimal("90.00"))],
-        currency="LTC",
-    )
+    return make_invoice(customer, total="90.00")
 
 
 def act(client, action, pk, **form):
@@ -235,16 +231,6 @@ def test_rate_samples_list_prices(admin_client):
 # --- The invoice list: what is left to pay, and which rows need attention ------------------
 
 
-def _new_invoice(customer, total="90.00", currency="LTC", payable=("test", 2)):
-    return services.invoice_create(
-        account=customer,
-        payable=payable,
-        description="t",
-        lines=[LineSpec("x", Decimal(1), Decimal(total), Decimal(total))],
-        currency=currency,
-    )
-
-
 def _to_pay(client, invoice) -> str:
     html = client.get("/admin/billing/invoice/").content.decode()
     row = next(r for r in re.findall(r"<tr[ >].*?</tr>", html, re.S) if f">{invoice.number}<" in r)
@@ -270,12 +256,12 @@ def test_to_pay_says_what_is_left_or_why_nothing_is(admin_client, invoice, custo
 
     # Paid from credit.
     services.credit_adjust(account_id=customer.pk, amount_usd=Decimal("100.00"), reason="seed", actor=None)
-    from_credit = _new_invoice(customer, payable=("test", 3))
+    from_credit = make_invoice(customer, payable=("test", 3))
     services.invoice_pay_with_credit(invoice_id=from_credit.pk, account=customer)
     assert _to_pay(admin_client, from_credit) == "paid from credit"
 
     # Marked invalid after a confirmed partial payment: the payment became credit.
-    invalid = _new_invoice(customer, payable=("test", 4))
+    invalid = make_invoice(customer, payable=("test", 4))
     services.payment_record_manual(
         invoice_number=invalid.number, txid="ef" * 32, amount=50_000_000, confirmations=6, reason="seen", actor=None
     )
@@ -287,7 +273,7 @@ def test_to_pay_says_what_is_left_or_why_nothing_is(admin_client, invoice, custo
 
 
 def test_needs_attention_marks_only_the_rows_that_need_it(admin_client, invoice, customer):
-    flagged = _new_invoice(customer, payable=("test", 5))
+    flagged = make_invoice(customer, payable=("test", 5))
     Invoice.objects.filter(pk=flagged.pk).update(needs_attention=True)
     html = admin_client.get("/admin/billing/invoice/").content.decode()
     cells = dict(
@@ -404,7 +390,7 @@ def test_refund_amount_in_coins_with_the_currencys_decimals(admin_client, custom
 
 def test_payments_are_found_by_the_customers_username(admin_client, invoice, customer, other_customer):
     _paid(invoice)
-    other = _new_invoice(other_customer, payable=("test", 6))
+    other = make_invoice(other_customer, payable=("test", 6))
     services.payment_record_manual(
         invoice_number=other.number, txid="77" * 32, amount=1000, confirmations=0, reason="seen", actor=None
     )
@@ -433,7 +419,7 @@ def test_to_pay_of_a_new_invoice_past_its_quote(admin_client, invoice, customer)
     """Before the periodic job expires it, an invoice past its rate lock asks for nothing more."""
     import time_machine
 
-    unpaid = _new_invoice(customer, payable=("test", 8))
+    unpaid = make_invoice(customer, payable=("test", 8))
     _paid(invoice, amount=25_000_000)
     with time_machine.travel(invoice.expires_at + timezone.timedelta(minutes=1), tick=False):
         assert _to_pay(admin_client, unpaid) == "nothing (quote ended unpaid)"
