@@ -56,6 +56,12 @@ class RefusingInput(serializers.Serializer):
 # when the schema is generated: what an order, a quote or a sizing accepts.
 
 
+def schema_version() -> int:
+    """The catalog version the enums below are read at: the schema is kept per
+    value of it (core.views.SchemaView); 0, no version row, keeps nothing."""
+    return catalog_current().version
+
+
 def schema_regions() -> list[str]:
     """Active regions' codes."""
     return list(catalog_current().regions)

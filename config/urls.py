@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from drf_spectacular.views import SpectacularSwaggerSplitView
 
 from core import views as core_views
 from core.csp import content_security_policy
@@ -18,7 +18,7 @@ urlpatterns = [
     # Prometheus (docs/operations.md#metrics): METRICS_TOKEN, and nginx lets in only the allowed addresses.
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/schema/", core_views.SchemaView.as_view(), name="schema"),
     path("api/docs/", api_docs, name="docs"),
     path("api/v1/", include("config.api_urls")),
     path("pay/", include("billing.checkout_urls")),

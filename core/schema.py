@@ -76,6 +76,10 @@ def error_responses_complete(result: dict[str, Any], generator: Any, request: An
 # (`null_characters_not_allowed`) and core.middleware refuses it in every query.
 NO_NUL_PATTERN = "^[^\\u0000]*$"
 
+# What the value lists are read at (the catalog version), by dotted path: a schema
+# generated at one value of it is kept and sent again until it changes (core.views.SchemaView).
+ENUMS_VERSION = "catalog.serializers.schema_version"
+
 # (component, property) or ("query", path, parameter) -> dotted path of the values' function.
 ENUMS: dict[tuple[str, ...], str] = {
     ("query", "/api/v1/catalog/stock", "region"): "catalog.serializers.schema_regions",

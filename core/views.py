@@ -1,18 +1,24 @@
 import re
+import threading
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
-from django.http import HttpRequest, JsonResponse
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import translation
+from django.utils.module_loading import import_string
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from drf_spectacular.utils import extend_schema
+from drf_spectacular.views import SpectacularAPIView
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from core.api import PublicApiView
+from core.api import PublicApiView, error_body
 from core.health import readiness
+from core.schema import ENUMS_VERSION
 
 
 @never_cache
@@ -67,3 +73,50 @@ class ApiIndexView(PublicApiView):
             "endpoints": endpoints,
         }
         return Response(ApiIndexOutput(out).data)
+
+
+def _invalid_parameter(name: str, message: str) -> JsonResponse:
+    return JsonResponse(error_body("invalid", message, {"fields": {name: [message]}}), status=400)
+
+
+class SchemaView(SpectacularAPIView):
+    """The OpenAPI schema (/api/schema/), generated once per process for each
+    catalog version, format and language, then sent as it was. Generating it
+    takes 170-280 ms of CPU, so unkept, anyone could keep a web worker busy by
+    asking for it. It changes with the code and with the catalog (its enums:
+    core.schema.ENUMS, read at core.schema.ENUMS_VERSION); what else varies it
+    is bounded: the format (one of the view's four renderers, by `?format=` or
+    Accept) and the language (`?lang=`, one of LANGUAGES; another is a 400).
+    There is one version: a `version` query parameter, which would be written
+    into the schema, is a 400."""
+
+    kept: ClassVar[dict[tuple[int, str, str], tuple[bytes, str, str]]] = {}
+    kept_lock = threading.Lock()
+
+    @extend_schema(exclude=True)  # as the view it extends, under SERVE_INCLUDE_SCHEMA False
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        lang = request.query_params.get("lang") or ""
+        if lang and lang not in dict(settings.LANGUAGES):
+            return _invalid_parameter("lang", f"`lang` is one of {', '.join(dict(settings.LANGUAGES))}.")
+        if "version" in request.query_params:
+            return _invalid_parameter("version", "The schema has one version: leave out `version`.")
+        version = import_string(ENUMS_VERSION)()
+        key = (version, request.accepted_renderer.media_type, lang or translation.get_language())
+        kept = self.kept.get(key)
+        if kept is not None:
+            content, content_type, disposition = kept
+            answer = HttpResponse(content, content_type=content_type)
+            answer["Content-Disposition"] = disposition
+            return answer
+        response = super().get(request, *args, **kwargs)
+
+        def keep(rendered: Any) -> None:
+            if rendered.status_code != 200 or not version:
+                return
+            with self.kept_lock:
+                for old in [k for k in self.kept if k[0] != version]:  # an older catalog's
+                    del self.kept[old]
+                self.kept[key] = (rendered.content, rendered["Content-Type"], rendered["Content-Disposition"])
+
+        response.add_post_render_callback(keep)
+        return response

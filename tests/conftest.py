@@ -44,7 +44,10 @@ def _test_payable():
 
 @pytest.fixture(autouse=True)
 def _clear_cache():
+    from core.views import SchemaView
+
     cache.clear()
+    SchemaView.kept.clear()  # kept per catalog version, which a test's rolled-back catalog may repeat
     yield
     cache.clear()
 

@@ -181,3 +181,51 @@ def test_a_disallowed_host_under_api_gets_json_not_the_debug_page():
     assert resp["Content-Type"] == "application/json"
     assert resp.json()["error"]["code"] == "bad_request"
     assert "ALLOWED_HOSTS" not in resp.content.decode() and "SECRET" not in resp.content.decode()
+
+
+def test_the_schema_is_generated_once_per_format_and_language(api, catalog, monkeypatch):
+    """Generating the schema takes some 170 ms of CPU: a process does it once per
+    format and language; a `lang` it does not have, or a `version` (there is
+    one), is a 400, not another schema to generate."""
+    from drf_spectacular.generators import SchemaGenerator
+
+    from catalog.serializers import schema_version as changed_version
+    from core.views import SchemaView
+
+    monkeypatch.setattr(SchemaView, "kept", {})
+    generated = []
+    real = SchemaGenerator.get_schema
+
+    def counted(self, *args, **kwargs):
+        generated.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(SchemaGenerator, "get_schema", counted)
+    first = api.get("/api/schema/?format=json")
+    again = api.get("/api/schema/?format=json")
+    assert first.status_code == again.status_code == 200 and len(generated) == 1
+    assert again.content == first.content and again["Content-Type"] == first["Content-Type"]
+    assert again["Content-Disposition"] == first["Content-Disposition"]
+    assert first.json()["info"]["version"] == "1"
+    yaml = api.get("/api/schema/")
+    assert yaml.status_code == 200 and yaml.content.startswith(b"openapi:") and len(generated) == 2
+    assert api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi").content == yaml.content
+    assert api.get("/api/schema/?format=json&lang=es").status_code == 200 and len(generated) == 3
+    refused = api.get("/api/schema/?format=json&lang=xx")
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid"
+    assert "lang" in refused.json()["error"]["details"]["fields"]
+    assert api.get("/api/schema/?format=json&version=9").status_code == 400
+    assert len(generated) == 3
+    # A catalog change (its enums are in the schema) is in the next one.
+    from catalog.models import Region
+
+    Region.objects.filter(code="DFW-1").update(is_active=False)
+    changed = api.get("/api/schema/?format=json")
+    assert len(generated) == 4 and changed.content != first.content
+
+    def regions(schema):
+        parameters = schema["paths"]["/api/v1/catalog/stock"]["get"]["parameters"]
+        return next(p["schema"]["enum"] for p in parameters if p["name"] == "region")
+
+    assert "DFW-1" in regions(first.json()) and "DFW-1" not in regions(changed.json())
+    assert all(key[0] == changed_version() for key in SchemaView.kept)  # the older catalog's are let go
