@@ -32,7 +32,7 @@ import time
 from django.conf import settings
 from django.core.cache import cache
 
-from core.errors import DomainError
+from core.errors import Throttled
 from core.throttle import (
     address_bucket,
     client_address,  # noqa: F401  (the views import it from here)
@@ -41,19 +41,11 @@ from core.throttle import (
 _KEY_PREFIX = "authfail"
 
 
-class AuthThrottled(DomainError):
-    """Too many failed attempts. `retry_after` (seconds) goes into the
-    `Retry-After` header."""
-
-    status = 429
+class AuthThrottled(Throttled):
+    """Too many failed attempts (or sign-ups): 429 with `Retry-After`."""
 
     def __init__(self, *, retry_after: int, message: str = "Too many failed attempts.") -> None:
-        super().__init__(
-            "throttled",
-            f"{message} Try again in {retry_after} seconds.",
-            details={"retry_after_seconds": retry_after},
-        )
-        self.retry_after = retry_after
+        super().__init__(retry_after=retry_after, message=message)
 
 
 # --- Counters -----------------------------------------------------------------

@@ -487,7 +487,8 @@ if not Decimal("0.5") <= SIZING_MAX_GPU_MEMORY_UTILIZATION <= Decimal("0.99"):
     raise ImproperlyConfigured("SIZING_MAX_GPU_MEMORY_UTILIZATION is between 0.5 and 0.99.")
 # New sizings allowed per client address (IPv6 per /64) and window: recommendations no web
 # worker has an answer kept for (each takes the whole sizing, some 10-50 ms of CPU:
-# docs/sizing.md#speed), comparisons and checks (worked out every time); more answer 429.
+# docs/sizing.md#speed), comparisons, checks and orders' workloads (worked out every time);
+# more answer 429.
 # 0: no limit.
 SIZING_NEW_PER_ADDRESS = env.int("SIZING_NEW_PER_ADDRESS", default=120)
 SIZING_NEW_WINDOW_SECONDS = env.int("SIZING_NEW_WINDOW_SECONDS", default=60)

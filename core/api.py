@@ -89,7 +89,11 @@ def _validation_message(detail: Any) -> str:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, DomainError):
-        return error_response(exc.code, exc.message, exc.status, exc.details)
+        response = error_response(exc.code, exc.message, exc.status, exc.details)
+        retry_after = getattr(exc, "retry_after", None)  # a Throttled refusal's
+        if retry_after is not None:
+            response["Retry-After"] = str(retry_after)
+        return response
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -194,9 +198,8 @@ def id_parameter(name: str) -> OpenApiParameter:
     return OpenApiParameter(name, int, OpenApiParameter.PATH)
 
 
-# An APIView whose refusals with a `retry_after` (login throttling) carry a
-# `Retry-After` header. (Comments, not docstrings, on these bases:
-# drf-spectacular would show a docstring as the description of every endpoint.)
+# (Comments, not docstrings, on these bases: drf-spectacular would show a
+# docstring as the description of every endpoint.)
 # `no_store = True` on views whose answers carry a secret (a token, recovery
 # codes, a signing secret): `Cache-Control: no-store`, so no browser or proxy
 # cache keeps them.
@@ -208,13 +211,6 @@ class ApiView(APIView):
         if self.no_store:
             response["Cache-Control"] = "no-store"
             response["Pragma"] = "no-cache"
-        return response
-
-    def handle_exception(self, exc):
-        response = super().handle_exception(exc)
-        retry_after = getattr(exc, "retry_after", None)
-        if retry_after is not None:
-            response["Retry-After"] = str(retry_after)
         return response
 
     def validated(self, serializer_class) -> dict:

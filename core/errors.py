@@ -39,3 +39,16 @@ class NotFound(DomainError):
 
 class Conflict(DomainError):
     status = 409
+
+
+class Throttled(DomainError):
+    """Too many requests of one kind in a window: 429 `throttled`. The API
+    answers it with `Retry-After: retry_after` (core.api.exception_handler)."""
+
+    status = 429
+
+    def __init__(self, *, retry_after: int, message: str) -> None:
+        super().__init__(
+            "throttled", f"{message} Try again in {retry_after} seconds.", details={"retry_after_seconds": retry_after}
+        )
+        self.retry_after = retry_after

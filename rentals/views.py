@@ -74,6 +74,10 @@ class OrderListView(APIView):
                 "`hold_share_exceeded`, `rate_unavailable`, `stablecoin_depegged`, ..."
             ),
             422: error_doc("`idempotency_key_reused`: the same key with another body."),
+            429: error_doc(
+                "`throttled`: an order with a `workload` past SIZING_NEW_PER_ADDRESS new sizings from this address "
+                "in the window (`details.retry_after_seconds`, and `Retry-After`)."
+            ),
         },
         parameters=[IDEMPOTENCY_HEADER],
         summary="Order a server: validate, price, reserve, invoice",

@@ -14,11 +14,14 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
 
+from django.conf import settings
+
 from catalog.models import TERM_HOURS, TERM_MONTHLY, GpuModel
 from catalog.selectors import CatalogSnapshot, StockRow, catalog_current, catalog_memo, stock
 from catalog.services import Quote, quote
-from core.errors import DomainError
+from core.errors import DomainError, Throttled
 from core.money import cents
+from core.throttle import address_bucket, rate_hit
 
 from .advice import Advice, advice_for
 from .arithmetic import Card, Check, Reason, Requirement, Workload, fit_check, requirement_compute, to_gb
@@ -26,6 +29,28 @@ from .engine import PROFILE_VLLM, Budget, engine_check
 from .matrix import Placement, workload_class
 
 # The request type of a sizing: what is served, at which precision, context and concurrency.
+
+
+def sizing_new_counted(*, client_address: str) -> None:
+    """Count a sizing worked out afresh for `client_address`: a check, a
+    comparison, an order's workload, or a recommendation no web worker has an
+    answer kept for. Past SIZING_NEW_PER_ADDRESS from one client address (IPv6:
+    its /64) in SIZING_NEW_WINDOW_SECONDS, 429 `throttled` with Retry-After. 0:
+    no limit."""
+    limit = settings.SIZING_NEW_PER_ADDRESS
+    if not limit:
+        return
+    wait = rate_hit(
+        scope="sizing-new",
+        ident=address_bucket(client_address),
+        limit=limit,
+        window_seconds=settings.SIZING_NEW_WINDOW_SECONDS,
+    )
+    if wait:
+        raise Throttled(
+            retry_after=wait, message="Too many new sizings from this address (one asked before is still answered)."
+        )
+
 
 SECONDS_PER_HOUR = 3600
 MILLION = Decimal(10**6)

@@ -3,17 +3,15 @@
 import json
 from decimal import Decimal
 
-from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
-from rest_framework.exceptions import Throttled
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from catalog.selectors import catalog_current, catalog_memo, gpu_get, stock
 from catalog.views import PublicView
 from core.api import error_doc
-from core.throttle import address_bucket, client_address, rate_hit
+from core.throttle import client_address
 
 from . import compare, payloads, selectors, serializers, services
 
@@ -59,25 +57,10 @@ def _workload_key(body) -> str:
 
 
 def _new_sizing_counted(request) -> None:
-    """Count a sizing worked out afresh: a check, a comparison, or a
-    recommendation this worker has no answer kept for (the whole sizing: every
-    card and count). Past SIZING_NEW_PER_ADDRESS from one client address (IPv6:
-    its /64) in the window, 429 `throttled` with Retry-After; a recommendation
-    answered before is still answered."""
-    limit = settings.SIZING_NEW_PER_ADDRESS
-    if not limit:
-        return
-    wait = rate_hit(
-        scope="sizing-new",
-        ident=address_bucket(client_address(request)),
-        limit=limit,
-        window_seconds=settings.SIZING_NEW_WINDOW_SECONDS,
-    )
-    if wait:
-        # DRF adds "Expected available in {wait} seconds." to the message.
-        raise Throttled(
-            wait=wait, detail="Too many new sizings from this address (one asked before is still answered)."
-        )
+    """services.sizing_new_counted for the request's client address: a check, a
+    comparison, or a recommendation this worker has no answer kept for (the
+    whole sizing: every card and count)."""
+    services.sizing_new_counted(client_address=client_address(request))
 
 
 class RecommendView(PublicView):

@@ -5,6 +5,13 @@ The key row is inserted in the same transaction as the work it guards, so a
 second request with the same key waits on the unique index until the first
 commits, then answers with the stored response: one order, however many
 retries race each other.
+
+A request refused as it was sent (400: a field, a rule between fields, a
+workload that does not fit) or for its rate (429) did nothing: it is not
+remembered, and the key may be sent again, with that body or a corrected one.
+So a key costs a stored row only for work that began, and a refusal that
+quotes what the client sent (DRF's "is not a valid choice" repeats the value)
+is never stored however large it was.
 """
 
 from __future__ import annotations
@@ -25,17 +32,19 @@ from core.errors import DomainError
 from rentals.models import IdempotencyKey
 
 MAX_KEY_LENGTH = 255
+# Refusals that are not remembered: nothing was done (module docstring).
+NOT_REMEMBERED = frozenset({400, 429})
 
 
-def _storable(value: Any) -> Any:
+def storable(value: Any) -> Any:
     """`value` as JSON PostgreSQL's jsonb accepts: it stores no NUL (\\u0000) in a
     string, and a refusal may quote a NUL the client sent; it is kept as U+FFFD."""
     if isinstance(value, str):
         return value.replace("\x00", "\ufffd")
     if isinstance(value, list):
-        return [_storable(item) for item in value]
+        return [storable(item) for item in value]
     if isinstance(value, dict):
-        return {_storable(key): _storable(item) for key, item in value.items()}
+        return {storable(key): storable(item) for key, item in value.items()}
     return value
 
 
@@ -53,7 +62,9 @@ def idempotent_call(
     now: datetime | None = None,
 ) -> tuple[int, dict[str, Any], bool]:
     """(status, body, replayed). `run` does the work and returns its response;
-    a DomainError it raises is answered (and remembered) like any response."""
+    a DomainError it raises is answered (and remembered) like any response, but
+    for a refusal of the request as sent or of its rate (NOT_REMEMBERED), which
+    is raised on with the key let go."""
     if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
         raise DomainError(
             "invalid_idempotency_key", f"An Idempotency-Key is 1 to {MAX_KEY_LENGTH} printable characters."
@@ -85,9 +96,11 @@ def idempotent_call(
             with transaction.atomic():
                 status, response = run()
         except DomainError as exc:
+            if exc.status in NOT_REMEMBERED:
+                raise  # leaving the block rolls the key's row back
             status, response = exc.status, error_body(exc.code, exc.message, exc.details)
         record.response_status = status
-        record.response_body = _storable(json.loads(json.dumps(response, default=str)))
+        record.response_body = storable(json.loads(json.dumps(response, default=str)))
         record.save(update_fields=["response_status", "response_body"])
     return status, response, False
 

@@ -41,6 +41,7 @@ from rentals import machine
 from rentals.events import order_event_emit, subscribers_hold
 from rentals.models import Order, OrderLine, OrderStatus
 from rentals.services.unpaid import client_network, unpaid_limit_check
+from sizing.services import sizing_new_counted
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +232,8 @@ def order_prepare(*, account: Any, spec: OrderSpec, client_address: str = "") ->
     """Validate an order request and price it, outside the transaction that
     writes it: the catalog from memory (catalog_current; its version asked of
     the database, so a price edited a moment ago applies), the account's SSH
-    keys, the region's offer and the workload's fit. Reads only."""
+    keys, the region's offer and the workload's fit (a new sizing of the
+    client's: sizing.services.sizing_new_counted, 429 past its limit). Reads only."""
     catalog_now = catalog_current(exact=True)
     region = catalog_now.region(spec.region)
     gpu = catalog_now.gpu(spec.gpu)
@@ -249,7 +251,12 @@ def order_prepare(*, account: Any, spec: OrderSpec, client_address: str = "") ->
         term_tiers=catalog_now.term_tiers.get(spec.term, ()),
     )
     _region_offers(catalog_now, region, gpu)
-    sizing = _workload_fits(catalog_now, spec, gpu, region) if spec.workload is not None else None
+    sizing = None
+    if spec.workload is not None:
+        # Sized afresh for every order (and on a refusal, the cheapest fit searched
+        # over the region): counted with the client's other new sizings.
+        sizing_new_counted(client_address=client_address)
+        sizing = _workload_fits(catalog_now, spec, gpu, region)
     return PricedOrder(
         region=region,
         gpu=gpu,

@@ -1,7 +1,6 @@
 """Orders through the API: validation, pricing snapshot, reservation, invoice,
 Idempotency-Key, the sizing refusal, cancellation and expiry."""
 
-import json
 from datetime import timedelta
 from decimal import Decimal
 
@@ -13,7 +12,7 @@ from accounts.services import ssh_key_add
 from billing import services as billing
 from billing.models import Invoice, InvoiceCounter
 from catalog.models import Slot, SlotStatus
-from rentals.models import Order
+from rentals.models import IdempotencyKey, Order
 from tests.rentals.helpers import new_key_line
 
 pytestmark = pytest.mark.django_db
@@ -249,6 +248,47 @@ def test_idempotency_remembers_refusals_too(chains, customer_api, ssh_key, catal
     assert again.status_code == 409 and again.json() == first.json() and again["Idempotent-Replayed"] == "true"
 
 
+def test_idempotency_forgets_a_request_refused_as_sent(chains, customer_api, ssh_key, catalog, settings):
+    """A 400 (the body as sent) or a 429 (its rate) did nothing: no answer is
+    stored, however much of the body the refusal quotes, and the key may be sent
+    again with a corrected body."""
+    headers = {"HTTP_IDEMPOTENCY_KEY": "k2"}
+    huge = "w" * 200_000
+    first = customer_api.post("/api/v1/orders", order_body(ssh_key, term=huge), format="json", **headers)
+    assert first.status_code == 400 and first.json()["error"]["code"] == "invalid"
+    assert huge in first.content.decode()  # DRF's choice error quotes the value
+    assert not IdempotencyKey.objects.exists()
+    again = customer_api.post("/api/v1/orders", order_body(ssh_key, term=huge), format="json", **headers)
+    assert again.status_code == 400 and "Idempotent-Replayed" not in again
+    settings.SIZING_NEW_PER_ADDRESS = 1
+    workload = {"model": "llama-3.1-8b", "precision": "bf16", "context": 4096, "concurrency": 1}
+    sized = order_body(ssh_key, gpu_count=1, workload=workload)
+    assert customer_api.post("/api/v1/orders", sized, format="json").status_code == 201
+    throttled = customer_api.post("/api/v1/orders", sized, format="json", **headers)
+    assert throttled.status_code == 429 and not IdempotencyKey.objects.exists()
+    fixed = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1), format="json", **headers)
+    assert fixed.status_code == 201 and "Idempotent-Replayed" not in fixed
+    assert IdempotencyKey.objects.get().response_status == 201
+
+
+def test_an_order_with_a_workload_counts_as_a_new_sizing(chains, customer_api, ssh_key, catalog, settings):
+    """Its workload is sized afresh (and on a refusal the cheapest fit is searched
+    over the region): with the client's checks, comparisons and new
+    recommendations, under SIZING_NEW_PER_ADDRESS."""
+    settings.SIZING_NEW_PER_ADDRESS = 2
+    too_big = {"model": "llama-3.1-70b", "precision": "bf16", "context": 8192, "concurrency": 1}
+    body = order_body(ssh_key, gpu_count=1, workload=too_big)
+    assert customer_api.post("/api/v1/orders", body, format="json").json()["error"]["code"] == "does_not_fit"
+    check = {"model": "llama-3.1-8b", "precision": "bf16", "context": 4096, "concurrency": 1, "gpu": "l4"}
+    assert customer_api.post("/api/v1/sizing/check", check, format="json").status_code == 200
+    refused = customer_api.post("/api/v1/orders", body, format="json")
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "throttled"
+    wait = refused.json()["error"]["details"]["retry_after_seconds"]
+    assert refused["Retry-After"] == str(wait) and 1 <= wait <= settings.SIZING_NEW_WINDOW_SECONDS
+    # An order without a workload is not a sizing.
+    assert customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1), format="json").status_code == 201
+
+
 def test_cancel_releases_the_slots_and_voids_the_invoice(chains, customer_api, ssh_key, catalog):
     before = free("h100-sxm", "DFW-1")
     order = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=4), format="json").json()
@@ -360,13 +400,21 @@ def test_orders_are_gated_by_the_engine_whatever_profile_is_sent(chains, custome
     [{"term": "X\x00Y"}, {"workload": {"model": "llama-3.1-8b", "precision": "X\x00Y"}}],
     ids=["term", "precision"],
 )
-def test_a_remembered_refusal_may_quote_a_nul_character(chains, customer_api, ssh_key, catalog, override):
-    """PostgreSQL's jsonb keeps no NUL: the remembered answer carries U+FFFD where the
-    refusal quoted one, and neither the first answer nor the replay is a 500."""
+def test_a_refusal_quoting_a_nul_character_is_answered_not_stored(chains, customer_api, ssh_key, catalog, override):
+    """PostgreSQL's jsonb keeps no NUL. A refusal of the body as sent is not
+    remembered (rentals/services/idempotency.py), so neither answer is a 500."""
     headers = {"HTTP_IDEMPOTENCY_KEY": "nul"}
     body = order_body(ssh_key, **override)
     first = customer_api.post("/api/v1/orders", body, format="json", **headers)
     assert first.status_code == 400 and "\\u0000" in first.content.decode()  # the refusal quotes it
     again = customer_api.post("/api/v1/orders", body, format="json", **headers)
-    assert again.status_code == 400 and again["Idempotent-Replayed"] == "true"
-    assert again.json() == json.loads(first.content.decode().replace("\\u0000", "\\ufffd"))
+    assert again.status_code == 400 and "Idempotent-Replayed" not in again
+    assert again.json() == first.json() and not IdempotencyKey.objects.exists()
+
+
+def test_a_remembered_answer_keeps_no_nul_character():
+    """What is stored (a refusal once work began, or a success) is kept as
+    jsonb keeps it: a NUL a detail quotes becomes U+FFFD."""
+    from rentals.services.idempotency import storable
+
+    assert storable({"k\x00": ["a\x00b", {"c": "\x00"}], "n": 1}) == {"k\ufffd": ["a\ufffdb", {"c": "\ufffd"}], "n": 1}

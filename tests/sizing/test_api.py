@@ -424,7 +424,7 @@ def test_new_recommendations_are_limited_per_address_and_kept_ones_are_not(api, 
     assert refused.json()["error"]["code"] == "throttled"
     wait = refused.json()["error"]["details"]["retry_after_seconds"]
     assert 1 <= wait <= 60 and refused["Retry-After"] == str(wait)
-    assert refused.json()["error"]["message"].endswith(f"Expected available in {wait} seconds.")
+    assert refused.json()["error"]["message"].endswith(f"Try again in {wait} seconds.")
     assert ask(3).status_code == 200  # answered before: kept, not counted
     assert ask(7, address="198.51.100.8").status_code == 200
     # An IPv6 client's /64 counts as one address.
