@@ -108,7 +108,7 @@ class SchemaView(SpectacularAPIView):
             answer = HttpResponse(content, content_type=content_type)
             answer["Content-Disposition"] = disposition
             return answer
-        response = super().get(request, *args, **kwargs)
+        response: Response = super().get(request, *args, **kwargs)  # type: ignore[no-untyped-call]  # drf-spectacular has no hints
 
         def keep(rendered: Any) -> None:
             if rendered.status_code != 200 or not version:
