@@ -17,8 +17,17 @@ valid recovery code goes through it too.
 Sign-ups are limited per address (SIGNUP_PER_ADDRESS in SIGNUP_WINDOW_SECONDS):
 each one costs a password hash.
 
+Right passwords are limited too: checking one costs an Argon2 hash (100 MiB of
+memory, a quarter of a second of CPU), and an account's holder could otherwise
+ask for that without end (a new token, the password confirmed again). Each
+check is counted per username and per address (PASSWORD_PROOFS_PER_USERNAME,
+PASSWORD_PROOFS_PER_ADDRESS in PASSWORD_PROOF_WINDOW_SECONDS) before the hash,
+and given back when the password was wrong: failures have their own limits, and
+a stranger's guesses must not use up the holder's proofs.
+
 Settings: AUTH_FAILURES_PER_USERNAME, AUTH_FAILURES_PER_ADDRESS,
-AUTH_FAILURE_WINDOW_SECONDS, AUTH_KNOWN_ADDRESS_DAYS, SIGNUP_PER_ADDRESS,
+AUTH_FAILURE_WINDOW_SECONDS, AUTH_KNOWN_ADDRESS_DAYS, PASSWORD_PROOFS_PER_USERNAME,
+PASSWORD_PROOFS_PER_ADDRESS, PASSWORD_PROOF_WINDOW_SECONDS, SIGNUP_PER_ADDRESS,
 SIGNUP_WINDOW_SECONDS, TRUSTED_PROXY_COUNT.
 """
 
@@ -187,3 +196,37 @@ def signup_attempt_count(*, address: str) -> None:
     if count > limit:
         _uncount(key)
         raise AuthThrottled(retry_after=max(1, math.ceil(reset - now)), message="Too many sign-ups from this address.")
+
+
+def password_proof_begin(*, username: str, address: str) -> list[str]:
+    """Count a password about to be checked against the username's and the
+    address's proofs in the window, before it is hashed: AuthThrottled (giving
+    them back) past PASSWORD_PROOFS_PER_USERNAME or PASSWORD_PROOFS_PER_ADDRESS.
+    Returns the keys counted: pass them to `password_proof_give_back` when the
+    password was wrong (or was not checked after all)."""
+    window = settings.PASSWORD_PROOF_WINDOW_SECONDS
+    now = time.time()
+    limits = [
+        (f"pwproof:u:{_digest(username.strip().lower())}", settings.PASSWORD_PROOFS_PER_USERNAME),
+        (f"pwproof:a:{_digest(address_bucket(address))}", settings.PASSWORD_PROOFS_PER_ADDRESS),
+    ]
+    counted: list[str] = []
+    waits: list[float] = []
+    for key, limit in limits:
+        if limit <= 0:
+            continue
+        count, reset = _count(key, window=window, now=now)
+        counted.append(key)
+        if count > limit:
+            waits.append(reset - now)
+    if waits:
+        password_proof_give_back(counted)
+        raise AuthThrottled(
+            retry_after=max(1, math.ceil(max(waits))), message="Too many password checks for this account or address."
+        )
+    return counted
+
+
+def password_proof_give_back(counted: list[str]) -> None:
+    for key in counted:
+        _uncount(key)

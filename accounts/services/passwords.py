@@ -11,8 +11,11 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import Account
 from accounts.throttling import (
+    AuthThrottled,
     auth_attempt_begin,
     auth_attempt_succeeded,
+    password_proof_begin,
+    password_proof_give_back,
 )
 from core.errors import DomainError
 
@@ -39,14 +42,31 @@ def _password_matches(*, account: Account | None, password: str) -> bool:
     return account.check_password(password)
 
 
+def _password_attempt(*, username: str, address: str) -> tuple[list[str], list[str]]:
+    """Count a password check before it is hashed: as a proof
+    (password_proof_begin) and as a possible failure (auth_attempt_begin); 429
+    past either limit. Returns (failures counted, proofs counted): a right
+    password gives the failures back (auth_attempt_succeeded), a wrong one the
+    proofs (password_proof_give_back)."""
+    proofs = password_proof_begin(username=username, address=address)
+    try:
+        counted = auth_attempt_begin(username=username, address=address)
+    except AuthThrottled:
+        password_proof_give_back(proofs)
+        raise
+    return counted, proofs
+
+
 def _invalid_credentials(message: str = "Unknown username or wrong password.") -> DomainError:
     return DomainError("invalid_credentials", message, status=401)
 
 
 def _password_confirm(*, account: Account, password: str, client_address: str) -> None:
     """A signed-in account proves its password again before a sensitive change.
-    Wrong guesses count against the same throttle as logins."""
-    counted = auth_attempt_begin(username=account.username, address=client_address)
+    Wrong guesses count against the same throttle as logins; right ones against
+    the proofs (accounts/throttling.py)."""
+    counted, proofs = _password_attempt(username=account.username, address=client_address)
     if not account.check_password(password):
+        password_proof_give_back(proofs)
         raise DomainError("wrong_password", "The password is wrong.", status=403)
     auth_attempt_succeeded(username=account.username, address=client_address, counted=counted)

@@ -258,3 +258,67 @@ def test_unknown_usernames_cost_one_password_hash_like_known_ones(api, signup, m
     unknown = list(calls)
     assert len(known) == len(unknown) == 1
     assert known == unknown  # same Argon2 cost parameters, so the same time
+
+
+@pytest.fixture
+def proofs(limits):
+    limits.PASSWORD_PROOFS_PER_USERNAME = 3
+    limits.PASSWORD_PROOFS_PER_ADDRESS = 4
+    limits.PASSWORD_PROOF_WINDOW_SECONDS = 600
+    return limits
+
+
+def test_right_passwords_are_limited_per_username_before_they_are_hashed(api, signup, proofs, monkeypatch):
+    """Each right password costs an Argon2 hash: past the proofs per username,
+    429 before hashing, whatever the route (a login, the password asked again);
+    a stranger's wrong guesses do not use them up."""
+    token = signup("alice")["token"]
+    holder = APIClient()
+    holder.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    for i in range(2):  # wrong guesses from strangers: failures, given back as proofs
+        assert _login(api, REMOTE_ADDR=f"198.51.100.{i}").status_code == 401
+    assert _login(api, password=PASSWORD, REMOTE_ADDR="192.0.2.1").status_code == 201
+    confirm = {"password": PASSWORD}
+    assert (
+        holder.post("/api/v1/account/recovery-codes", confirm, format="json", REMOTE_ADDR="192.0.2.1").status_code
+        == 200
+    )
+    assert _login(api, password=PASSWORD, REMOTE_ADDR="192.0.2.2").status_code == 201
+    hashed = []
+    real = Argon2PasswordHasher.verify
+
+    def counted(self, password, encoded):
+        hashed.append(1)
+        return real(self, password, encoded)
+
+    monkeypatch.setattr(Argon2PasswordHasher, "verify", counted)
+    retry = _assert_throttled(_login(api, password=PASSWORD, REMOTE_ADDR="192.0.2.3"))
+    refused = holder.post("/api/v1/account/recovery-codes", confirm, format="json", REMOTE_ADDR="192.0.2.4")
+    _assert_throttled(refused)
+    assert not hashed  # refused before the hash
+    assert "password checks" in refused.json()["error"]["message"]
+    # Another account is not held up; the window's end lets the holder in again.
+    signup("bob")
+    assert _login(api, username="bob", password=PASSWORD, REMOTE_ADDR="192.0.2.5").status_code == 201
+    with time_machine.travel(datetime.now(UTC) + timedelta(seconds=retry + 1)):
+        assert _login(api, password=PASSWORD, REMOTE_ADDR="192.0.2.6").status_code == 201
+
+
+def test_right_passwords_are_limited_per_address(api, signup, proofs):
+    """Many accounts of one client (IPv6: its /64) share the address's proofs."""
+    for name in ("alice", "bob", "carol"):
+        signup(name)
+    answers = [
+        _login(api, username=name, password=PASSWORD, REMOTE_ADDR=f"2001:db8:7:7::{i + 1}").status_code
+        for i, name in enumerate(("alice", "bob", "carol", "alice"))
+    ]
+    assert answers == [201, 201, 201, 201]
+    _assert_throttled(_login(api, username="bob", password=PASSWORD, REMOTE_ADDR="2001:db8:7:7::99"))
+    assert _login(api, username="bob", password=PASSWORD, REMOTE_ADDR="2001:db8:7:8::1").status_code == 201
+
+
+def test_no_proof_limit_when_it_is_zero(api, signup, proofs):
+    proofs.PASSWORD_PROOFS_PER_USERNAME = 0
+    proofs.PASSWORD_PROOFS_PER_ADDRESS = 0
+    signup("alice")
+    assert [_login(api, password=PASSWORD).status_code for _ in range(6)] == [201] * 6
