@@ -675,6 +675,10 @@ if WEBHOOK_ALLOW_PRIVATE_TARGETS and not DEBUG:
 # (Name lookups wait on the system resolver, which has timeouts of its own.)
 WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
 WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT = env.int("WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT", default=10)
+# Deliveries an account asks for by hand (pings, redeliveries) in a window: each is up to
+# six attempts of a worker, each up to WEBHOOK_TIMEOUT_SECONDS. More answer 429; 0: no limit.
+WEBHOOK_MANUAL_PER_ACCOUNT = env.int("WEBHOOK_MANUAL_PER_ACCOUNT", default=30)
+WEBHOOK_MANUAL_WINDOW_SECONDS = env.int("WEBHOOK_MANUAL_WINDOW_SECONDS", default=3600)
 
 
 def _duration(name: str, default: str) -> timedelta:

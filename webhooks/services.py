@@ -34,8 +34,9 @@ from django.utils import timezone
 
 from core.audit import AuditAction, audit_record
 from core.db import locked_or_404
-from core.errors import Conflict, DomainError, NotFound
+from core.errors import Conflict, DomainError, NotFound, Throttled
 from core.tasks import task_queue_on_commit
+from core.throttle import rate_hit
 from webhooks import transport
 from webhooks.failures import Failure
 from webhooks.models import (
@@ -261,9 +262,29 @@ def _endpoint_must_be_active(endpoint: WebhookEndpoint) -> None:
         raise Conflict("webhook_inactive", "This endpoint is switched off; switch it on first.")
 
 
+def _manual_delivery_counted(*, account: Any) -> None:
+    """Count a delivery the account asks for by hand (a ping, a redelivery):
+    each takes a worker for up to MAX_ATTEMPTS attempts of up to
+    WEBHOOK_TIMEOUT_SECONDS, on the queue payments are watched from. Past
+    WEBHOOK_MANUAL_PER_ACCOUNT in the window, 429 `throttled` with Retry-After."""
+    limit = settings.WEBHOOK_MANUAL_PER_ACCOUNT
+    if not limit:
+        return
+    wait = rate_hit(
+        scope="webhook-manual",
+        ident=str(account.pk),
+        limit=limit,
+        window_seconds=settings.WEBHOOK_MANUAL_WINDOW_SECONDS,
+    )
+    if wait:
+        raise Throttled(retry_after=wait, message="Too many pings and redeliveries from this account.")
+
+
 def endpoint_ping(*, account: Any, endpoint_id: int) -> WebhookDelivery:
     """A `ping` event to this endpoint alone, subscribed or not; the attempt
-    is queued on commit and retried like any other delivery."""
+    is queued on commit and retried like any other delivery. Counted by
+    _manual_delivery_counted."""
+    _manual_delivery_counted(account=account)
     with transaction.atomic():
         endpoint = _endpoint_locked(account=account, endpoint_id=endpoint_id)
         _endpoint_must_be_active(endpoint)
@@ -280,7 +301,9 @@ def endpoint_ping(*, account: Any, endpoint_id: int) -> WebhookDelivery:
 def delivery_redeliver(*, account: Any, endpoint_id: int, delivery_id: int) -> WebhookDelivery:
     """One more attempt now, whatever the delivery's state. It counts as an
     attempt: when it fails, retries follow the schedule while the delivery
-    has had fewer than MAX_ATTEMPTS attempts, and it is `failed` after that."""
+    has had fewer than MAX_ATTEMPTS attempts, and it is `failed` after that.
+    Counted by _manual_delivery_counted."""
+    _manual_delivery_counted(account=account)
     with transaction.atomic():
         endpoint = WebhookEndpoint.objects.filter(account=account, pk=endpoint_id).first()
         if endpoint is None:

@@ -34,6 +34,10 @@ _E400_URL = error_doc(
     "link-local, multicast, reserved or unspecified address), `invalid_events` or `invalid`."
 )
 _E409_INACTIVE = error_doc("`webhook_inactive`: the endpoint is switched off.")
+_E429_MANUAL = error_doc(
+    "`throttled`: more pings and redeliveries than WEBHOOK_MANUAL_PER_ACCOUNT from this account in the window "
+    "(`details.retry_after_seconds`, and `Retry-After`)."
+)
 _ENDPOINT_ID = OpenApiParameter("endpoint_id", int, OpenApiParameter.PATH)
 _DELIVERY_ID = OpenApiParameter("delivery_id", int, OpenApiParameter.PATH)
 
@@ -167,7 +171,7 @@ class WebhookPingView(ApiView):
         description="Queued at once; the answer is the delivery as it stands (look it up again for the outcome).",
         parameters=[_ENDPOINT_ID],
         request=None,
-        responses={202: WebhookDeliveryOutput, 401: E401, 404: _E404, 409: _E409_INACTIVE},
+        responses={202: WebhookDeliveryOutput, 401: E401, 404: _E404, 409: _E409_INACTIVE, 429: _E429_MANUAL},
     )
     def post(self, request, endpoint_id: int):
         delivery = services.endpoint_ping(account=request.user, endpoint_id=endpoint_id)
@@ -219,7 +223,13 @@ class WebhookRedeliverView(ApiView):
         ),
         parameters=[_ENDPOINT_ID, _DELIVERY_ID],
         request=None,
-        responses={202: WebhookDeliveryOutput, 401: E401, 404: _E404_DELIVERY, 409: _E409_INACTIVE},
+        responses={
+            202: WebhookDeliveryOutput,
+            401: E401,
+            404: _E404_DELIVERY,
+            409: _E409_INACTIVE,
+            429: _E429_MANUAL,
+        },
     )
     def post(self, request, endpoint_id: int, delivery_id: int):
         services.delivery_redeliver(account=request.user, endpoint_id=endpoint_id, delivery_id=delivery_id)

@@ -334,6 +334,28 @@ def test_a_switched_off_endpoint_refuses_ping_and_redeliver(customer, customer_a
     assert delivery.attempts == 0
 
 
+def test_pings_and_redeliveries_are_limited_per_account(customer, customer_api, local_endpoint, settings):
+    """Each takes a worker for up to six attempts: past WEBHOOK_MANUAL_PER_ACCOUNT
+    in the window, 429 with Retry-After, and nothing is written or queued."""
+    settings.WEBHOOK_MANUAL_PER_ACCOUNT = 2
+    delivery = webhooks.event_emit(account=customer, type="invoice.settled", data={}).deliveries.get()
+    ping = f"/api/v1/webhooks/{local_endpoint['id']}/ping"
+    redeliver = f"/api/v1/webhooks/{local_endpoint['id']}/deliveries/{delivery.pk}/redeliver"
+    assert customer_api.post(ping).status_code == 202
+    assert customer_api.post(redeliver).status_code == 202
+    deliveries = WebhookDelivery.objects.count()
+    for path in (ping, redeliver):
+        refused = customer_api.post(path)
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == "throttled"
+        wait = refused.json()["error"]["details"]["retry_after_seconds"]
+        assert refused["Retry-After"] == str(wait) and 1 <= wait <= settings.WEBHOOK_MANUAL_WINDOW_SECONDS
+    assert WebhookDelivery.objects.count() == deliveries
+    # Events the system emits are not counted.
+    assert webhooks.event_emit(account=customer, type="invoice.settled", data={}).deliveries.count() == 1
+    settings.WEBHOOK_MANUAL_PER_ACCOUNT = 0
+    assert customer_api.post(ping).status_code == 202
+
+
 # =============================================================================
 # SSRF refusals when a URL is registered (the allow setting off)
 # =============================================================================
