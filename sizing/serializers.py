@@ -8,6 +8,7 @@ The answers' shapes, and what builds them, are in sizing/payloads.py.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
@@ -26,6 +27,9 @@ from .selectors import architecture_get
 from .weights import FORMAT_ALIASES, FORMATS
 
 MAX_CONTEXT = 10_000_000
+# A config.json as published takes a few KiB (the largest known, with a list per layer, some 20);
+# what is larger is refused before it is read (an order's whole workload has the same bound).
+ARCHITECTURE_MAX_BYTES = 64 * 1024
 MAX_CONCURRENCY = 100_000
 MAX_GPUS = 64
 MAX_GPUS_PER_INSTANCE = max(ALLOWED_COUNTS)
@@ -45,7 +49,9 @@ def max_utilization() -> Decimal:
 class WorkloadInput(serializers.Serializer):
     model = serializers.CharField(required=False, max_length=64, help_text="A slug from GET /sizing/models.")
     architecture = serializers.JSONField(
-        required=False, help_text="The contents of a Hugging Face config.json, instead of `model`."
+        required=False,
+        help_text="The contents of a Hugging Face config.json, instead of `model`; at most 64 KiB "
+        "(`workload_too_large`).",
     )
     params_b = serializers.DecimalField(
         required=False,
@@ -108,6 +114,20 @@ class WorkloadInput(serializers.Serializer):
         max_value=Decimal(1000),
         help_text="Runtime overhead per GPU, GB (default: the SIZING_OVERHEAD_GB setting, 2).",
     )
+
+    def validate_architecture(self, value: Any) -> Any:
+        try:
+            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+        except (ValueError, RecursionError):  # not JSON a client could send; refused as too large
+            size = ARCHITECTURE_MAX_BYTES + 1
+        if size > ARCHITECTURE_MAX_BYTES:
+            raise DomainError(
+                "workload_too_large",
+                f"The config.json takes {size:,} bytes; at most {ARCHITECTURE_MAX_BYTES:,}. Send it as it is "
+                "published, or a `model` slug.",
+                details={"workload_bytes": size, "max_workload_bytes": ARCHITECTURE_MAX_BYTES},
+            )
+        return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         has_model, has_arch = "model" in attrs, "architecture" in attrs

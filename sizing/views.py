@@ -36,10 +36,10 @@ class CheckView(PublicView):
         summary="Does this configuration hold the model? (fits=false is a report, answered 200)",
     )
     def post(self, request):
+        _new_sizing_counted(request)  # before the body is read: reading a large one costs too
         data = serializers.CheckInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        _new_sizing_counted(request)
         result = services.sizing_check(
             request=v["workload"], gpu=gpu_get(slug=v["gpu"]), gpu_count=v["gpu_count"], term=v["term"], solve=True
         )
@@ -78,6 +78,9 @@ class RecommendView(PublicView):
     )
     def post(self, request):
         def validated() -> dict:
+            # A body no worker has kept: counted before it is read (reading a
+            # large one costs too), once for its validation and its sizing.
+            _new_sizing_counted(request)
             data = serializers.RecommendInput(data=request.data)
             data.is_valid(raise_exception=True)
             return data.validated_data
@@ -95,7 +98,6 @@ class RecommendView(PublicView):
             rows = stock(region=region, catalog_now=catalog_now)
 
         def answer() -> bytes:
-            _new_sizing_counted(request)
             rec = services.sizing_recommend(
                 request=v["workload"],
                 region=region,
@@ -141,10 +143,10 @@ class CompareView(PublicView):
         summary="The buyer's table: 2-5 candidates by cost per accepted output token under a latency target",
     )
     def post(self, request):
+        _new_sizing_counted(request)  # before the body is read: reading a large one costs too
         data = serializers.CompareInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        _new_sizing_counted(request)
         api_price = None
         if "api_usd_per_million_input" in v or "api_usd_per_million_output" in v:
             api_price = compare.ApiPrice(

@@ -455,12 +455,28 @@ def test_checks_and_comparisons_count_as_new_sizings(api, settings):
     assert post("check", same_check).status_code == 429
     fresh = workload | {"concurrency": 5, "profile": "guide"}
     assert api.post("/api/v1/sizing/recommend", fresh, format="json", REMOTE_ADDR="198.51.100.20").status_code == 429
-    # Another address has its own count; a body that does not validate is not counted.
+    # Another address has its own count. A body is counted before it is read (reading a
+    # large one costs too): refused ones count, and past the limit none is read.
     assert post("check", same_check, address="198.51.100.21").status_code == 200
-    assert post("check", {"gpu": "h100-sxm"}, address="198.51.100.22").status_code == 400
-    assert post("check", {"gpu": "h100-sxm"}, address="198.51.100.22").status_code == 400
-    assert post("check", {"gpu": "h100-sxm"}, address="198.51.100.22").status_code == 400
-    assert post("check", same_check, address="198.51.100.22").status_code == 200
+    assert [post("check", {"gpu": "h100-sxm"}, address="198.51.100.22").status_code for _ in range(4)] == [
+        400,
+        400,
+        400,
+        429,
+    ]
+    assert post("compare", {"candidates": "not a list"}, address="198.51.100.22").status_code == 429
+
+
+def test_a_config_json_larger_than_64_kib_is_refused(api):
+    """A published config.json takes a few KiB: a larger one is refused before it is sized."""
+    config = hf_config("llama-2-13b") | {"padding": ["x" * 100] * 700}
+    body = {"architecture": config, "precision": "bf16", "context": 4096, "concurrency": 1}
+    for path, extra in (("check", {"gpu": "h100-sxm", "gpu_count": 1}), ("recommend", {})):
+        refused = api.post(f"/api/v1/sizing/{path}", body | extra, format="json")
+        assert refused.status_code == 400, refused.json()
+        error = refused.json()["error"]
+        assert error["code"] == "workload_too_large" and error["details"]["max_workload_bytes"] == 65536
+        assert error["details"]["workload_bytes"] > 65536
 
 
 def test_no_limit_on_new_recommendations_when_it_is_zero(api, settings):
