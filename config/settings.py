@@ -483,6 +483,14 @@ if not 1 <= UNPAID_HOLD_SHARE_PCT <= 100:
 # for that card before keeps it. 0 (either) turns this off.
 UNPAID_HOLD_FLOOR_MISSES = env.int("UNPAID_HOLD_FLOOR_MISSES", default=2)
 UNPAID_HOLD_FLOOR_COOLDOWN_HOURS = env.int("UNPAID_HOLD_FLOOR_COOLDOWN_HOURS", default=24)
+# Every order leaves a deposit address watched for a month, paid or not: once this many
+# orders of an account, or of a client address, closed unpaid (cancelled or expired)
+# within UNPAID_LAPSE_WINDOW_HOURS, its next order is refused (429 throttled) until the
+# oldest leaves the window. 0 turns it off.
+UNPAID_LAPSES_MAX = env.int("UNPAID_LAPSES_MAX", default=10)
+UNPAID_LAPSE_WINDOW_HOURS = env.int("UNPAID_LAPSE_WINDOW_HOURS", default=1)
+if UNPAID_LAPSE_WINDOW_HOURS < 1:
+    raise ImproperlyConfigured("UNPAID_LAPSE_WINDOW_HOURS is 1 or more.")
 
 # --- Sizing -------------------------------------------------------------------
 

@@ -75,8 +75,9 @@ class OrderListView(APIView):
             ),
             422: error_doc("`idempotency_key_reused`: the same key with another body."),
             429: error_doc(
-                "`throttled`: an order with a `workload` past SIZING_NEW_PER_ADDRESS new sizings from this address "
-                "in the window (`details.retry_after_seconds`, and `Retry-After`)."
+                "`throttled` (`details.retry_after_seconds`, and `Retry-After`): UNPAID_LAPSES_MAX orders of the "
+                "account or of its address closed unpaid within the window, or an order with a `workload` past "
+                "SIZING_NEW_PER_ADDRESS new sizings from this address."
             ),
         },
         parameters=[IDEMPOTENCY_HEADER],

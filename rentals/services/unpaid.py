@@ -26,7 +26,12 @@ it for free. So, counting the orders awaiting payment:
   for free over and over, by one account or by fresh accounts from one address
   (409 `hold_share_exceeded`, with `floor_available_at`); a customer whose
   order lapsed may order it again. An account that has paid for an order of
-  that card before keeps the allowance.
+  that card before keeps the allowance;
+- once UNPAID_LAPSES_MAX orders of an account, or of an address, closed unpaid
+  (cancelled or expired) within UNPAID_LAPSE_WINDOW_HOURS, its next order is
+  refused (429 `throttled`) until the oldest leaves the window: every order
+  leaves a deposit address watched for a month, and the caps above count only
+  what is held now.
 
 The refusals' details carry the numbers. The client address comes from
 core.throttle.client_address (REMOTE_ADDR, or the entry of X-Forwarded-For the
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -50,7 +56,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from catalog.models import Host, Slot, SlotStatus
-from core.errors import Conflict
+from core.errors import Conflict, Throttled
 from core.throttle import UNKNOWN_ADDRESS, address_bucket
 from rentals.models import Order, OrderStatus
 
@@ -88,6 +94,8 @@ class Held:
     address_here: int  # the address's GPUs of this card in this region
     paid_history: bool
     stock: int  # the card's GPUs in the region that are free or held unpaid (active hosts)
+    account_lapsed: int = 0  # the account's orders closed unpaid since `lapsed_since`
+    address_lapsed: int = 0  # the address's
 
 
 def _held(
@@ -98,6 +106,7 @@ def _held(
     network: str = "",
     region_id: int | None = None,
     gpu_id: int | None = None,
+    lapsed_since: datetime | None = None,
 ) -> Held:
     """What the account and the address `network` hold unpaid, in all and of
     one card in one region, and that card's stock there.
@@ -109,7 +118,9 @@ def _held(
     wait on each other crosswise. Two statements, not one: a statement that
     waited for a lock reads the orders as they were when it began, and would
     miss the order of the transaction it waited for.
-    `besides`: an order not to count (the one being placed)."""
+    `besides`: an order not to count (the one being placed). `lapsed_since`:
+    also count the orders of the account and of the address that closed
+    unpaid (cancelled or expired) since then."""
     q = connection.ops.quote_name
     accounts, orders = q(Account._meta.db_table), q(Order._meta.db_table)
     hosts, slots = q(Host._meta.db_table), q(Slot._meta.db_table)
@@ -140,7 +151,9 @@ def _held(
             f"(SELECT COALESCE(SUM(h.free_slots), 0) FROM {hosts} h "
             "WHERE h.region_id = %s AND h.gpu_id = %s AND h.is_active) + "
             f"(SELECT COUNT(*) FROM {slots} s JOIN {hosts} h ON h.id = s.host_id "
-            "WHERE h.region_id = %s AND h.gpu_id = %s AND h.is_active AND s.status = %s) "
+            "WHERE h.region_id = %s AND h.gpu_id = %s AND h.is_active AND s.status = %s), "
+            f"(SELECT COUNT(*) FROM {orders} WHERE account_id = %s AND status IN (%s, %s) AND closed_at >= %s), "
+            f"(SELECT COUNT(*) FROM {orders} WHERE client_network = %s AND status IN (%s, %s) AND closed_at >= %s) "
             f"FROM {orders} o WHERE o.status = %s AND o.id <> %s AND (o.account_id = %s OR o.client_network = %s)",
             [
                 account.pk,
@@ -161,6 +174,14 @@ def _held(
                 region_id,
                 gpu_id,
                 SlotStatus.RESERVED,
+                account.pk,
+                OrderStatus.CANCELLED,
+                OrderStatus.EXPIRED,
+                lapsed_since,  # NULL: nothing is since it
+                network_param,
+                OrderStatus.CANCELLED,
+                OrderStatus.EXPIRED,
+                lapsed_since,
                 OrderStatus.AWAITING_PAYMENT,
                 besides or 0,
                 account.pk,
@@ -180,6 +201,8 @@ def _held(
         address_here=address_here,
         paid_history=bool(row[6]),
         stock=int(row[7] or 0),
+        account_lapsed=int(row[8] or 0),
+        address_lapsed=int(row[9] or 0),
     )
 
 
@@ -240,7 +263,12 @@ def unpaid_limit_check(
     held to its end. `placing`: the order being placed, when it is already
     written (it is not counted twice); a caller that checks late holds the
     locks for less of its transaction. Without `region` and `gpu` the share is
-    not checked; without `network`, nothing per address."""
+    not checked; without `network`, nothing per address. Past UNPAID_LAPSES_MAX
+    orders of the account or the address closed unpaid in the window, 429
+    `throttled` (_lapses_check)."""
+    lapses_max: int = settings.UNPAID_LAPSES_MAX
+    window = timedelta(hours=settings.UNPAID_LAPSE_WINDOW_HOURS)
+    now = timezone.now()
     held = _held(
         account=account,
         lock=True,
@@ -248,7 +276,10 @@ def unpaid_limit_check(
         network=network,
         region_id=getattr(region, "pk", None),
         gpu_id=getattr(gpu, "pk", None),
+        lapsed_since=now - window if lapses_max > 0 else None,
     )
+    if lapses_max > 0:
+        _lapses_check(held=held, account=account, network=network, lapses_max=lapses_max, window=window, now=now)
     max_orders, max_gpus = _caps(held.paid_history)
     caps = {"max_unpaid_orders": max_orders, "max_unpaid_gpus": max_gpus, "paid_history": held.paid_history}
     what = _over(held.account_orders, held.account_gpus, gpu_count, max_orders, max_gpus)
@@ -323,6 +354,37 @@ def unpaid_limit_check(
                 **details,
                 "floor_available_at": available_at.isoformat().replace("+00:00", "Z"),
             },
+        )
+
+
+def _lapses_check(
+    *, held: Held, account: Account, network: str, lapses_max: int, window: timedelta, now: datetime
+) -> None:
+    """Every order leaves a deposit address watched for a month, whether paid or
+    not, and the caps above count only what is held now: an account (or an
+    address) that cancels what it orders could place orders without end. Once
+    `lapses_max` of its orders closed unpaid (cancelled or expired) within
+    `window`, the next is refused with 429 `throttled` until the oldest of them
+    leaves the window."""
+    holders = [("account", held.account_lapsed, Q(account=account))]
+    if network:
+        holders.append(("address", held.address_lapsed, Q(client_network=network)))
+    for holder, lapsed, where in holders:
+        if lapsed < lapses_max:
+            continue
+        closes = list(
+            Order.objects.filter(
+                where, status__in=(OrderStatus.CANCELLED, OrderStatus.EXPIRED), closed_at__gte=now - window
+            )
+            .order_by("-closed_at")
+            .values_list("closed_at", flat=True)[:lapses_max]
+        )
+        oldest = closes[-1] if closes and closes[-1] is not None else now
+        hours = settings.UNPAID_LAPSE_WINDOW_HOURS
+        raise Throttled(
+            retry_after=max(1, math.ceil((oldest + window - now).total_seconds())),
+            message=f"{lapsed} orders from this {holder} closed unpaid (cancelled or expired) within "
+            f"{hours} hour{'s' if hours != 1 else ''}: pay for an order, or wait.",
         )
 
 

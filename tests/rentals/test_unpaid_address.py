@@ -378,3 +378,41 @@ def test_a_paid_order_of_another_card_or_an_order_cancelled_at_once_changes_noth
     _close_unpaid(again.json()["id"], timezone.now())  # this one lapsed
     refused = customer.order("203.0.113.80", region="PDX-1", gpu="b200")
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "hold_share_exceeded"
+
+
+def test_orders_closed_unpaid_are_limited_per_account_and_per_address(chains, catalog, caps, make_customer):
+    """Each order leaves a deposit address watched for a month: an account, or an
+    address, whose UNPAID_LAPSES_MAX orders closed unpaid (cancelled or expired)
+    within the window has its next order refused, 429 with Retry-After, until the
+    oldest of them leaves the window; its other limits are untouched."""
+    from datetime import UTC, datetime, timedelta
+
+    import time_machine
+
+    caps.UNPAID_LAPSES_MAX = 2
+    caps.UNPAID_LAPSE_WINDOW_HOURS = 1
+    start = datetime.now(UTC)
+    one, two = make_customer(), make_customer()
+    with time_machine.travel(start, tick=False):
+        first = one.order(ATTACKER, gpu_count=1)
+        assert one.api.post(f"/api/v1/orders/{first.json()['id']}/cancel").status_code == 200
+    with time_machine.travel(start + timedelta(minutes=20), tick=False):
+        second = one.order(ATTACKER, gpu_count=1)
+        Order.objects.filter(pk=second.json()["id"]).update(
+            status=OrderStatus.EXPIRED, closed_at=start + timedelta(minutes=20)
+        )
+        refused = one.order("192.0.2.50", gpu_count=1)  # the account's, from any address
+        assert refused.status_code == 429, refused.json()
+        error = refused.json()["error"]
+        assert error["code"] == "throttled" and "closed unpaid" in error["message"]
+        assert refused["Retry-After"] == str(error["details"]["retry_after_seconds"]) == str(40 * 60)
+        # The address's: another account from it is refused too; from elsewhere it orders.
+        assert two.order(ATTACKER, gpu_count=1).status_code == 429
+        elsewhere = two.order("192.0.2.51", gpu_count=1)
+        assert elsewhere.status_code == 201, elsewhere.json()
+    # Once the oldest lapse leaves the window, one more order may be placed.
+    with time_machine.travel(start + timedelta(minutes=61), tick=False):
+        assert one.order("192.0.2.50", gpu_count=1).status_code == 201
+    caps.UNPAID_LAPSES_MAX = 0
+    with time_machine.travel(start + timedelta(minutes=62), tick=False):
+        assert two.order(ATTACKER, gpu_count=1).status_code == 201
