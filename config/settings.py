@@ -680,8 +680,10 @@ WEBHOOK_ALLOW_PRIVATE_TARGETS = env.bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", defaul
 if WEBHOOK_ALLOW_PRIVATE_TARGETS and not DEBUG:
     raise ImproperlyConfigured("WEBHOOK_ALLOW_PRIVATE_TARGETS is for local runs and tests: it needs DEBUG=1.")
 # One delivery attempt, all in: connect, TLS, sending, the response's status line.
-# (Name lookups wait on the system resolver, which has timeouts of its own.)
 WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+# The most a webhook URL's name lookup may take (when it is registered, and at each
+# attempt, before WEBHOOK_TIMEOUT_SECONDS starts): past it, unresolvable_host.
+WEBHOOK_RESOLVE_TIMEOUT_SECONDS = env.float("WEBHOOK_RESOLVE_TIMEOUT_SECONDS", default=3.0)
 WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT = env.int("WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT", default=10)
 # Deliveries an account asks for by hand (pings, redeliveries) in a window: each is up to
 # six attempts of a worker, each up to WEBHOOK_TIMEOUT_SECONDS. More answer 429; 0: no limit.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import unicodedata
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import httpx
@@ -115,13 +116,30 @@ def _invalid_url(message: str, reason: str) -> DomainError:
     return DomainError("invalid_url", message, details={"reason": reason})
 
 
+# Name lookups run on threads of their own, so a lookup that hangs (a nameserver that
+# never answers) costs the web request or the delivery WEBHOOK_RESOLVE_TIMEOUT_SECONDS,
+# not the system resolver's own timeouts (glibc: 5 s a try, 2 tries a nameserver); the
+# lookup itself runs on and its answer is dropped. Four at once per process; more wait
+# their turn within the same time limit.
+_LOOKUPS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="webhook-dns")
+
+
 def _resolve(host: str, port: int) -> tuple[IpAddress, ...]:
     try:
         return (ipaddress.ip_address(host),)
     except ValueError:
         pass
+    lookup = _LOOKUPS.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    timeout = settings.WEBHOOK_RESOLVE_TIMEOUT_SECONDS
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        infos = lookup.result(timeout=timeout)
+    except TimeoutError:
+        lookup.cancel()  # if it has not started yet
+        raise DomainError(
+            "unresolvable_host",
+            f"The name {host} did not resolve within {timeout:g} seconds.",
+            details={"host": host, "reason": "timeout"},
+        ) from None
     except (OSError, UnicodeError) as exc:
         raise DomainError("unresolvable_host", f"The name {host} does not resolve.", details={"host": host}) from exc
     addresses: list[IpAddress] = []

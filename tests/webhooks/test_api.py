@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
 
 import pytest
 from drf_spectacular.generators import SchemaGenerator
@@ -415,6 +416,33 @@ def test_a_name_that_resolves_to_public_addresses_is_accepted(customer_api, dns)
     dns.set("hooks.example.com", "93.184.215.14", "2606:4700::1111")
     resp = create(customer_api, url="https://hooks.example.com/grh")
     assert resp.status_code == 201, resp.json()
+
+
+def test_a_name_whose_lookup_hangs_is_refused_within_the_resolve_timeout(customer_api, monkeypatch, settings):
+    """A nameserver that never answers holds the request WEBHOOK_RESOLVE_TIMEOUT_SECONDS,
+    not the system resolver's timeouts: the lookup here answers only when the test ends."""
+    settings.WEBHOOK_RESOLVE_TIMEOUT_SECONDS = 0.2
+    released = threading.Event()
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host == "slow.example.com":
+            released.wait(30)
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", int(port or 0)))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    try:
+        resp = create(customer_api, url="https://slow.example.com/grh")
+        assert resp.status_code == 400, resp.json()
+        error = resp.json()["error"]
+        assert error["code"] == "unresolvable_host" and error["details"] == {
+            "host": "slow.example.com",
+            "reason": "timeout",
+        }
+        assert not released.is_set() and not WebhookEndpoint.objects.exists()
+    finally:
+        released.set()
 
 
 def test_an_update_is_checked_too(customer_api, endpoint):
