@@ -427,3 +427,14 @@ def test_metrics_are_served_only_to_the_addresses_nginx_allows(stack):
     assert refused.json()["error"]["code"] == "forbidden"
     # The rest of the site answers that address as before.
     assert request(stack, "/api/v1/catalog/gpus", source="127.0.0.2").upstream
+
+
+def test_readiness_is_served_only_to_the_addresses_nginx_allows(stack):
+    """/readyz (docs/operations.md#health) checks the database and opens a broker
+    connection on every call: passed on from loopback (the allow list), refused by
+    nginx itself, in the error shape, from any other address; /healthz stays open."""
+    allowed = request(stack, "/readyz")
+    assert allowed.upstream and allowed.status == 200 and allowed.json()["path"] == "/readyz"
+    refused = request(stack, "/readyz", source="127.0.0.2")
+    assert not refused.upstream and refused.status == 403
+    assert refused.json()["error"]["code"] == "forbidden"
