@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import io
+from functools import lru_cache
 
 import segno
 
 
+# A payment request's URI never changes, and drawing its code takes some 16 ms of CPU: the
+# pages that poll for it, and a client asking again and again, get the one drawn before.
+# 256 documents of a few KiB each per process.
+@lru_cache(maxsize=256)
 def qr_svg(text: str, *, scale: int = 4, sized: bool = True) -> str:
     """A standalone SVG document with `text` as a QR code.
 

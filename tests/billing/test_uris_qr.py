@@ -43,3 +43,12 @@ def test_short_text_still_gets_a_full_qr_code():
 def test_nothing_to_encode():
     with pytest.raises(ValueError):
         qr_svg("")
+
+
+def test_a_code_drawn_once_is_kept():
+    """Drawing takes some 16 ms of CPU; a payment request's URI never changes."""
+    text = "litecoin:ltc1qkept?amount=0.5"
+    first = qr_svg(text, sized=False)
+    hits = qr_svg.cache_info().hits
+    assert qr_svg(text, sized=False) is first and qr_svg.cache_info().hits == hits + 1
+    assert qr_svg(text) != first  # sized: another document, drawn for itself
