@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from catalog.models import TERM_HOURS
+from catalog.selectors import catalog_current, catalog_memo
 from core.audit import AuditAction, audit_record
 from core.db import locked_or_404
 from core.errors import Conflict, DomainError
@@ -96,8 +97,14 @@ def _card(order: Order) -> Card:
 def _plan(order: Order, rental: Rental | None) -> PlanContext:
     from sizing.benchmarks import benchmark_plan
 
-    workload = _workload(order)
-    plan = benchmark_plan(workload=workload, card=_card(order), gpu_count=order.gpu_count)
+    # Sized once per order, catalog version and what the order keeps of its workload
+    # (sizing it takes 8-13 ms of CPU, and a `read` token may ask as often as it likes).
+    kept = json.dumps([order.workload, order.sizing], sort_keys=True, default=str)
+    plan = catalog_memo(
+        catalog_current(),
+        ("benchmark-plan", order.pk, kept),
+        lambda: benchmark_plan(workload=_workload(order), card=_card(order), gpu_count=order.gpu_count),
+    )
     notes = []
     if not order.template_slug.startswith("vllm-"):
         notes.append(

@@ -239,3 +239,20 @@ def test_staff_see_measured_against_predicted_per_card_and_format(rental, custom
     assert listed.status_code == 200 and listed.context["cl"].result_count == 3
     one = admin_client.get(f"/admin/rentals/benchmarkrun/{runs.first().pk}/change/")
     assert one.status_code == 200 and "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8" in one.content.decode()
+
+
+def test_a_plan_is_sized_once_per_order(sized, customer_api, monkeypatch):
+    """Sizing it takes 8-13 ms of CPU: asked again, the plan is the one kept."""
+    import sizing.benchmarks
+
+    calls = []
+    real = sizing.benchmarks.benchmark_plan
+
+    def counted(**kwargs):
+        calls.append(1)
+        return real(**kwargs)
+
+    monkeypatch.setattr(sizing.benchmarks, "benchmark_plan", counted)
+    path = f"/api/v1/orders/{sized['id']}/benchmark-plan"
+    first = customer_api.get(path).json()
+    assert customer_api.get(path).json() == first and len(calls) == 1
