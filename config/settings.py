@@ -215,6 +215,11 @@ if XMR_NETWORK not in ("", "regtest") or (XMR_NETWORK and not DEBUG):
 # --- end of the broker and worker block ---
 
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+# Webhook deliveries on a queue of their own, consumed by their own workers
+# (deploy/systemd/gpurenthub-webhooks.service), so slow endpoints cannot hold the
+# workers that watch payments: webhooks/routing.py. Empty: one queue for everything.
+WEBHOOK_QUEUE = env.str("WEBHOOK_QUEUE", default="")
+CELERY_TASK_ROUTES = ["webhooks.routing.route"]
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

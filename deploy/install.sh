@@ -26,5 +26,5 @@ set -a; . /etc/gpurenthub/env; set +a
 sudo -u gpurenthub -E "$APP/.venv/bin/python" "$APP/manage.py" check --deploy
 sudo -u gpurenthub -E "$APP/.venv/bin/python" "$APP/manage.py" migrate --noinput
 sudo -u gpurenthub -E "$APP/.venv/bin/python" "$APP/manage.py" seed_catalog
-systemctl enable --now gpurenthub-web gpurenthub-worker gpurenthub-beat
+systemctl enable --now gpurenthub-web gpurenthub-worker gpurenthub-webhooks gpurenthub-beat
 echo "Installed. Create a staff account: sudo -u gpurenthub -E $APP/.venv/bin/python $APP/manage.py createsuperuser"

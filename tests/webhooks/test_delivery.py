@@ -732,3 +732,20 @@ def test_deleting_an_endpoint_waits_for_a_transaction_emitting_to_it(receiver, a
     assert not WebhookEndpoint.objects.exists()
     assert not WebhookDelivery.objects.exists()
     assert WebhookEvent.objects.filter(type="invoice.settled").count() == 1
+
+
+def test_deliveries_go_to_their_own_queue_when_one_is_named(settings):
+    """A slow endpoint holds a delivery worker for WEBHOOK_TIMEOUT_SECONDS a try: with
+    WEBHOOK_QUEUE set (deploy/env.example), deliveries are published there, for
+    gpurenthub-webhooks.service alone, and the chain watchers' jobs stay where they were."""
+    from config.celery import app
+
+    def queue_of(name):
+        return app.amqp.router.route({}, name)["queue"].name
+
+    settings.WEBHOOK_QUEUE = "webhooks"
+    assert queue_of("webhooks.delivery_attempt") == "webhooks"
+    assert queue_of("webhooks.deliveries_sweep") == "webhooks"
+    assert queue_of("billing.chain_scan") == app.conf.task_default_queue
+    settings.WEBHOOK_QUEUE = ""  # make run, the tests: one worker takes everything
+    assert queue_of("webhooks.delivery_attempt") == app.conf.task_default_queue
