@@ -13,7 +13,7 @@ link to it):
     grh-web1   .11   gunicorn (deploy/systemd/gpurenthub-web.service, deploy/gunicorn.conf.py)
     grh-web2   .12   the same
     grh-work1  .21   Celery worker (gpurenthub-worker.service) and beat (gpurenthub-beat.service)
-    grh-work2  .22   Celery worker
+    grh-work2  .22   Celery worker, and the webhook deliveries' (gpurenthub-webhooks.service)
     grh-db     .10   PostgreSQL (initdb in a temporary folder) and Redis
     grh-chain  .30   litecoind in regtest: the LTC sandbox chain
     grh-lan          the bridge every host's link plugs into
@@ -211,7 +211,7 @@ def unit_commands(unit: str, var: Path) -> list[list[str]]:
         key, _, value = line.partition("=")
         if key in ("ExecStartPre", "ExecStart"):
             value = value.replace("/opt/gpurenthub/.venv/bin/", f"{VENV_BIN}/").replace("/var/lib/gpurenthub", str(var))
-            command = shlex.split(value)
+            command = [part.replace("%%", "%") for part in shlex.split(value)]  # systemd's escape of %
             if command[0] == "python":  # WorkingDirectory's relative python is the venv's
                 command[0] = str(VENV_BIN / "python")
             commands.append(command)
@@ -478,10 +478,12 @@ class Cluster:
             unit_env = unit_environment("gpurenthub-web.service", self.tmp / f"run-{host}")
             self.proc(host, host, [*web[-1], *extra], env={**self.env, **unit_env})
         [worker] = unit_commands("gpurenthub-worker.service", self.var)
+        [webhooks] = unit_commands("gpurenthub-webhooks.service", self.var)
         [beat] = unit_commands("gpurenthub-beat.service", self.var)
         self.worker_command = worker
         self.proc("work1", "work1", worker)
         self.proc("work2", "work2", worker)
+        self.proc("webhooks", "work2", webhooks)  # deploy/env.example's WEBHOOK_QUEUE
         self.proc("beat", "work1", beat)
         self.proc("edge", "edge", self.edge_command, env=self.bare_env())
         self.wait(lambda: self.get("/healthz")[0] == 200, "edge -> web", 90)

@@ -24,6 +24,9 @@ def test_the_units_command_lines_run_from_the_checkout(tmp_path):
     assert gunicorn[0] == str(VENV_BIN / "gunicorn") and gunicorn[-2:] == ["-c", "deploy/gunicorn.conf.py"]
     [worker] = unit_commands("gpurenthub-worker.service", tmp_path)
     assert worker[:4] == [str(VENV_BIN / "celery"), "-A", "config", "worker"]
+    [webhooks] = unit_commands("gpurenthub-webhooks.service", tmp_path)
+    assert webhooks[:4] == worker[:4] and webhooks[webhooks.index("--queues") + 1] == "webhooks"
+    assert webhooks[webhooks.index("--hostname") + 1] == "webhooks@%h"  # systemd's %% is celery's %
     [beat] = unit_commands("gpurenthub-beat.service", tmp_path)
     assert beat[:4] == [str(VENV_BIN / "celery"), "-A", "config", "beat"]
     assert beat[beat.index("--schedule") + 1] == str(tmp_path / "celerybeat-schedule")
