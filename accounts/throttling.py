@@ -20,10 +20,13 @@ each one costs a password hash.
 Right passwords are limited too: checking one costs an Argon2 hash (100 MiB of
 memory, a quarter of a second of CPU), and an account's holder could otherwise
 ask for that without end (a new token, the password confirmed again). Each
-check is counted per username and per address (PASSWORD_PROOFS_PER_USERNAME,
-PASSWORD_PROOFS_PER_ADDRESS in PASSWORD_PROOF_WINDOW_SECONDS) before the hash,
-and given back when the password was wrong: failures have their own limits, and
-a stranger's guesses must not use up the holder's proofs.
+check is counted per address (PASSWORD_PROOFS_PER_ADDRESS) and, from an address
+the username has proved itself from before, per username
+(PASSWORD_PROOFS_PER_USERNAME), in PASSWORD_PROOF_WINDOW_SECONDS, before the
+hash; it is given back when the password was wrong: failures have their own
+limits, and a stranger's guesses must not use up the holder's proofs. A stranger
+(a new address) is never answered by the username's count, which only the
+holder can raise: that 429 would tell them the account exists.
 
 Settings: AUTH_FAILURES_PER_USERNAME, AUTH_FAILURES_PER_ADDRESS,
 AUTH_FAILURE_WINDOW_SECONDS, AUTH_KNOWN_ADDRESS_DAYS, PASSWORD_PROOFS_PER_USERNAME,
@@ -171,6 +174,13 @@ def auth_username_failure(*, username: str) -> None:
         raise AuthThrottled(retry_after=max(1, math.ceil(reset - now)))
 
 
+def auth_attempt_give_back(*, username: str, counted: list[str]) -> None:
+    """The secret was not checked after all (refused for another limit): give
+    back every count auth_attempt_begin took."""
+    for key in counted:
+        _uncount(key)
+
+
 def auth_attempt_succeeded(*, username: str, address: str, counted: list[str]) -> None:
     """The secret was right: forget the username's failures, give the
     address its count back (one good login must not reset a guesser's
@@ -199,17 +209,17 @@ def signup_attempt_count(*, address: str) -> None:
 
 
 def password_proof_begin(*, username: str, address: str) -> list[str]:
-    """Count a password about to be checked against the username's and the
-    address's proofs in the window, before it is hashed: AuthThrottled (giving
-    them back) past PASSWORD_PROOFS_PER_USERNAME or PASSWORD_PROOFS_PER_ADDRESS.
+    """Count a password about to be checked against the address's proofs in the
+    window and, from an address the username has proved itself from before
+    (address_known), the username's, before it is hashed: AuthThrottled (giving
+    them back) past PASSWORD_PROOFS_PER_ADDRESS or PASSWORD_PROOFS_PER_USERNAME.
     Returns the keys counted: pass them to `password_proof_give_back` when the
     password was wrong (or was not checked after all)."""
     window = settings.PASSWORD_PROOF_WINDOW_SECONDS
     now = time.time()
-    limits = [
-        (f"pwproof:u:{_digest(username.strip().lower())}", settings.PASSWORD_PROOFS_PER_USERNAME),
-        (f"pwproof:a:{_digest(address_bucket(address))}", settings.PASSWORD_PROOFS_PER_ADDRESS),
-    ]
+    limits = [(f"pwproof:a:{_digest(address_bucket(address))}", settings.PASSWORD_PROOFS_PER_ADDRESS)]
+    if address_known(username=username, address=address):
+        limits.append((f"pwproof:u:{_digest(username.strip().lower())}", settings.PASSWORD_PROOFS_PER_USERNAME))
     counted: list[str] = []
     waits: list[float] = []
     for key, limit in limits:

@@ -256,9 +256,10 @@ AUTH_FAILURE_WINDOW_SECONDS = env.int("AUTH_FAILURE_WINDOW_SECONDS", default=900
 # An address a username has logged in (or signed up) from is not held to the
 # per-username limit for this many days (so a stranger cannot lock the holder out).
 AUTH_KNOWN_ADDRESS_DAYS = env.int("AUTH_KNOWN_ADDRESS_DAYS", default=90)
-# Right passwords checked per username and per client address (IPv6: per /64) in a window:
-# each check is an Argon2 hash (100 MiB of memory, a quarter of a second of CPU), and only
-# wrong ones count against the failure limits above. 0 turns a limit off.
+# Right passwords checked per client address (IPv6: per /64) and, from an address the
+# username has proved itself from, per username, in a window: each check is an Argon2 hash
+# (100 MiB of memory, a quarter of a second of CPU), and only wrong ones count against the
+# failure limits above. 0 turns a limit off.
 PASSWORD_PROOFS_PER_USERNAME = env.int("PASSWORD_PROOFS_PER_USERNAME", default=20)
 PASSWORD_PROOFS_PER_ADDRESS = env.int("PASSWORD_PROOFS_PER_ADDRESS", default=60)
 PASSWORD_PROOF_WINDOW_SECONDS = env.int("PASSWORD_PROOF_WINDOW_SECONDS", default=900)

@@ -13,6 +13,7 @@ from accounts.models import Account
 from accounts.throttling import (
     AuthThrottled,
     auth_attempt_begin,
+    auth_attempt_give_back,
     auth_attempt_succeeded,
     password_proof_begin,
     password_proof_give_back,
@@ -43,16 +44,16 @@ def _password_matches(*, account: Account | None, password: str) -> bool:
 
 
 def _password_attempt(*, username: str, address: str) -> tuple[list[str], list[str]]:
-    """Count a password check before it is hashed: as a proof
-    (password_proof_begin) and as a possible failure (auth_attempt_begin); 429
-    past either limit. Returns (failures counted, proofs counted): a right
-    password gives the failures back (auth_attempt_succeeded), a wrong one the
-    proofs (password_proof_give_back)."""
-    proofs = password_proof_begin(username=username, address=address)
+    """Count a password check before it is hashed: as a possible failure
+    (auth_attempt_begin), then as a proof (password_proof_begin); 429 past
+    either limit. Returns (failures counted, proofs counted): a right password
+    gives the failures back (auth_attempt_succeeded), a wrong one the proofs
+    (password_proof_give_back)."""
+    counted = auth_attempt_begin(username=username, address=address)
     try:
-        counted = auth_attempt_begin(username=username, address=address)
+        proofs = password_proof_begin(username=username, address=address)
     except AuthThrottled:
-        password_proof_give_back(proofs)
+        auth_attempt_give_back(username=username, counted=counted)
         raise
     return counted, proofs
 

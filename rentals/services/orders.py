@@ -431,6 +431,7 @@ def order_requote_check(*, order_id: int, invoice_id: int) -> None:
             network=order.client_network,
             region=order.region,
             gpu=order.gpu,
+            lapses=False,  # no new order: the one that lapsed is being paid
         )
         reservation = catalog.slots_reserve(
             region=order.region, gpu=order.gpu, count=order.gpu_count, holder=order.holder

@@ -254,6 +254,7 @@ def unpaid_limit_check(
     network: str = "",
     region: Any = None,
     gpu: Any = None,
+    lapses: bool = True,
 ) -> None:
     """Refuse an order of `gpu_count` GPUs of `gpu` in `region` that would take
     the account or its client `network` (client_network()) over what it may
@@ -265,8 +266,9 @@ def unpaid_limit_check(
     locks for less of its transaction. Without `region` and `gpu` the share is
     not checked; without `network`, nothing per address. Past UNPAID_LAPSES_MAX
     orders of the account or the address closed unpaid in the window, 429
-    `throttled` (_lapses_check)."""
-    lapses_max: int = settings.UNPAID_LAPSES_MAX
+    `throttled` (_lapses_check), unless `lapses` is False: a re-quote of a
+    lapsed order places none."""
+    lapses_max: int = settings.UNPAID_LAPSES_MAX if lapses else 0
     window = timedelta(hours=settings.UNPAID_LAPSE_WINDOW_HOURS)
     now = timezone.now()
     held = _held(

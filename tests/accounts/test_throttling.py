@@ -269,21 +269,23 @@ def proofs(limits):
 
 
 def test_right_passwords_are_limited_per_username_before_they_are_hashed(api, signup, proofs, monkeypatch):
-    """Each right password costs an Argon2 hash: past the proofs per username,
-    429 before hashing, whatever the route (a login, the password asked again);
-    a stranger's wrong guesses do not use them up."""
+    """Each right password costs an Argon2 hash: from an address the holder has
+    proved itself from, past the proofs per username, 429 before hashing,
+    whatever the route (a login, the password asked again). A stranger's wrong
+    guesses do not use them up, and a stranger is never answered by that count
+    (it would tell them the account exists)."""
+    proofs.PASSWORD_PROOFS_PER_ADDRESS = 100
     token = signup("alice")["token"]
     holder = APIClient()
     holder.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    home = "192.0.2.1"
     for i in range(2):  # wrong guesses from strangers: failures, given back as proofs
         assert _login(api, REMOTE_ADDR=f"198.51.100.{i}").status_code == 401
-    assert _login(api, password=PASSWORD, REMOTE_ADDR="192.0.2.1").status_code == 201
+    assert _login(api, password=PASSWORD, REMOTE_ADDR=home).status_code == 201  # home is known from now on
     confirm = {"password": PASSWORD}
-    assert (
-        holder.post("/api/v1/account/recovery-codes", confirm, format="json", REMOTE_ADDR="192.0.2.1").status_code
-        == 200
-    )
-    assert _login(api, password=PASSWORD, REMOTE_ADDR="192.0.2.2").status_code == 201
+    assert holder.post("/api/v1/account/recovery-codes", confirm, format="json", REMOTE_ADDR=home).status_code == 200
+    assert _login(api, password=PASSWORD, REMOTE_ADDR=home).status_code == 201
+    assert _login(api, password=PASSWORD, REMOTE_ADDR=home).status_code == 201
     hashed = []
     real = Argon2PasswordHasher.verify
 
@@ -292,16 +294,19 @@ def test_right_passwords_are_limited_per_username_before_they_are_hashed(api, si
         return real(self, password, encoded)
 
     monkeypatch.setattr(Argon2PasswordHasher, "verify", counted)
-    retry = _assert_throttled(_login(api, password=PASSWORD, REMOTE_ADDR="192.0.2.3"))
-    refused = holder.post("/api/v1/account/recovery-codes", confirm, format="json", REMOTE_ADDR="192.0.2.4")
+    retry = _assert_throttled(_login(api, password=PASSWORD, REMOTE_ADDR=home))
+    refused = holder.post("/api/v1/account/recovery-codes", confirm, format="json", REMOTE_ADDR=home)
     _assert_throttled(refused)
     assert not hashed  # refused before the hash
     assert "password checks" in refused.json()["error"]["message"]
+    # A stranger guessing from a new address gets the answer any username gets.
+    assert _login(api, REMOTE_ADDR="203.0.113.9").status_code == 401
+    assert _login(api, username="nobody", REMOTE_ADDR="203.0.113.10").status_code == 401
     # Another account is not held up; the window's end lets the holder in again.
     signup("bob")
-    assert _login(api, username="bob", password=PASSWORD, REMOTE_ADDR="192.0.2.5").status_code == 201
+    assert _login(api, username="bob", password=PASSWORD, REMOTE_ADDR=home).status_code == 201
     with time_machine.travel(datetime.now(UTC) + timedelta(seconds=retry + 1)):
-        assert _login(api, password=PASSWORD, REMOTE_ADDR="192.0.2.6").status_code == 201
+        assert _login(api, password=PASSWORD, REMOTE_ADDR=home).status_code == 201
 
 
 def test_right_passwords_are_limited_per_address(api, signup, proofs):
