@@ -1,4 +1,4 @@
-"""Indexes added to tables that are written while the migration runs.
+"""Indexes added to (or dropped from) tables that are written while the migration runs.
 
 `AddIndexConcurrently` builds its index with `CREATE INDEX CONCURRENTLY` on
 PostgreSQL: orders and payments go on being written while it builds (a plain
@@ -18,8 +18,9 @@ the migration.
 from __future__ import annotations
 
 from django.contrib.postgres.operations import AddIndexConcurrently as PostgresAddIndexConcurrently
+from django.contrib.postgres.operations import RemoveIndexConcurrently as PostgresRemoveIndexConcurrently
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
-from django.db.migrations.operations import AddIndex
+from django.db.migrations.operations import AddIndex, RemoveIndex
 from django.db.migrations.state import ProjectState
 
 
@@ -59,5 +60,27 @@ class AddIndexConcurrently(PostgresAddIndexConcurrently):
     ) -> None:
         if schema_editor.connection.vendor != "postgresql":
             AddIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
+            return
+        super().database_backwards(app_label, schema_editor, from_state, to_state)
+
+
+class RemoveIndexConcurrently(PostgresRemoveIndexConcurrently):
+    """`DROP INDEX CONCURRENTLY IF EXISTS` on PostgreSQL (the table's writes go on
+    meanwhile; running it again finds nothing to drop), a plain removal elsewhere.
+    Its migration must say `atomic = False`."""
+
+    def database_forwards(
+        self, app_label: str, schema_editor: BaseDatabaseSchemaEditor, from_state: ProjectState, to_state: ProjectState
+    ) -> None:
+        if schema_editor.connection.vendor != "postgresql":
+            RemoveIndex.database_forwards(self, app_label, schema_editor, from_state, to_state)
+            return
+        super().database_forwards(app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(
+        self, app_label: str, schema_editor: BaseDatabaseSchemaEditor, from_state: ProjectState, to_state: ProjectState
+    ) -> None:
+        if schema_editor.connection.vendor != "postgresql":
+            RemoveIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
             return
         super().database_backwards(app_label, schema_editor, from_state, to_state)

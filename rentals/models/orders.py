@@ -86,10 +86,11 @@ class Order(models.Model):
         indexes = [
             models.Index(fields=["account", "-created_at"]),
             models.Index(fields=["status"]),
-            # What an account holds unpaid, and whether it has paid (services/unpaid.py), on every order.
-            models.Index(fields=["account", "status"]),
-            # What an address holds unpaid (services/unpaid.py), on every order.
-            models.Index(fields=["client_network", "status"]),
+            # What an account holds unpaid, whether it has paid, and its orders that closed
+            # unpaid lately (services/unpaid.py), on every order: the last by a range of closed_at.
+            models.Index(fields=["account", "status", "closed_at"]),
+            # What an address holds unpaid, and its orders that closed unpaid lately (the same).
+            models.Index(fields=["client_network", "status", "closed_at"]),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(gpu_count__in=[1, 2, 4, 8]), name="order_gpu_count_allowed"),
