@@ -688,7 +688,7 @@ if WEBHOOK_ALLOW_PRIVATE_TARGETS and not DEBUG:
 # One delivery attempt, all in: connect, TLS, sending, the response's status line.
 WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
 # The most a webhook URL's name lookup may take (when it is registered, and at each
-# attempt, before WEBHOOK_TIMEOUT_SECONDS starts): past it, unresolvable_host.
+# attempt, as part of its WEBHOOK_TIMEOUT_SECONDS): past it, unresolvable_host.
 WEBHOOK_RESOLVE_TIMEOUT_SECONDS = env.float("WEBHOOK_RESOLVE_TIMEOUT_SECONDS", default=3.0)
 WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT = env.int("WEBHOOK_MAX_ENDPOINTS_PER_ACCOUNT", default=10)
 # Deliveries an account asks for by hand (pings, redeliveries) in a window: each is up to

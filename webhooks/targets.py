@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
 import unicodedata
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 from django.conf import settings
@@ -118,10 +120,33 @@ def _invalid_url(message: str, reason: str) -> DomainError:
 
 # Name lookups run on threads of their own, so a lookup that hangs (a nameserver that
 # never answers) costs the web request or the delivery WEBHOOK_RESOLVE_TIMEOUT_SECONDS,
-# not the system resolver's own timeouts (glibc: 5 s a try, 2 tries a nameserver); the
-# lookup itself runs on and its answer is dropped. Four at once per process; more wait
-# their turn within the same time limit.
-_LOOKUPS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="webhook-dns")
+# not the system resolver's own timeouts; the lookup runs on and its answer is dropped.
+# Sixteen at once per process, and one per name: a second lookup of a name in flight
+# waits for the first, so one slow domain asked for again and again holds one thread.
+# How long a hung lookup holds its thread is the system resolver's to say: glibc's
+# defaults are 5 s a try and 2 tries a nameserver, and deploy/env.example shortens
+# them for every unit (RES_OPTIONS, resolv.conf(5)).
+_LOOKUPS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="webhook-dns")
+_IN_FLIGHT: dict[tuple[str, int], Future[list[Any]]] = {}
+_IN_FLIGHT_LOCK = threading.Lock()
+
+
+def _lookup(host: str, port: int) -> Future[list[Any]]:
+    """The lookup of (host, port) in flight, or a new one."""
+    key = (host, port)
+    with _IN_FLIGHT_LOCK:
+        lookup = _IN_FLIGHT.get(key)
+        if lookup is None:
+            lookup = _LOOKUPS.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+            _IN_FLIGHT[key] = lookup
+            lookup.add_done_callback(lambda done: _forget(key, done))
+    return lookup
+
+
+def _forget(key: tuple[str, int], done: Future[list[Any]]) -> None:
+    with _IN_FLIGHT_LOCK:
+        if _IN_FLIGHT.get(key) is done:
+            del _IN_FLIGHT[key]
 
 
 def _resolve(host: str, port: int) -> tuple[IpAddress, ...]:
@@ -129,12 +154,11 @@ def _resolve(host: str, port: int) -> tuple[IpAddress, ...]:
         return (ipaddress.ip_address(host),)
     except ValueError:
         pass
-    lookup = _LOOKUPS.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    lookup = _lookup(host, port)
     timeout = settings.WEBHOOK_RESOLVE_TIMEOUT_SECONDS
     try:
         infos = lookup.result(timeout=timeout)
     except TimeoutError:
-        lookup.cancel()  # if it has not started yet
         raise DomainError(
             "unresolvable_host",
             f"The name {host} did not resolve within {timeout:g} seconds.",

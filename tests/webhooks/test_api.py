@@ -424,9 +424,11 @@ def test_a_name_whose_lookup_hangs_is_refused_within_the_resolve_timeout(custome
     settings.WEBHOOK_RESOLVE_TIMEOUT_SECONDS = 0.2
     released = threading.Event()
     real = socket.getaddrinfo
+    asked = []
 
     def getaddrinfo(host, port, *args, **kwargs):
         if host == "slow.example.com":
+            asked.append(host)
             released.wait(30)
             return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", int(port or 0)))]
         return real(host, port, *args, **kwargs)
@@ -441,6 +443,9 @@ def test_a_name_whose_lookup_hangs_is_refused_within_the_resolve_timeout(custome
             "reason": "timeout",
         }
         assert not released.is_set() and not WebhookEndpoint.objects.exists()
+        # Asked again while the first lookup still hangs: it waits on that one, no second thread.
+        again = create(customer_api, url="https://slow.example.com/other")
+        assert again.json()["error"]["details"]["reason"] == "timeout" and asked == ["slow.example.com"]
     finally:
         released.set()
 
