@@ -219,6 +219,8 @@ CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 # (deploy/systemd/gpurenthub-webhooks.service), so slow endpoints cannot hold the
 # workers that watch payments: webhooks/routing.py. Empty: one queue for everything.
 WEBHOOK_QUEUE = env.str("WEBHOOK_QUEUE", default="")
+if WEBHOOK_QUEUE not in ("", "webhooks"):
+    raise ImproperlyConfigured("WEBHOOK_QUEUE is webhooks (the queue gpurenthub-webhooks.service takes) or empty.")
 CELERY_TASK_ROUTES = ["webhooks.routing.route"]
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True

@@ -86,11 +86,12 @@ class SchemaView(SpectacularAPIView):
     asking for it. It changes with the code and with the catalog (its enums:
     core.schema.ENUMS, read at core.schema.ENUMS_VERSION); what else varies it
     is bounded: the format (one of the view's four renderers, by `?format=` or
-    Accept) and the language (`?lang=`, one of LANGUAGES; another is a 400).
+    Accept, and a JSON indent of 0 to 8 asked for in Accept) and the language
+    (`?lang=`, one of LANGUAGES; another is a 400).
     There is one version: a `version` query parameter, which would be written
     into the schema, is a 400."""
 
-    kept: ClassVar[dict[tuple[int, str, str], tuple[bytes, str, str]]] = {}
+    kept: ClassVar[dict[tuple[int, str, int | None, str], tuple[bytes, str, str]]] = {}
     kept_lock = threading.Lock()
 
     @extend_schema(exclude=True)  # as the view it extends, under SERVE_INCLUDE_SCHEMA False
@@ -101,7 +102,10 @@ class SchemaView(SpectacularAPIView):
         if "version" in request.query_params:
             return _invalid_parameter("version", "The schema has one version: leave out `version`.")
         version = import_string(ENUMS_VERSION)()
-        key = (version, request.accepted_renderer.media_type, lang or translation.get_language())
+        renderer = request.accepted_renderer
+        # A JSON client may ask for an indent in its Accept header (`; indent=2`: 0 to 8).
+        indent = renderer.get_indent(request.accepted_media_type, {}) if hasattr(renderer, "get_indent") else None
+        key = (version, renderer.media_type, indent, lang or translation.get_language())
         kept = self.kept.get(key)
         if kept is not None:
             content, content_type, disposition = kept

@@ -12,6 +12,7 @@ import logging
 import math
 from collections.abc import Iterator
 
+from django.conf import settings
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -35,6 +36,8 @@ def queue_lengths() -> dict[str, int]:
 
     queues = {app.conf.task_default_queue or "celery"}
     queues.update(q.name for q in (app.conf.task_queues or ()))
+    if settings.WEBHOOK_QUEUE:  # the webhook deliveries' own (webhooks/routing.py)
+        queues.add(settings.WEBHOOK_QUEUE)
     out: dict[str, int] = {}
     with app.connection_for_read() as conn:
         conn.ensure_connection(max_retries=1, timeout=2)

@@ -98,7 +98,7 @@ class OrderCreateInput(RefusingInput):
         if not isinstance(value, dict):
             raise serializers.ValidationError("A JSON object, as /sizing/check takes.")
         try:
-            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode(errors="surrogatepass"))
         except (ValueError, RecursionError):  # not JSON a client could send; refused as too large
             size = WORKLOAD_MAX_BYTES + 1
         if size > WORKLOAD_MAX_BYTES:

@@ -117,7 +117,7 @@ class WorkloadInput(serializers.Serializer):
 
     def validate_architecture(self, value: Any) -> Any:
         try:
-            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode(errors="surrogatepass"))
         except (ValueError, RecursionError):  # not JSON a client could send; refused as too large
             size = ARCHITECTURE_MAX_BYTES + 1
         if size > ARCHITECTURE_MAX_BYTES:

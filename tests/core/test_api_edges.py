@@ -210,18 +210,22 @@ def test_the_schema_is_generated_once_per_format_and_language(api, catalog, monk
     yaml = api.get("/api/schema/")
     assert yaml.status_code == 200 and yaml.content.startswith(b"openapi:") and len(generated) == 2
     assert api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi").content == yaml.content
-    assert api.get("/api/schema/?format=json&lang=es").status_code == 200 and len(generated) == 3
+    # An indent asked for is its own document, not what everyone else gets from then on.
+    wide = api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json; indent=8")
+    assert wide.content != first.content and len(generated) == 3
+    assert api.get("/api/schema/?format=json").content == first.content
+    assert api.get("/api/schema/?format=json&lang=es").status_code == 200 and len(generated) == 4
     refused = api.get("/api/schema/?format=json&lang=xx")
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid"
     assert "lang" in refused.json()["error"]["details"]["fields"]
     assert api.get("/api/schema/?format=json&version=9").status_code == 400
-    assert len(generated) == 3
+    assert len(generated) == 4
     # A catalog change (its enums are in the schema) is in the next one.
     from catalog.models import Region
 
     Region.objects.filter(code="DFW-1").update(is_active=False)
     changed = api.get("/api/schema/?format=json")
-    assert len(generated) == 4 and changed.content != first.content
+    assert len(generated) == 5 and changed.content != first.content
 
     def regions(schema):
         parameters = schema["paths"]["/api/v1/catalog/stock"]["get"]["parameters"]

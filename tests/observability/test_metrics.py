@@ -229,6 +229,15 @@ def test_watchers_leases_rates_and_webhooks(token, customer):
     assert ("gpurenthub_celery_queue_length", (("queue", "celery"),)) in found
 
 
+def test_the_webhook_deliveries_queue_is_measured_when_it_is_their_own(token, settings):
+    """With WEBHOOK_QUEUE set its backlog is a series of its own, for CeleryQueueBacklog."""
+    assert ("gpurenthub_celery_queue_length", (("queue", "webhooks"),)) not in scrape()
+    settings.WEBHOOK_QUEUE = "webhooks"
+    found = scrape()
+    assert ("gpurenthub_celery_queue_length", (("queue", "webhooks"),)) in found
+    assert ("gpurenthub_celery_queue_length", (("queue", "celery"),)) in found
+
+
 def test_an_enabled_currency_without_a_rate_is_infinitely_old(token, chains, settings):
     settings.MANUAL_RATES_USD = "BTC=95000"
     found = scrape()

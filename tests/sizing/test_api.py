@@ -486,3 +486,11 @@ def test_no_limit_on_new_recommendations_when_it_is_zero(api, settings):
             recommend(api, model="llama-3.1-8b", precision="bf16", concurrency=concurrency, context=4091).status_code
             == 200
         )
+
+
+def test_a_lone_surrogate_in_a_config_json_is_measured_as_sent(api):
+    """JSON may carry a lone surrogate escape ("\\ud800"): a few bytes, refused for what it
+    is, not as a config.json over 64 KiB."""
+    body = '{"architecture": {"model_type": "\\ud800"}, "precision": "bf16", "context": 4096, "gpu": "l4"}'
+    resp = api.post("/api/v1/sizing/check", body, content_type="application/json")
+    assert resp.status_code == 400 and resp.json()["error"]["code"] != "workload_too_large", resp.json()
