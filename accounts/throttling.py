@@ -174,13 +174,6 @@ def auth_username_failure(*, username: str) -> None:
         raise AuthThrottled(retry_after=max(1, math.ceil(reset - now)))
 
 
-def auth_attempt_give_back(*, username: str, counted: list[str]) -> None:
-    """The secret was not checked after all (refused for another limit): give
-    back every count auth_attempt_begin took."""
-    for key in counted:
-        _uncount(key)
-
-
 def auth_attempt_succeeded(*, username: str, address: str, counted: list[str]) -> None:
     """The secret was right: forget the username's failures, give the
     address its count back (one good login must not reset a guesser's
@@ -213,7 +206,7 @@ def password_proof_begin(*, username: str, address: str) -> list[str]:
     window and, from an address the username has proved itself from before
     (address_known), the username's, before it is hashed: AuthThrottled (giving
     them back) past PASSWORD_PROOFS_PER_ADDRESS or PASSWORD_PROOFS_PER_USERNAME.
-    Returns the keys counted: pass them to `password_proof_give_back` when the
+    Returns the keys counted: pass them to `counts_give_back` when the
     password was wrong (or was not checked after all)."""
     window = settings.PASSWORD_PROOF_WINDOW_SECONDS
     now = time.time()
@@ -230,13 +223,15 @@ def password_proof_begin(*, username: str, address: str) -> list[str]:
         if count > limit:
             waits.append(reset - now)
     if waits:
-        password_proof_give_back(counted)
+        counts_give_back(counted)
         raise AuthThrottled(
             retry_after=max(1, math.ceil(max(waits))), message="Too many password checks for this account or address."
         )
     return counted
 
 
-def password_proof_give_back(counted: list[str]) -> None:
+def counts_give_back(counted: list[str]) -> None:
+    """Give back the counts auth_attempt_begin or password_proof_begin took: for
+    a proof, the password was wrong; for either, it was not checked after all."""
     for key in counted:
         _uncount(key)

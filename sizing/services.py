@@ -31,6 +31,10 @@ from .matrix import Placement, workload_class
 # The request type of a sizing: what is served, at which precision, context and concurrency.
 
 
+SECONDS_PER_HOUR = 3600
+MILLION = Decimal(10**6)
+
+
 def sizing_new_counted(*, client_address: str) -> None:
     """Count a sizing worked out afresh for `client_address`: a check, a
     comparison, an order's workload, or a recommendation no web worker has an
@@ -50,10 +54,6 @@ def sizing_new_counted(*, client_address: str) -> None:
         raise Throttled(
             retry_after=wait, message="Too many new sizings from this address (one asked before is still answered)."
         )
-
-
-SECONDS_PER_HOUR = 3600
-MILLION = Decimal(10**6)
 
 
 @dataclass(frozen=True)

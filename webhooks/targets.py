@@ -128,7 +128,8 @@ def _invalid_url(message: str, reason: str) -> DomainError:
 # them for every unit (RES_OPTIONS, resolv.conf(5)).
 _LOOKUPS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="webhook-dns")
 _IN_FLIGHT: dict[tuple[str, int], Future[list[Any]]] = {}
-_IN_FLIGHT_LOCK = threading.Lock()
+# Reentrant: a lookup already done when its callback is added runs _forget at once, in this thread.
+_IN_FLIGHT_LOCK = threading.RLock()
 
 
 def _lookup(host: str, port: int) -> Future[list[Any]]:

@@ -13,10 +13,9 @@ from accounts.models import Account
 from accounts.throttling import (
     AuthThrottled,
     auth_attempt_begin,
-    auth_attempt_give_back,
     auth_attempt_succeeded,
+    counts_give_back,
     password_proof_begin,
-    password_proof_give_back,
 )
 from core.errors import DomainError
 
@@ -48,12 +47,12 @@ def _password_attempt(*, username: str, address: str) -> tuple[list[str], list[s
     (auth_attempt_begin), then as a proof (password_proof_begin); 429 past
     either limit. Returns (failures counted, proofs counted): a right password
     gives the failures back (auth_attempt_succeeded), a wrong one the proofs
-    (password_proof_give_back)."""
+    (counts_give_back)."""
     counted = auth_attempt_begin(username=username, address=address)
     try:
         proofs = password_proof_begin(username=username, address=address)
     except AuthThrottled:
-        auth_attempt_give_back(username=username, counted=counted)
+        counts_give_back(counted)
         raise
     return counted, proofs
 
@@ -68,6 +67,6 @@ def _password_confirm(*, account: Account, password: str, client_address: str) -
     the proofs (accounts/throttling.py)."""
     counted, proofs = _password_attempt(username=account.username, address=client_address)
     if not account.check_password(password):
-        password_proof_give_back(proofs)
+        counts_give_back(proofs)
         raise DomainError("wrong_password", "The password is wrong.", status=403)
     auth_attempt_succeeded(username=account.username, address=client_address, counted=counted)

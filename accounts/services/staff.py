@@ -11,7 +11,7 @@ from django.utils import timezone
 from accounts.models import Account
 from accounts.services.passwords import _invalid_credentials, _password_attempt, _password_matches
 from accounts.services.usernames import _login_username
-from accounts.throttling import auth_attempt_succeeded, password_proof_give_back
+from accounts.throttling import auth_attempt_succeeded, counts_give_back
 from core.audit import AuditAction, audit_record
 from core.db import locked_or_404
 from core.errors import Conflict, DomainError
@@ -55,7 +55,7 @@ def staff_login(*, username: str, password: str, otp_token: str, client_address:
     counted, proofs = _password_attempt(username=username, address=client_address)
     account = Account.objects.filter(username=username).first()
     if not _password_matches(account=account, password=password) or account is None or not account.is_staff:
-        password_proof_give_back(proofs)
+        counts_give_back(proofs)
         raise _invalid_credentials("Enter the username and password of a staff account.")
     device = staff_otp_device(account=account)
     if device is not None:

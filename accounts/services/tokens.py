@@ -18,7 +18,7 @@ from accounts.models import Account, ApiToken
 from accounts.services.passwords import _invalid_credentials, _password_attempt, _password_matches
 from accounts.services.staff import staff_otp_device
 from accounts.services.usernames import _login_username
-from accounts.throttling import auth_attempt_succeeded, password_proof_give_back
+from accounts.throttling import auth_attempt_succeeded, counts_give_back
 from core.audit import AuditAction, audit_record
 from core.db import locked_or_404
 from core.errors import Conflict, DomainError
@@ -116,7 +116,7 @@ def token_obtain(
     counted, proofs = _password_attempt(username=username, address=client_address)
     account = Account.objects.filter(username=username).first()
     if not _password_matches(account=account, password=password) or account is None:
-        password_proof_give_back(proofs)
+        counts_give_back(proofs)
         raise _invalid_credentials()
     if account.is_staff:
         _staff_token_second_factor(account=account, otp_token=otp_token)

@@ -386,7 +386,7 @@ def _lapses_check(
         raise Throttled(
             retry_after=max(1, math.ceil((oldest + window - now).total_seconds())),
             message=f"{lapsed} orders from this {holder} closed unpaid (cancelled or expired) within "
-            f"{hours} hour{'s' if hours != 1 else ''}: pay for an order, or wait.",
+            f"the last {hours} hour{'s' if hours != 1 else ''}, the most allowed.",
         )
 
 

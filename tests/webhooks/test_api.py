@@ -450,6 +450,28 @@ def test_a_name_whose_lookup_hangs_is_refused_within_the_resolve_timeout(custome
         released.set()
 
 
+def test_a_lookup_done_before_its_callback_is_added_does_not_hang(monkeypatch, dns):
+    """A name the resolver answers at once (a hosts file, a cache) may be done before the
+    lookup is registered as in flight: forgetting it then runs in the same thread."""
+    from concurrent.futures import Future
+
+    from webhooks import targets
+
+    class AtOnce:
+        def submit(self, fn, *args, **kwargs):
+            done = Future()
+            done.set_result(fn(*args, **kwargs))
+            return done
+
+    monkeypatch.setattr(targets, "_LOOKUPS", AtOnce())
+    dns.set("fast.example.com", "93.184.215.14")
+    answered = []
+    worker = threading.Thread(target=lambda: answered.append(targets.target_resolve(url="https://fast.example.com/")))
+    worker.start()
+    worker.join(10)
+    assert answered and answered[0].host == "fast.example.com"
+
+
 def test_an_update_is_checked_too(customer_api, endpoint):
     resp = customer_api.patch(f"/api/v1/webhooks/{endpoint['id']}", {"url": "https://10.1.1.1/"}, format="json")
     assert resp.status_code == 400
