@@ -128,22 +128,26 @@ def auth_attempt_begin(*, username: str, address: str, per_username: bool = True
     username, before the secret is checked. Raises AuthThrottled (giving the
     counts back) when either has used up its failures in the current window.
     Returns the keys counted: pass them to `auth_attempt_succeeded`."""
-    window = settings.AUTH_FAILURE_WINDOW_SECONDS
-    now = time.time()
     keys = [(_address_key(address), settings.AUTH_FAILURES_PER_ADDRESS)]
     if per_username and not address_known(username=username, address=address):
         keys.append((_username_key(username), settings.AUTH_FAILURES_PER_USERNAME))
+    return _count_all(keys, window=settings.AUTH_FAILURE_WINDOW_SECONDS)
+
+
+def _count_all(limits: list[tuple[str, int]], *, window: int, message: str = "Too many failed attempts.") -> list[str]:
+    """Count one in each (key, limit) of `limits`; AuthThrottled (giving every
+    count back) when any is past its limit. Returns the keys counted."""
+    now = time.time()
     counted: list[str] = []
     waits: list[float] = []
-    for key, limit in keys:
+    for key, limit in limits:
         count, reset = _count(key, window=window, now=now)
         counted.append(key)
         if count > limit:
             waits.append(reset - now)
     if waits:
-        for key in counted:
-            _uncount(key)
-        raise AuthThrottled(retry_after=max(1, math.ceil(max(waits))))
+        counts_give_back(counted)
+        raise AuthThrottled(retry_after=max(1, math.ceil(max(waits))), message=message)
     return counted
 
 
@@ -208,26 +212,14 @@ def password_proof_begin(*, username: str, address: str) -> list[str]:
     them back) past PASSWORD_PROOFS_PER_ADDRESS or PASSWORD_PROOFS_PER_USERNAME.
     Returns the keys counted: pass them to `counts_give_back` when the
     password was wrong (or was not checked after all)."""
-    window = settings.PASSWORD_PROOF_WINDOW_SECONDS
-    now = time.time()
     limits = [(f"pwproof:a:{_digest(address_bucket(address))}", settings.PASSWORD_PROOFS_PER_ADDRESS)]
     if address_known(username=username, address=address):
         limits.append((f"pwproof:u:{_digest(username.strip().lower())}", settings.PASSWORD_PROOFS_PER_USERNAME))
-    counted: list[str] = []
-    waits: list[float] = []
-    for key, limit in limits:
-        if limit <= 0:
-            continue
-        count, reset = _count(key, window=window, now=now)
-        counted.append(key)
-        if count > limit:
-            waits.append(reset - now)
-    if waits:
-        counts_give_back(counted)
-        raise AuthThrottled(
-            retry_after=max(1, math.ceil(max(waits))), message="Too many password checks for this account or address."
-        )
-    return counted
+    return _count_all(
+        [(key, limit) for key, limit in limits if limit > 0],  # 0: that limit is off
+        window=settings.PASSWORD_PROOF_WINDOW_SECONDS,
+        message="Too many password checks for this account or address.",
+    )
 
 
 def counts_give_back(counted: list[str]) -> None:

@@ -13,6 +13,8 @@ from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest
 
+from core.errors import Throttled
+
 
 def client_address(request: HttpRequest) -> str:
     """The address the request came from. With TRUSTED_PROXY_COUNT = n > 0 the
@@ -64,3 +66,13 @@ def rate_hit(*, scope: str, ident: str, limit: int, window_seconds: int) -> int:
     if count <= limit:
         return 0
     return max(1, math.ceil((slot + 1) * window_seconds - now))
+
+
+def rate_limit(*, scope: str, ident: str, limit: int, window_seconds: int, message: str) -> None:
+    """rate_hit, refusing past `limit`: core.errors.Throttled (429 `throttled`,
+    `Retry-After`) with `message`. A `limit` of 0 is no limit."""
+    if not limit:
+        return
+    wait = rate_hit(scope=scope, ident=ident, limit=limit, window_seconds=window_seconds)
+    if wait:
+        raise Throttled(retry_after=wait, message=message)

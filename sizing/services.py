@@ -19,9 +19,9 @@ from django.conf import settings
 from catalog.models import TERM_HOURS, TERM_MONTHLY, GpuModel
 from catalog.selectors import CatalogSnapshot, StockRow, catalog_current, catalog_memo, stock
 from catalog.services import Quote, quote
-from core.errors import DomainError, Throttled
+from core.errors import DomainError
 from core.money import cents
-from core.throttle import address_bucket, rate_hit
+from core.throttle import address_bucket, rate_limit
 
 from .advice import Advice, advice_for
 from .arithmetic import Card, Check, Reason, Requirement, Workload, fit_check, requirement_compute, to_gb
@@ -41,19 +41,13 @@ def sizing_new_counted(*, client_address: str) -> None:
     answer kept for. Past SIZING_NEW_PER_ADDRESS from one client address (IPv6:
     its /64) in SIZING_NEW_WINDOW_SECONDS, 429 `throttled` with Retry-After. 0:
     no limit."""
-    limit = settings.SIZING_NEW_PER_ADDRESS
-    if not limit:
-        return
-    wait = rate_hit(
+    rate_limit(
         scope="sizing-new",
         ident=address_bucket(client_address),
-        limit=limit,
+        limit=settings.SIZING_NEW_PER_ADDRESS,
         window_seconds=settings.SIZING_NEW_WINDOW_SECONDS,
+        message="Too many new sizings from this address (one asked before is still answered).",
     )
-    if wait:
-        raise Throttled(
-            retry_after=wait, message="Too many new sizings from this address (one asked before is still answered)."
-        )
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,9 @@ from django.utils import timezone
 
 from core.audit import AuditAction, audit_record
 from core.db import locked_or_404
-from core.errors import Conflict, DomainError, NotFound, Throttled
+from core.errors import Conflict, DomainError, NotFound
 from core.tasks import task_queue_on_commit
-from core.throttle import rate_hit
+from core.throttle import rate_limit
 from webhooks import transport
 from webhooks.failures import Failure
 from webhooks.models import (
@@ -267,17 +267,13 @@ def _manual_delivery_counted(*, account: Any) -> None:
     each takes a worker for up to MAX_ATTEMPTS attempts of up to
     WEBHOOK_TIMEOUT_SECONDS, on the queue payments are watched from. Past
     WEBHOOK_MANUAL_PER_ACCOUNT in the window, 429 `throttled` with Retry-After."""
-    limit = settings.WEBHOOK_MANUAL_PER_ACCOUNT
-    if not limit:
-        return
-    wait = rate_hit(
+    rate_limit(
         scope="webhook-manual",
         ident=str(account.pk),
-        limit=limit,
+        limit=settings.WEBHOOK_MANUAL_PER_ACCOUNT,
         window_seconds=settings.WEBHOOK_MANUAL_WINDOW_SECONDS,
+        message="Too many pings and redeliveries from this account.",
     )
-    if wait:
-        raise Throttled(retry_after=wait, message="Too many pings and redeliveries from this account.")
 
 
 def endpoint_ping(*, account: Any, endpoint_id: int) -> WebhookDelivery:
