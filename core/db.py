@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from django.core.exceptions import ObjectDoesNotExist
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connections, models
 
 from core.errors import NotFound
 
@@ -33,11 +34,14 @@ def locked_or_404(
     return obj
 
 
-def columns(model: type[models.Model], alias: str = "") -> str:
-    """The model's concrete columns, quoted, in field order (each `alias.`-qualified
-    when given): the select list of a written-out read through `Manager.raw()`,
-    which turns the rows into instances as the ORM does."""
-    quote = connection.ops.quote_name
+@lru_cache(maxsize=64)
+def columns(model: type[models.Model], alias: str = "", using: str = DEFAULT_DB_ALIAS) -> str:
+    """The model's concrete columns, quoted for the database `using`, in field
+    order (each `alias.`-qualified when given): the select list of a
+    written-out read through `Manager.raw()`, which turns the rows into
+    instances as the ORM does. Kept per process: a model's columns change
+    only with a release."""
+    quote = connections[using].ops.quote_name
     prefix = f"{quote(alias)}." if alias else ""
     return ", ".join(prefix + quote(str(f.column)) for f in model._meta.concrete_fields)
 

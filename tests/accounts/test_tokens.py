@@ -7,6 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from accounts.models import Account, ApiToken
+from accounts.services.tokens import TOKEN_LAST_USED_RESOLUTION, token_authenticate
 from tests.accounts.helpers import PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -135,6 +136,81 @@ def test_last_use_is_recorded_at_most_once_a_minute(alice):
 
     listed = client.get("/api/v1/auth/tokens").json()["results"][0]
     assert listed["last_used_at"] is not None
+
+
+def test_a_bearer_token_is_read_with_its_account_in_one_query_as_the_orm_reads_them(alice):
+    body, _client = alice
+    stored = ApiToken.objects.select_related("account").get()
+    start = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+    with time_machine.travel(start, tick=False):
+        with CaptureQueriesContext(connection) as queries:
+            account, token = token_authenticate(raw=body["token"])
+    assert len(queries) == 2  # the read, then the first use recorded
+    assert queries.captured_queries[1]["sql"].startswith("UPDATE")
+    # Every column of the account comes back as the ORM gives it (types, time zone).
+    assert {f.attname: getattr(account, f.attname) for f in Account._meta.concrete_fields} == {
+        f.attname: getattr(stored.account, f.attname) for f in Account._meta.concrete_fields
+    }
+    assert isinstance(account.is_active, bool) and account.created_at.tzinfo is not None
+    assert (token.pk, token.account_id, token.name, token.prefix, token.scope) == (
+        stored.pk,
+        stored.account_id,
+        stored.name,
+        stored.prefix,
+        stored.scope,
+    )
+    assert token.account is account and token.last_used_at == start
+    # The columns an authenticated request does not read load when asked, as a deferred field does.
+    with CaptureQueriesContext(connection) as queries:
+        assert token.created_at == stored.created_at
+    assert len(queries) == 1
+
+    # Used exactly TOKEN_LAST_USED_RESOLUTION ago: recorded again; a moment less: not.
+    with time_machine.travel(start + TOKEN_LAST_USED_RESOLUTION - timedelta(microseconds=1), tick=False):
+        with CaptureQueriesContext(connection) as queries:
+            token_authenticate(raw=body["token"])
+    assert len(queries) == 1
+    with time_machine.travel(start + TOKEN_LAST_USED_RESOLUTION, tick=False):
+        with CaptureQueriesContext(connection) as queries:
+            token_authenticate(raw=body["token"])
+    assert len(queries) == 2
+    stored.refresh_from_db()
+    assert stored.last_used_at == start + TOKEN_LAST_USED_RESOLUTION
+
+    ApiToken.objects.update(revoked_at=start)
+    assert token_authenticate(raw=body["token"]) is None
+
+
+@pytest.mark.django_db(databases=["default", "sqlite"])
+@pytest.mark.parametrize("alias", ["default", "sqlite"])
+def test_the_token_read_turns_columns_into_values_on_both_databases(alias):
+    """The written-out read (accounts.services.tokens._token_with_account) on
+    PostgreSQL and on the embedded default, SQLite, whose driver hands dates
+    back as text and booleans as integers."""
+    from accounts.services.tokens import _token_with_account
+
+    made = datetime(2030, 1, 1, 12, 0, 0, 250000, tzinfo=UTC)
+    account = Account.objects.using(alias).create(username="carol", created_at=made, is_staff=True)
+    ApiToken.objects.using(alias).create(
+        account=account, name="ci", prefix="grh_abcdefgh", scope="read", digest="a" * 64, last_used_at=made
+    )
+    stored = Account.objects.using(alias).get()
+    found = _token_with_account(digest="a" * 64, stale=made - timedelta(seconds=1), using=alias)
+    assert found is not None
+    token, stale = found
+    assert not stale
+    assert {f.attname: getattr(token.account, f.attname) for f in Account._meta.concrete_fields} == {
+        f.attname: getattr(stored, f.attname) for f in Account._meta.concrete_fields
+    }
+    assert token.account.is_staff is True and token.account.created_at == made
+    assert (token.name, token.prefix, token.scope, token.account_id) == ("ci", "grh_abcdefgh", "read", account.pk)
+    # Stale exactly at the bound, and when never used.
+    assert _token_with_account(digest="a" * 64, stale=made, using=alias)[1] is True
+    ApiToken.objects.using(alias).update(last_used_at=None)
+    assert _token_with_account(digest="a" * 64, stale=made, using=alias)[1] is True
+    assert _token_with_account(digest="b" * 64, stale=made, using=alias) is None
+    ApiToken.objects.using(alias).update(revoked_at=made)
+    assert _token_with_account(digest="a" * 64, stale=made, using=alias) is None
 
 
 def test_tokens_of_an_inactive_account_stop_working(alice):
