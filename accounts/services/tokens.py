@@ -154,8 +154,12 @@ def _staff_token_second_factor(*, account: Account, otp_token: str) -> None:
 
 
 # The token's columns an authenticated request reads (core.permissions: `scope`; the token
-# list and "revoke the others": its id); the rest load on access, as for a deferred field.
-_TOKEN_READ = ("id", "account_id", "name", "prefix", "scope")
+# list and "revoke the others": its id), in the model's field order, which Model.from_db takes
+# its values in. The others (`digest`, the dates, so `is_active` too) load on access, one
+# query each, as a deferred field does: read them per request and they belong here.
+_TOKEN_READ = tuple(
+    f.attname for f in ApiToken._meta.concrete_fields if f.attname in {"id", "account_id", "name", "prefix", "scope"}
+)
 
 
 @lru_cache(maxsize=4)
@@ -189,7 +193,7 @@ def _token_with_account(*, digest: str, stale: datetime, using: str = DEFAULT_DB
     account = next(iter(rows), None)
     if account is None:
         return None
-    token = ApiToken.from_db(rows.db, list(_TOKEN_READ), [getattr(account, f"token_{name}") for name in _TOKEN_READ])
+    token = ApiToken.from_db(using, list(_TOKEN_READ), [getattr(account, f"token_{name}") for name in _TOKEN_READ])
     token.account = account
     return token, bool(getattr(account, "token_stale"))  # noqa: B009 - a column of the read, not a field
 
