@@ -179,7 +179,7 @@ def _token_with_account(*, digest: str, stale: datetime, using: str = DEFAULT_DB
     read (every authenticated request makes it): the account through
     Manager.raw, which turns its columns into values as the ORM does on every
     database; the token from the same row by Model.from_db, its columns ints
-    and strings on every database, and whether its last use is older than
+    and strings on every database, and whether its last use is at or before
     `stale` (or never recorded) worked out by the query, so no date column
     crosses unconverted. Building the same read with select_related cost the
     web worker about three times what the read itself costs. `using`: the
