@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.forms import BaseUserCreationForm, UserChangeForm
+from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django_otp.plugins.otp_totp.models import TOTPDevice
@@ -136,6 +137,14 @@ class AccountAdmin(AuditedModelAdmin, UserAdmin):
         # Accounts own financial records: deactivate, never delete.
         return False
 
+    def has_change_permission(self, request, obj=None):
+        """Another staff account (its password, whether it is active) is changed
+        by a superuser only: a member of staff who could set a colleague's
+        password, or a superuser's, could sign in as them with their rights."""
+        if obj is not None and _guarded_from(request.user, obj):
+            return False
+        return super().has_change_permission(request, obj)
+
     def save_model(self, request, obj, form, change):
         if not change:
             account = services.staff_account_create(
@@ -155,6 +164,16 @@ class AccountAdmin(AuditedModelAdmin, UserAdmin):
             if diff:
                 audit_record(actor=request.user, action=AuditAction.ADMIN_CHANGE, obj=obj, changes=diff)
 
+    def save_related(self, request, form, formsets, change):
+        """Groups and permissions are saved after the account's own fields (many
+        to many): what was granted or taken away is audited here."""
+        account = form.instance
+        before = _rights(account) if change else {}
+        super().save_related(request, form, formsets, change)
+        diff = snapshot_diff(before, _rights(account))
+        if change and diff:
+            audit_record(actor=request.user, action=AuditAction.ADMIN_CHANGE, obj=account, changes=diff)
+
     def user_change_password(self, request, id, form_url=""):
         with transaction.atomic():
             response = super().user_change_password(request, id, form_url)
@@ -168,11 +187,66 @@ class AccountAdmin(AuditedModelAdmin, UserAdmin):
     def deactivate_accounts(self, request, queryset):
         done = 0
         for account in queryset.filter(is_active=True).exclude(pk=request.user.pk):
+            if _guarded_from(request.user, account):
+                messages.warning(request, f"{account.username} has staff rights: only a superuser deactivates it.")
+                continue
             services.account_deactivate(account=account, actor=request.user, reason="admin action")
             done += 1
         if queryset.filter(pk=request.user.pk).exists():
             messages.warning(request, "Your own account was left active.")
         messages.success(request, f"Deactivated {done} account(s).")
+
+
+def _guarded_from(user, account: Account) -> bool:
+    """Whether `account` is another staff account (or a superuser) that `user`,
+    not a superuser, may not change."""
+    return not user.is_superuser and account.pk != user.pk and (account.is_staff or account.is_superuser)
+
+
+def _rights(account: Account) -> dict[str, list[str]]:
+    """The groups and permissions granted to `account`, by name, for the audit trail."""
+    return {
+        "groups": sorted(account.groups.values_list("name", flat=True)),
+        "user_permissions": _permission_names(account.user_permissions.all()),
+    }
+
+
+def _permission_names(permissions) -> list[str]:
+    return sorted(
+        f"{app}.{codename}" for app, codename in permissions.values_list("content_type__app_label", "codename")
+    )
+
+
+# Groups carry permissions: whoever edits a group grants its rights to every
+# member, their own included. As with an account's rights, a superuser's
+# work; audited like every other change here.
+if admin.site.is_registered(Group):
+    admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class StaffGroupAdmin(AuditedModelAdmin, GroupAdmin):
+    def has_add_permission(self, request):
+        return request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+    def save_related(self, request, form, formsets, change):
+        group = form.instance
+        before = _permission_names(group.permissions.all()) if change else []
+        super().save_related(request, form, formsets, change)
+        after = _permission_names(group.permissions.all())
+        if before != after:
+            audit_record(
+                actor=request.user,
+                action=AuditAction.ADMIN_CHANGE,
+                obj=group,
+                changes={"permissions": [before, after]},
+            )
 
 
 # Authenticators are set up by their owner (the two-factor page) and reset by a

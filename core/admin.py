@@ -282,6 +282,11 @@ class LeaseAdmin(admin.ModelAdmin[Lease]):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: Lease | None = None) -> bool:
+        # A lease keeps one worker at a time on a chain's scan; it ends by itself when its
+        # holder stops renewing it (expires_at), so nobody needs to take one away by hand.
+        return False
+
 
 # --- Actions that need a reason -------------------------------------------------
 

@@ -156,3 +156,110 @@ def test_change_form_saves_and_audits_without_the_password_hash(admin_client, bo
     entry = AuditEntry.objects.get(action="admin.change", object_id=str(alice.pk))
     assert entry.actor == boss
     assert entry.changes == {"is_active": [True, False]}
+
+
+def _clerk(*codenames):
+    """A member of staff, not a superuser, holding these permissions."""
+    from django.contrib.auth.models import Permission
+
+    clerk = Account.objects.create_user("clerk", PASSWORD, is_staff=True)
+    clerk.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    client = Client()
+    client.force_login(clerk)
+    return clerk, client
+
+
+def test_a_member_of_staff_cannot_take_over_another_staff_account(boss, signup):
+    _clerk_account, client = _clerk("view_account", "change_account")
+    colleague = Account.objects.create_user("colleague", PASSWORD, is_staff=True)
+    signup("alice")
+    alice = Account.objects.get(username="alice")
+    new = "brand-new-harbour-pass-7"
+    form = {"password1": new, "password2": new, "usable_password": "true"}
+    for target in (boss, colleague):
+        # Setting its password would let the clerk sign in as it, with its rights.
+        assert client.get(f"/admin/accounts/account/{target.pk}/password/").status_code == 403
+        assert client.post(f"/admin/accounts/account/{target.pk}/password/", form).status_code == 403
+        target.refresh_from_db()
+        assert target.check_password(PASSWORD)
+        # Its page is shown read-only, and a post to it is refused.
+        page = client.get(f"/admin/accounts/account/{target.pk}/change/")
+        assert page.status_code == 200 and not page.context["has_change_permission"]
+        assert client.post(f"/admin/accounts/account/{target.pk}/change/", {"username": "x"}).status_code == 403
+    resp = client.post(
+        "/admin/accounts/account/",
+        {"action": "deactivate_accounts", "_selected_action": [boss.pk, colleague.pk, alice.pk]},
+        follow=True,
+    )
+    assert resp.status_code == 200
+    assert "only a superuser deactivates it" in resp.content.decode()
+    assert set(Account.objects.filter(is_active=False).values_list("username", flat=True)) == {"alice"}
+    # A customer's password is still the clerk's to reset.
+    assert client.post(f"/admin/accounts/account/{alice.pk}/password/", form).status_code == 302
+    alice.refresh_from_db()
+    assert alice.check_password(new)
+
+
+def test_groups_are_a_superusers_to_change_and_changes_are_audited(admin_client, boss):
+    from django.contrib.auth.models import Group, Permission
+
+    group = Group.objects.create(name="billing")
+    clerk, client = _clerk("view_group", "add_group", "change_group", "delete_group")
+    clerk.groups.add(group)
+    grant = Permission.objects.get(codename="change_account")
+    # Editing a group one belongs to would grant its rights to oneself.
+    assert (
+        client.post(f"/admin/auth/group/{group.pk}/change/", {"name": "billing", "permissions": [grant.pk]}).status_code
+        == 403
+    )
+    assert client.post("/admin/auth/group/add/", {"name": "mine", "permissions": [grant.pk]}).status_code == 403
+    assert client.post(f"/admin/auth/group/{group.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert not group.permissions.exists() and Group.objects.count() == 1
+    clerk = Account.objects.get(pk=clerk.pk)
+    assert not clerk.has_perm("accounts.change_account")
+
+    resp = admin_client.post(f"/admin/auth/group/{group.pk}/change/", {"name": "billing", "permissions": [grant.pk]})
+    assert resp.status_code == 302
+    assert list(group.permissions.all()) == [grant]
+    entry = AuditEntry.objects.get(action="admin.change", object_id=str(group.pk))
+    assert entry.actor == boss
+    assert entry.changes == {"permissions": [[], ["accounts.change_account"]]}
+
+
+def test_rights_granted_to_an_account_are_audited(admin_client, boss, signup):
+    from django.contrib.auth.models import Group, Permission
+
+    signup("alice")
+    alice = Account.objects.get(username="alice")
+    group = Group.objects.create(name="support")
+    grant = Permission.objects.get(codename="view_account")
+    inline = {"TOTAL_FORMS": "0", "INITIAL_FORMS": "0", "MIN_NUM_FORMS": "0", "MAX_NUM_FORMS": "1000"}
+    data = {
+        "is_active": "on",
+        "groups": [group.pk],
+        "user_permissions": [grant.pk],
+        **{f"api_tokens-{k}": v for k, v in inline.items()},
+        **{f"ssh_keys-{k}": v for k, v in inline.items()},
+    }
+    # The signup token is an inline row: keep it as it is.
+    token = alice.api_tokens.get()
+    data.update({"api_tokens-TOTAL_FORMS": "1", "api_tokens-INITIAL_FORMS": "1", "api_tokens-0-id": str(token.pk)})
+    data["api_tokens-0-account"] = str(alice.pk)
+    resp = admin_client.post(f"/admin/accounts/account/{alice.pk}/change/", data)
+    assert resp.status_code == 302, resp.context["adminform"].form.errors if resp.context else resp
+    entry = AuditEntry.objects.get(action="admin.change", object_id=str(alice.pk))
+    assert entry.actor == boss
+    assert entry.changes == {
+        "groups": [[], ["support"]],
+        "user_permissions": [[], ["accounts.view_account"]],
+    }
+
+
+def test_no_one_deletes_a_workers_lease_by_hand(admin_client):
+    from core.models import Lease
+
+    lease = Lease.objects.create(name="scan:litecoin", owner="worker-1")
+    assert admin_client.get(f"/admin/core/lease/{lease.pk}/delete/").status_code == 403
+    assert admin_client.post(f"/admin/core/lease/{lease.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert admin_client.get("/admin/core/lease/").status_code == 200
+    assert Lease.objects.filter(pk=lease.pk).exists()

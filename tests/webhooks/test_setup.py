@@ -100,6 +100,18 @@ def test_staff_see_read_only_lists_without_the_secret(staff_client, recorded, mo
     assert WebhookEndpoint.objects.filter(pk=recorded.endpoint.pk).exists()
 
 
+@pytest.mark.parametrize(
+    "lookup", ["secret__startswith", "secret__regex", "secret", "previous_secret__startswith", "secret__gte"]
+)
+def test_staff_cannot_filter_endpoints_by_their_secret(staff_client, recorded, lookup):
+    # A count per filtered list would give the secret away one character at a time.
+    resp = staff_client.get("/admin/webhooks/webhookendpoint/", {lookup: recorded.secret[:8]})
+    assert resp.status_code == 400
+    assert recorded.secret not in resp.content.decode()
+    # Filters on what the list shows still work.
+    assert staff_client.get("/admin/webhooks/webhookendpoint/", {"is_active__exact": "1"}).status_code == 200
+
+
 def _rotation_overlap(**env: str) -> subprocess.CompletedProcess:
     environment = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "WEBHOOK_SECRET_ROTATION_OVERLAP")}
     environment.update(SECRET_KEY="settings-import-check-0123456789", **env)
