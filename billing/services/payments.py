@@ -30,7 +30,7 @@ from billing.models import (
 from billing.services.common import confirmations_required, invoice_lock, invoice_transition, log, tolerance
 from billing.services.credit import credit_post
 from core.audit import AuditAction, audit_record
-from core.money import cents
+from core.money import cents_down
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,9 @@ class Observation:
 
 
 def _payment_value_usd(request: PaymentRequest, amount: int) -> Decimal:
-    return cents(Decimal(amount) * request.rate_usd / currency_get(request.currency).scale)
+    """What a transfer is worth at its request's rate, in whole cents, rounded down
+    (core.money.cents_down): it becomes credit when it pays nothing."""
+    return cents_down(Decimal(amount) * request.rate_usd / currency_get(request.currency).scale)
 
 
 def payment_observe(
@@ -248,7 +250,7 @@ def invoice_advance(*, invoice: Invoice, now: datetime) -> None:
     for pid in decision.credit:
         payment = payments[pid]
         if payment.amount_usd == 0:
-            # Worth less than half a cent at its rate: no ledger row can hold it.
+            # Worth less than a cent at its rate: no ledger row can hold it.
             log.info("payment %s on %s is worth 0.00 USD: closed without credit", payment, invoice.number)
             Payment.objects.filter(pk=pid).update(disposition=PaymentDisposition.CREDITED)
             continue
@@ -262,7 +264,7 @@ def invoice_advance(*, invoice: Invoice, now: datetime) -> None:
         )
         Payment.objects.filter(pk=pid).update(disposition=PaymentDisposition.CREDITED)
     if decision.overpaid > 0:
-        excess = cents(
+        excess = cents_down(
             Decimal(decision.overpaid.numerator) / Decimal(decision.overpaid.denominator) * invoice.total_usd
         )
         if excess > 0:

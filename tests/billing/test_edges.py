@@ -139,11 +139,37 @@ def test_checkout_posts_of_one_ipv6_client_are_counted_by_its_64(chains, custome
 # --- Revenue ------------------------------------------------------------------------------------
 
 
+def test_a_payment_split_into_outputs_of_half_a_cent_is_not_credited_twice_its_worth(chains, customer):
+    # Each output is a payment valued on its own: rounded half up, an output worth 0.6 cent
+    # became a cent of credit, and a transaction of many such outputs twice what it sent.
+    from tests.billing.helpers import observe
+
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+        pay(invoice, int(invoice.active_request.amount_due), txid="tx-paid")
+        invoice.refresh_from_db()
+        request = invoice.active_request
+        scale = Decimal(10) ** 8  # litoshi
+        piece = int(Decimal("0.006") * scale / request.rate_usd)  # 0.6 cent at the quote's rate
+        for index in range(5):
+            observe(invoice, piece, confirmations=6, txid="tx-split", index=index)
+        whole = piece * 5  # 3 cents sent in all
+        observe(invoice, whole, confirmations=6, txid="tx-whole")
+    worth = Decimal(whole) * request.rate_usd / scale
+    assert Decimal("0.029") < worth < Decimal("0.031")
+    # The five outputs are worth under a cent each: closed without credit; the whole one is 2 cents.
+    assert selectors.credit_balance_usd(account=customer) == Decimal("0.02")
+    assert selectors.credit_balance_usd(account=customer) <= worth
+
+
 def test_revenue_counts_an_over_payment_once(chains, customer):
     with time_machine.travel(START, tick=False):
         first = make_invoice(customer, total="250.00")
         due = int(first.active_request.amount_due)
-        pay(first, due + due // 10, txid="tx-over")  # 10 % over: 25.00 becomes credit
+        # 10 % over (rounded up to a base unit): 25.00 becomes credit; money received is valued
+        # rounded down to the cent, so a base unit short of 10 % would be 24.99.
+        over = due - (-due // 10)
+        pay(first, over, txid="tx-over")
         assert selectors.credit_balance_usd(account=customer) == Decimal("25.00")
         second = make_invoice(customer, total="25.00", payable=("test", 2))
         services.invoice_pay_with_credit(invoice_id=second.pk, account=customer)
@@ -154,7 +180,7 @@ def test_revenue_counts_an_over_payment_once(chains, customer):
         "LTC": (Decimal("250.00"), 1),
         "credit": (Decimal("25.00"), 1),
     }
-    assert rows["LTC"]["amount"] == due + due // 10  # the coins that came in
+    assert rows["LTC"]["amount"] == over  # the coins that came in
     by_day = selectors.revenue_by_day(since=since, until=until)
     assert [(r["day"], r["currency"], r["usd"]) for r in by_day] == [
         (date(2026, 11, 30), "LTC", Decimal("250.00")),
