@@ -13,7 +13,7 @@ Semantics follow the best processors (BTCPay Server's):
   if it is still unconfirmed when the monitoring window ends it is `invalid`.
 - settled: confirmed >= 1 - tolerance. The confirmed open payments are
   *applied*; beyond 100 % the excess becomes account credit (`paid_over`).
-  An excess worth less than a cent (`over_min`: it would be 0.00 USD of
+  An excess worth less than half a cent (`over_min`: it would be 0.00 USD of
   credit) is not an over-payment: the quote itself is rounded up to the next
   base unit, and a one-piconero surplus is that rounding, not money owed.
 - expired: the rate lock ended below the threshold. A payment completing it
@@ -47,9 +47,8 @@ def payment_fraction(
 
 def over_min_for(*, total_usd: Fraction) -> Fraction:
     """The smallest excess (a fraction of the invoice) called an over-payment:
-    a cent, the least that makes 0.01 USD of credit (money received is valued
-    rounded down: core.money.cents_down)."""
-    return Fraction(1, 100) / Fraction(total_usd)
+    half a cent, the least that rounds (half up) to 0.01 USD of credit."""
+    return Fraction(1, 200) / Fraction(total_usd)
 
 
 @dataclass(frozen=True)
@@ -93,7 +92,7 @@ def invoice_evaluate(
     over_min: Fraction = Fraction(0),
 ) -> Decision:
     """`over_min`: the smallest excess (a fraction of the invoice) called
-    `paid_over` (over_min_for: a cent); a smaller one is rounding."""
+    `paid_over` (over_min_for: half a cent); a smaller one is rounding."""
     open_ = [p for p in payments if p.counted and p.disposition == OPEN]
     seen = sum((p.fraction for p in open_), Fraction(0))
     confirmed_open = [p for p in open_ if p.confirmed]

@@ -30,7 +30,7 @@ from billing.models import (
 from billing.services.common import confirmations_required, invoice_lock, invoice_transition, log, tolerance
 from billing.services.credit import credit_post
 from core.audit import AuditAction, audit_record
-from core.money import cents_down
+from core.money import cents, cents_down
 
 
 @dataclass(frozen=True)
@@ -264,7 +264,9 @@ def invoice_advance(*, invoice: Invoice, now: datetime) -> None:
         )
         Payment.objects.filter(pk=pid).update(disposition=PaymentDisposition.CREDITED)
     if decision.overpaid > 0:
-        excess = cents_down(
+        # One figure per invoice, its share of the invoice's total: rounded half up
+        # (the amount due was rounded up to a base unit, so the share is a hair short).
+        excess = cents(
             Decimal(decision.overpaid.numerator) / Decimal(decision.overpaid.denominator) * invoice.total_usd
         )
         if excess > 0:

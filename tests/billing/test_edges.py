@@ -166,10 +166,7 @@ def test_revenue_counts_an_over_payment_once(chains, customer):
     with time_machine.travel(START, tick=False):
         first = make_invoice(customer, total="250.00")
         due = int(first.active_request.amount_due)
-        # 10 % over (rounded up to a base unit): 25.00 becomes credit; money received is valued
-        # rounded down to the cent, so a base unit short of 10 % would be 24.99.
-        over = due - (-due // 10)
-        pay(first, over, txid="tx-over")
+        pay(first, due + due // 10, txid="tx-over")  # 10 % over: 25.00 becomes credit
         assert selectors.credit_balance_usd(account=customer) == Decimal("25.00")
         second = make_invoice(customer, total="25.00", payable=("test", 2))
         services.invoice_pay_with_credit(invoice_id=second.pk, account=customer)
@@ -180,7 +177,7 @@ def test_revenue_counts_an_over_payment_once(chains, customer):
         "LTC": (Decimal("250.00"), 1),
         "credit": (Decimal("25.00"), 1),
     }
-    assert rows["LTC"]["amount"] == over  # the coins that came in
+    assert rows["LTC"]["amount"] == due + due // 10  # the coins that came in
     by_day = selectors.revenue_by_day(since=since, until=until)
     assert [(r["day"], r["currency"], r["usd"]) for r in by_day] == [
         (date(2026, 11, 30), "LTC", Decimal("250.00")),
