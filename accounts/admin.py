@@ -55,8 +55,27 @@ class SshKeyInline(ReadOnlyInline):
     fields = readonly_fields = ("name", "key_type", "bits", "fingerprint", "comment", "created_at")
 
 
+class RightsAudited:
+    """For the admin of a model that holds rights (an account's groups and
+    permissions, a group's permissions): many-to-many fields, saved after the
+    row's own (save_related), which the row's audit entry does not see. What a
+    save grants or takes away, by name (`rights`), is audited here."""
+
+    def rights(self, obj) -> dict[str, list[str]]:
+        raise NotImplementedError
+
+    def save_related(self, request, form, formsets, change):
+        obj = form.instance
+        before = self.rights(obj) if change else None
+        super().save_related(request, form, formsets, change)
+        after = self.rights(obj)
+        diff = snapshot_diff(before if before is not None else {name: [] for name in after}, after)
+        if diff:
+            audit_record(actor=request.user, action=AuditAction.ADMIN_CHANGE, obj=obj, changes=diff)
+
+
 @admin.register(Account)
-class AccountAdmin(AuditedModelAdmin, UserAdmin):
+class AccountAdmin(RightsAudited, AuditedModelAdmin, UserAdmin):
     form = AccountChangeForm
     add_form = StaffAccountCreationForm
     add_fieldsets = (
@@ -164,15 +183,11 @@ class AccountAdmin(AuditedModelAdmin, UserAdmin):
             if diff:
                 audit_record(actor=request.user, action=AuditAction.ADMIN_CHANGE, obj=obj, changes=diff)
 
-    def save_related(self, request, form, formsets, change):
-        """Groups and permissions are saved after the account's own fields (many
-        to many): what was granted or taken away is audited here."""
-        account = form.instance
-        before = _rights(account) if change else {}
-        super().save_related(request, form, formsets, change)
-        diff = snapshot_diff(before, _rights(account))
-        if change and diff:
-            audit_record(actor=request.user, action=AuditAction.ADMIN_CHANGE, obj=account, changes=diff)
+    def rights(self, account):
+        return {
+            "groups": sorted(account.groups.values_list("name", flat=True)),
+            "user_permissions": _permission_names(account.user_permissions.all()),
+        }
 
     def user_change_password(self, request, id, form_url=""):
         with transaction.atomic():
@@ -203,14 +218,6 @@ def _guarded_from(user, account: Account) -> bool:
     return not user.is_superuser and account.pk != user.pk and (account.is_staff or account.is_superuser)
 
 
-def _rights(account: Account) -> dict[str, list[str]]:
-    """The groups and permissions granted to `account`, by name, for the audit trail."""
-    return {
-        "groups": sorted(account.groups.values_list("name", flat=True)),
-        "user_permissions": _permission_names(account.user_permissions.all()),
-    }
-
-
 def _permission_names(permissions) -> list[str]:
     return sorted(
         f"{app}.{codename}" for app, codename in permissions.values_list("content_type__app_label", "codename")
@@ -225,7 +232,7 @@ if admin.site.is_registered(Group):
 
 
 @admin.register(Group)
-class StaffGroupAdmin(AuditedModelAdmin, GroupAdmin):
+class StaffGroupAdmin(RightsAudited, AuditedModelAdmin, GroupAdmin):
     def has_add_permission(self, request):
         return request.user.is_superuser
 
@@ -235,18 +242,8 @@ class StaffGroupAdmin(AuditedModelAdmin, GroupAdmin):
     def has_delete_permission(self, request, obj=None):
         return request.user.is_superuser
 
-    def save_related(self, request, form, formsets, change):
-        group = form.instance
-        before = _permission_names(group.permissions.all()) if change else []
-        super().save_related(request, form, formsets, change)
-        after = _permission_names(group.permissions.all())
-        if before != after:
-            audit_record(
-                actor=request.user,
-                action=AuditAction.ADMIN_CHANGE,
-                obj=group,
-                changes={"permissions": [before, after]},
-            )
+    def rights(self, group):
+        return {"permissions": _permission_names(group.permissions.all())}
 
 
 # Authenticators are set up by their owner (the two-factor page) and reset by a

@@ -224,6 +224,12 @@ def test_groups_are_a_superusers_to_change_and_changes_are_audited(admin_client,
     entry = AuditEntry.objects.get(action="admin.change", object_id=str(group.pk))
     assert entry.actor == boss
     assert entry.changes == {"permissions": [[], ["accounts.change_account"]]}
+    # A group added with permissions: what it grants is audited too, not only its name.
+    resp = admin_client.post("/admin/auth/group/add/", {"name": "ops", "permissions": [grant.pk]})
+    assert resp.status_code == 302
+    added = Group.objects.get(name="ops")
+    granted = AuditEntry.objects.get(action="admin.change", object_id=str(added.pk))
+    assert granted.changes == {"permissions": [[], ["accounts.change_account"]]}
 
 
 def test_rights_granted_to_an_account_are_audited(admin_client, boss, signup):
