@@ -423,7 +423,7 @@ class PaymentAdmin(ReadOnlyAdmin):
     )
     fieldsets = (
         (None, {"fields": ("invoice", "request", "chain", "currency", "txid", "position", "output_index")}),
-        ("Amount", {"fields": (payment_coins, usd_display("amount_usd", "USD at the locked rate"))}),
+        ("Amount", {"fields": (payment_coins, usd_display("amount_usd", "USD value"), "late_rate_usd")}),
         (
             "On chain",
             {"fields": ("status", "confirmations", "block_height", "block_hash", "first_seen_at", "confirmed_at")},

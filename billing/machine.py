@@ -18,7 +18,10 @@ Semantics follow the best processors (BTCPay Server's):
   base unit, and a one-piconero surplus is that rounding, not money owed.
 - expired: the rate lock ended below the threshold. A payment completing it
   inside the monitoring window still settles it (`paid_late`); what did not
-  complete it is credited once the window closes.
+  complete it is credited once the window closes. The lock is over for a
+  payment seen after it: its coins count at the lower of the locked rate and
+  the market's then (`rate_ratio`), so a fall in the coin's price after the
+  quote ended is not the house's loss.
 - settled / invalid: anything confirmed afterwards is credited.
 
 Nothing received is dropped: every confirmed payment ends applied or credited.
@@ -37,12 +40,26 @@ OPEN, APPLIED, CREDITED = "open", "applied", "credited"
 
 
 def payment_fraction(
-    *, amount: int, amount_due: int, request_usd: Fraction | Decimal, total_usd: Fraction | Decimal
+    *,
+    amount: int,
+    amount_due: int,
+    request_usd: Fraction | Decimal,
+    total_usd: Fraction | Decimal,
+    rate_ratio: Fraction = Fraction(1),
 ) -> Fraction:
     """The part of its invoice a payment of `amount` base units pays, made to a
     request for `amount_due` base units that asks for `request_usd` of the
-    invoice's `total_usd`."""
-    return Fraction(amount, amount_due) * Fraction(request_usd) / Fraction(total_usd)
+    invoice's `total_usd`. `rate_ratio` (rate_ratio_for): a payment seen after
+    its request's rate lock counts at the lower market rate of then."""
+    return Fraction(amount, amount_due) * Fraction(request_usd) / Fraction(total_usd) * rate_ratio
+
+
+def rate_ratio_for(*, locked_rate: Decimal, late_rate: Decimal | None) -> Fraction:
+    """What a payment's coins count for against its request's locked rate: 1,
+    or (seen after the lock, the market lower) the late rate over the locked one."""
+    if late_rate is None:
+        return Fraction(1)
+    return min(Fraction(1), Fraction(late_rate) / Fraction(locked_rate))
 
 
 def over_min_for(*, total_usd: Fraction) -> Fraction:

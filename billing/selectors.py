@@ -86,7 +86,11 @@ def payments_fraction(
     for p in payments:
         request = requests[p.request_id] if requests is not None else p.request
         out += machine.payment_fraction(
-            amount=p.amount, amount_due=request.amount_due, request_usd=request.amount_usd, total_usd=total
+            amount=p.amount,
+            amount_due=request.amount_due,
+            request_usd=request.amount_usd,
+            total_usd=total,
+            rate_ratio=machine.rate_ratio_for(locked_rate=request.rate_usd, late_rate=p.late_rate_usd),
         )
     return out
 

@@ -58,7 +58,14 @@ class PaymentOutput(serializers.Serializer[Any]):
     )
     amount = BaseUnitsField()
     amount_display = serializers.SerializerMethodField()
-    amount_usd = MoneyField()
+    amount_usd = MoneyField(
+        help_text="What it is worth, rounded down to the cent: at its quote's locked rate, or at late_rate_usd."
+    )
+    late_rate_usd = serializers.CharField(
+        allow_null=True,
+        help_text="Seen after its quote's rate lock ended, when the market rate then was lower: the rate (USD "
+        "per whole coin) it counts at. null: the quote's locked rate.",
+    )
     confirmations = serializers.IntegerField()
     confirmations_required = serializers.SerializerMethodField()
     status = serializers.ChoiceField(choices=PaymentStatus.choices)

@@ -38,7 +38,19 @@ class Payment(models.Model):
         "balance:<address> (ether found by a balance check; the txid is then the block's hash).",
     )
     amount = BaseUnitsModelField()
-    amount_usd = models.DecimalField(max_digits=14, decimal_places=2, help_text="At the request's locked rate.")
+    amount_usd = models.DecimalField(
+        max_digits=14,
+        decimal_places=2,
+        help_text="Its value, rounded down to the cent: at the request's locked rate, or at late_rate_usd.",
+    )
+    late_rate_usd = models.DecimalField(
+        max_digits=30,
+        decimal_places=12,
+        null=True,
+        blank=True,
+        help_text="Seen after its request's rate lock ended, when the market rate then was below the locked "
+        "rate: the rate it is valued and counted at (USD per whole coin). Empty: the locked rate.",
+    )
     confirmations = models.PositiveIntegerField(default=0)
     block_height = models.PositiveBigIntegerField(null=True, blank=True)
     block_hash = models.CharField(max_length=128, blank=True)
@@ -66,6 +78,9 @@ class Payment(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["chain", "txid", "position"], name="payment_recorded_once"),
             models.CheckConstraint(condition=Q(amount__gt=0), name="payment_amount_positive"),
+            models.CheckConstraint(
+                condition=Q(late_rate_usd__isnull=True) | Q(late_rate_usd__gt=0), name="payment_late_rate_positive"
+            ),
         ]
 
     def __str__(self) -> str:

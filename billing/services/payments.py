@@ -27,6 +27,7 @@ from billing.models import (
     PaymentStatus,
     StrayTransfer,
 )
+from billing.rates import rate_to_value_at
 from billing.services.common import confirmations_required, invoice_lock, invoice_transition, log, tolerance
 from billing.services.credit import credit_post
 from core.audit import AuditAction, audit_record
@@ -59,10 +60,29 @@ class Observation:
         return self.position or str(self.output_index)
 
 
-def _payment_value_usd(request: PaymentRequest, amount: int) -> Decimal:
-    """What a transfer is worth at its request's rate, in whole cents, rounded down
-    (core.money.cents_down): it becomes credit when it pays nothing."""
-    return cents_down(Decimal(amount) * request.rate_usd / currency_get(request.currency).scale)
+def _late_rate(*, request: PaymentRequest, invoice: Invoice, now: datetime) -> Decimal | None:
+    """The rate a transfer seen now is valued at instead of its request's locked
+    one, or None. The lock ends at the request's `expires_at`; while the request
+    is the active one of an invoice still open (the periodic job has not expired
+    it yet, or it waits for a blind watcher: wait_for_watcher), the lock holds.
+    Past it the lower of the locked rate and the market's (rate_to_value_at)
+    applies: coins sent to an old quote after their price fell are worth what
+    they are worth now, not what they were when the quote was made."""
+    if now < request.expires_at:
+        return None
+    if request.is_active and invoice.status in (InvoiceStatus.NEW, InvoiceStatus.PROCESSING):
+        return None
+    market = rate_to_value_at(currency=request.currency)
+    if market is None or market >= request.rate_usd:
+        return None
+    return market
+
+
+def _payment_value_usd(request: PaymentRequest, amount: int, *, late_rate: Decimal | None = None) -> Decimal:
+    """What a transfer is worth at its request's rate (or `late_rate`), in whole
+    cents, rounded down (core.money.cents_down): it becomes credit when it pays nothing."""
+    rate = request.rate_usd if late_rate is None else late_rate
+    return cents_down(Decimal(amount) * rate / currency_get(request.currency).scale)
 
 
 def payment_observe(
@@ -100,6 +120,17 @@ def payment_observe(
             confirmed = obs.confirmations >= confirmations_required(currency=obs.currency)
         payment = Payment.objects.filter(chain=chain, txid=obs.txid, position=obs.key).first()
         if payment is None:
+            # Staff recording a payment by hand judge when it was sent (docs/billing.md).
+            late_rate = _late_rate(request=request, invoice=invoice, now=now) if source == "watcher" else None
+            if late_rate is not None:
+                log.info(
+                    "payment %s %s to %s seen after its rate lock: valued at %s USD, not the locked %s",
+                    obs.currency,
+                    obs.txid,
+                    invoice.number,
+                    late_rate,
+                    request.rate_usd,
+                )
             payment = Payment.objects.create(
                 request=request,
                 invoice=invoice,
@@ -109,7 +140,8 @@ def payment_observe(
                 output_index=obs.output_index,
                 position=obs.key,
                 amount=obs.amount,
-                amount_usd=_payment_value_usd(request, obs.amount),
+                amount_usd=_payment_value_usd(request, obs.amount, late_rate=late_rate),
+                late_rate_usd=late_rate,
                 confirmations=obs.confirmations,
                 block_height=obs.block_height,
                 block_hash=obs.block_hash or "",
@@ -229,7 +261,11 @@ def invoice_advance(*, invoice: Invoice, now: datetime) -> None:
         machine.PaymentFacts(
             id=p.pk,
             fraction=machine.payment_fraction(
-                amount=p.amount, amount_due=p.request.amount_due, request_usd=p.request.amount_usd, total_usd=total
+                amount=p.amount,
+                amount_due=p.request.amount_due,
+                request_usd=p.request.amount_usd,
+                total_usd=total,
+                rate_ratio=machine.rate_ratio_for(locked_rate=p.request.rate_usd, late_rate=p.late_rate_usd),
             ),
             confirmed=p.status == PaymentStatus.CONFIRMED,
             counted=p.counted,

@@ -56,6 +56,7 @@ def test_payments_show_confirmations_seen_and_needed(chains, customer, customer_
         "amount": "1000",
         "amount_display": "0.00001000",
         "amount_usd": "0.95",
+        "late_rate_usd": None,
         "confirmations": 1,
         "confirmations_required": 2,
         "status": "pending",

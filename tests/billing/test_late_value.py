@@ -1,0 +1,207 @@
+"""A quote's rate is locked until it ends. Coins a watcher sees reach a quote
+after that count at the lower of the locked rate and the market's then: sent
+to an expired invoice's address weeks later, or to the address of a quote a
+re-quote replaced, after the coin's price fell, they are worth what they are
+worth now, never the old price (docs/billing.md, "After the rate lock")."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from fractions import Fraction
+
+import pytest
+import time_machine
+
+from billing import selectors, services
+from billing.models import CreditEntry, CreditKind, InvoiceStatus, Payment, RateSample
+from billing.services import LineSpec, Observation
+
+pytestmark = pytest.mark.django_db
+
+START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+LTC = Decimal(10) ** 8  # litoshi per LTC
+
+
+def make_invoice(account, total="90.00"):
+    amount = Decimal(total)
+    return services.invoice_create(
+        account=account,
+        payable=("test", 1),
+        description="Test invoice",
+        lines=[LineSpec("Thing", Decimal(1), amount, amount)],
+        currency="LTC",
+    )
+
+
+def observe(request, amount: int, *, txid: str, now: datetime, confirmations: int = 6) -> Payment:
+    payment = services.payment_observe(
+        observation=Observation(
+            currency=request.currency,
+            txid=txid,
+            output_index=0,
+            match_key=request.match_key,
+            amount=amount,
+            confirmations=confirmations,
+        ),
+        now=now,
+    )
+    assert payment is not None
+    return payment
+
+
+@pytest.fixture
+def ltc_at(settings):
+    """Set the market's LTC rate (the test rates hold the others)."""
+
+    def set_rate(usd: str) -> None:
+        settings.MANUAL_RATES_USD = f"BTC=95000,ETH=3500,USDT=1,USDC=1,XMR=180,SOL=150,LTC={usd}"
+
+    return set_rate
+
+
+def test_coins_sent_to_an_expired_invoice_after_the_price_fell_are_credited_at_the_price_then(chains, customer, ltc_at):
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)  # 90.00 USD at 90 USD/LTC: 1 LTC
+    request = invoice.active_request
+    assert request.amount_due == int(LTC)
+    later = START + timedelta(days=10)  # long after the monitoring window
+    with time_machine.travel(later, tick=False):
+        services.invoices_advance_due(now=later)
+        invoice.refresh_from_db()
+        assert invoice.status == InvoiceStatus.EXPIRED
+        ltc_at("45")  # the coin lost half its price
+        payment = observe(request, int(LTC), txid="tx-late", now=later)
+        services.invoices_advance_due(now=later)
+    payment.refresh_from_db()
+    assert payment.late_rate_usd == Decimal("45")
+    assert payment.amount_usd == Decimal("45.00")
+    entry = CreditEntry.objects.get(payment=payment)
+    assert (entry.kind, entry.amount_usd) == (CreditKind.LATE_PAYMENT, Decimal("45.00"))
+    assert selectors.credit_balance_usd(account=customer) == Decimal("45.00")
+
+
+def test_a_price_that_rose_since_leaves_the_locked_rate(chains, customer, ltc_at):
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+    request = invoice.active_request
+    later = START + timedelta(days=3)
+    with time_machine.travel(later, tick=False):
+        services.invoices_advance_due(now=later)
+        ltc_at("180")
+        payment = observe(request, int(LTC) // 2, txid="tx-late", now=later)
+        services.invoices_advance_due(now=later)
+    payment.refresh_from_db()
+    assert payment.late_rate_usd is None
+    assert payment.amount_usd == Decimal("45.00")  # half a coin at the locked 90, not at 180
+    assert selectors.credit_balance_usd(account=customer) == Decimal("45.00")
+
+
+def test_inside_the_window_a_full_old_amount_after_a_fall_settles_only_with_the_rest(chains, customer, ltc_at):
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+    request = invoice.active_request
+    after_lock = START + timedelta(hours=1)  # the lock (30 minutes) is over; the window (24 hours) is not
+    with time_machine.travel(after_lock, tick=False):
+        services.invoices_advance_due(now=after_lock)
+        ltc_at("72")  # 20 % down
+        observe(request, int(LTC), txid="tx-old-amount", now=after_lock)
+        invoice.refresh_from_db()
+        # The old amount is worth 72.00 of 90.00 now: 80 %, not the whole invoice.
+        assert (invoice.status, invoice.exception) == (InvoiceStatus.EXPIRED, "paid_late")
+        assert selectors.invoice_paid_fraction(invoice=invoice) == Fraction(4, 5)
+        # A quarter of a coin more, at 72 USD, is the 18.00 USD left: settled.
+        observe(request, int(LTC) // 4, txid="tx-rest", now=after_lock)
+        invoice.refresh_from_db()
+    assert (invoice.status, invoice.exception) == (InvoiceStatus.SETTLED, "paid_late")
+    assert not CreditEntry.objects.filter(account=customer).exists()
+
+
+def test_a_quote_replaced_by_a_requote_is_not_held_at_its_old_rate(chains, customer, customer_api, ltc_at):
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+    first = invoice.active_request
+    at = START + timedelta(hours=1)
+    with time_machine.travel(at, tick=False):
+        services.invoices_advance_due(now=at)
+        ltc_at("60")
+        resp = customer_api.post(f"/api/v1/invoices/{invoice.pk}/requote", {}, format="json")
+        assert resp.status_code == 200, resp.content
+        invoice.refresh_from_db()
+        second = invoice.active_request
+        assert second.pk != first.pk
+        assert second.amount_due == int(Decimal("1.5") * LTC)  # 90.00 at 60
+        # The old quote's 1 LTC, sent now, is 60.00 USD: two thirds of the invoice.
+        payment = observe(first, int(LTC), txid="tx-old-quote", now=at)
+        invoice.refresh_from_db()
+        assert invoice.status == InvoiceStatus.NEW
+        assert payment.late_rate_usd == Decimal("60")
+        detail = customer_api.get(f"/api/v1/invoices/{invoice.pk}").json()
+    assert detail["payment_summary"]["counted_usd"] == "60.00"
+    assert detail["payment_summary"]["due_usd"] == "30.00"
+    [shown] = detail["payments"]
+    assert (shown["amount_usd"], Decimal(shown["late_rate_usd"])) == ("60.00", Decimal("60"))
+
+
+def test_a_quote_still_open_after_its_lock_keeps_its_rate_until_the_job_expires_it(chains, customer, ltc_at):
+    # The periodic job runs every 30 seconds (and waits while a watcher is blind): until
+    # it expires the invoice, the active quote holds.
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+    at = START + timedelta(minutes=31)
+    with time_machine.travel(at, tick=False):
+        ltc_at("45")
+        payment = observe(invoice.active_request, int(LTC), txid="tx-just-late", now=at)
+        invoice.refresh_from_db()
+    assert payment.late_rate_usd is None
+    assert payment.amount_usd == Decimal("90.00")
+    assert invoice.status == InvoiceStatus.SETTLED
+
+
+def test_without_a_rate_in_force_the_lowest_latest_sample_values_it(chains, customer, settings):
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+    request = invoice.active_request
+    later = START + timedelta(days=5)
+    with time_machine.travel(later, tick=False):
+        services.invoices_advance_due(now=later)
+        settings.MANUAL_RATES_USD = ""  # only market samples now, and every one is stale
+        for source, usd, age in (("kraken", "50", 3), ("coingecko", "52", 2), ("kraken", "70", 30)):
+            RateSample.objects.create(
+                currency="LTC", source=source, usd=Decimal(usd), observed_at=later - timedelta(hours=age)
+            )
+        payment = observe(request, int(LTC), txid="tx-stale", now=later)
+    assert payment.late_rate_usd == Decimal("50")  # kraken's latest (50), below coingecko's (52)
+    assert payment.amount_usd == Decimal("50.00")
+
+
+def test_with_no_market_rate_ever_known_the_locked_rate_stands(chains, customer, settings):
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+    later = START + timedelta(days=5)
+    with time_machine.travel(later, tick=False):
+        services.invoices_advance_due(now=later)
+        settings.MANUAL_RATES_USD = ""
+        payment = observe(invoice.active_request, int(LTC), txid="tx-no-rate", now=later)
+    assert payment.late_rate_usd is None
+    assert payment.amount_usd == Decimal("90.00")
+
+
+def test_a_payment_staff_record_by_hand_keeps_the_locked_rate(chains, customer, ltc_at):
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+    later = START + timedelta(days=2)
+    with time_machine.travel(later, tick=False):
+        services.invoices_advance_due(now=later)
+        ltc_at("45")
+        payment = services.payment_record_manual(
+            invoice_number=invoice.number,
+            txid="tx-by-hand",
+            amount=int(LTC),
+            confirmations=6,
+            reason="sent inside the lock; the node was down",
+            actor=None,
+            now=later,
+        )
+    assert payment.late_rate_usd is None
+    assert payment.amount_usd == Decimal("90.00")
