@@ -95,6 +95,19 @@ def payments_fraction(
     return out
 
 
+def invoice_received_usd(*, invoice: Invoice) -> Decimal:
+    """What an invoice received toward its total, in USD: its applied payments
+    at their value (each rounded down to the cent) and the credit spent on it,
+    at most its total (beyond it is the over-payment, credited on its own)."""
+    applied = invoice.payments.filter(disposition=PaymentDisposition.APPLIED).exclude(status=PaymentStatus.REMOVED)
+    paid = sum((p.amount_usd for p in applied), Decimal(0))
+    spent = -sum(
+        (e.amount_usd for e in invoice.credit_entries.filter(kind=CreditKind.INVOICE_PAYMENT)),
+        Decimal(0),
+    )
+    return min(invoice.total_usd, paid + spent)
+
+
 def invoice_paid_fraction(*, invoice: Invoice) -> Fraction:
     """The part of the invoice its counted payments still open (neither applied
     nor credited yet) pay: what a fresh quote need not ask for again."""

@@ -14,8 +14,8 @@ from django.utils import timezone
 from billing import signals
 from billing.currencies import CURRENCIES
 from billing.models import CreditBalance, CreditEntry, CreditKind, Invoice, InvoiceException, InvoiceStatus, Payment
-from billing.selectors import invoice_has_payments
-from billing.services.common import invoice_lock, invoice_transition, reason_required
+from billing.selectors import invoice_has_payments, invoice_received_usd
+from billing.services.common import invoice_lock, invoice_transition, log, reason_required
 from core.audit import AuditAction, audit_record
 from core.errors import Conflict, DomainError
 from core.money import cents
@@ -183,19 +183,29 @@ def credit_refund_record(
 
 
 @transaction.atomic
-def invoice_credit_unfulfilled(*, invoice_id: int, reason: str) -> CreditEntry:
+def invoice_credit_unfulfilled(*, invoice_id: int, reason: str) -> CreditEntry | None:
     """A settled invoice whose subject can no longer be delivered (paid too late
-    for stock that is gone): its whole value becomes account credit, once."""
+    for stock that is gone, a renewal of a rental ended meanwhile): what it
+    received becomes account credit, once. What it received (invoice_received_usd):
+    the payments applied to it at their value and the credit spent on it, at most
+    its total (an excess was credited already, as an over-payment). Less than the
+    total where it settled a hair short, inside the under-payment tolerance, or
+    on late coins worth less than their quote; nothing where staff marked it
+    settled with nothing received (staff credit by hand what came some other way)."""
     invoice = invoice_lock(invoice_id=invoice_id)
     if invoice.status != InvoiceStatus.SETTLED:
         raise Conflict("invoice_not_settled", "Only a settled invoice can be credited back.")
     existing = invoice.credit_entries.filter(kind=CreditKind.UNFULFILLED).first()
     if existing is not None:
         return existing
+    received = invoice_received_usd(invoice=invoice)
+    if received <= 0:
+        log.warning("%s cannot be delivered and received nothing to credit back (%s)", invoice.number, reason)
+        return None
     entry = credit_post(
         account_id=invoice.account_id,
         kind=CreditKind.UNFULFILLED,
-        amount_usd=invoice.total_usd,
+        amount_usd=received,
         invoice=invoice,
         reason=reason,
     )
@@ -204,6 +214,6 @@ def invoice_credit_unfulfilled(*, invoice_id: int, reason: str) -> CreditEntry:
         action=AuditAction.INVOICE_CREDIT_UNFULFILLED,
         obj=invoice,
         reason=reason,
-        changes={"amount_usd": str(invoice.total_usd)},
+        changes={"amount_usd": str(received), "total_usd": str(invoice.total_usd)},
     )
     return entry

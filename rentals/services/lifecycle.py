@@ -125,10 +125,14 @@ def rental_from_order(*, order_id: int, now: datetime | None = None) -> Rental |
                 order.closed_at = now
                 order.close_reason = "paid after its reservation lapsed; no stock left: credited"
                 order.save(update_fields=["status", "closed_at", "close_reason"])
-                billing.invoice_credit_unfulfilled(
+                entry = billing.invoice_credit_unfulfilled(
                     invoice_id=invoice.pk, reason=f"Order {order.pk}: paid late, {order.gpu_name} sold out"
                 )
-                log.warning("order %s paid late without stock; %s credited", order.pk, invoice.total_usd)
+                log.warning(
+                    "order %s paid late without stock; %s USD credited",
+                    order.pk,
+                    entry.amount_usd if entry is not None else 0,
+                )
                 return None
         machine.order_to(order, OrderStatus.PAID)
         order.paid_at = invoice.settled_at or now

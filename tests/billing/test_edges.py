@@ -203,6 +203,54 @@ def test_revenue_leaves_out_an_invoice_whose_value_went_back_as_credit(chains, c
     assert [(r["currency"], r["usd"]) for r in by_day] == [("credit", Decimal("250.00"))]
 
 
+# --- Crediting back what cannot be delivered ---------------------------------------------------
+
+
+def test_what_cannot_be_delivered_is_credited_as_received_not_its_total(chains, customer):
+    # Settled inside the under-payment tolerance (0.5 %): 99.6 % of 250.00 arrived.
+    with time_machine.travel(START, tick=False):
+        short = make_invoice(customer)
+        payment = pay(short, int(short.active_request.amount_due) * 996 // 1000, txid="tx-short")
+        short.refresh_from_db()
+        assert short.status == "settled"
+        entry = services.invoice_credit_unfulfilled(invoice_id=short.pk, reason="sold out")
+    # 99.6 % of the coins, a litoshi under 249.00 USD: its value rounded down.
+    assert entry is not None and entry.amount_usd == payment.amount_usd == Decimal("248.99")
+    assert selectors.credit_balance_usd(account=customer) == Decimal("248.99")
+    # Asked again (a redelivered signal): the same entry, nothing more.
+    assert services.invoice_credit_unfulfilled(invoice_id=short.pk, reason="sold out").pk == entry.pk
+    assert selectors.credit_balance_usd(account=customer) == Decimal("248.99")
+
+
+def test_an_overpaid_invoice_credits_back_its_total_beside_the_excess(chains, customer):
+    with time_machine.travel(START, tick=False):
+        over = make_invoice(customer)
+        due = int(over.active_request.amount_due)
+        pay(over, due + due // 10, txid="tx-over")  # 25.00 over: credited as it came
+        services.invoice_credit_unfulfilled(invoice_id=over.pk, reason="sold out")
+    kinds = sorted(CreditEntry.objects.filter(account=customer).values_list("kind", "amount_usd"))
+    assert kinds == [("overpayment", Decimal("25.00")), ("unfulfilled", Decimal("250.00"))]
+
+
+def test_an_invoice_paid_from_credit_gives_the_credit_back(chains, customer):
+    services.credit_post(account_id=customer.pk, kind="adjustment", amount_usd=Decimal("300.00"), reason="goodwill")
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+        services.invoice_pay_with_credit(invoice_id=invoice.pk, account=customer)
+        assert selectors.credit_balance_usd(account=customer) == Decimal("50.00")
+        services.invoice_credit_unfulfilled(invoice_id=invoice.pk, reason="sold out")
+    assert selectors.credit_balance_usd(account=customer) == Decimal("300.00")
+
+
+def test_an_invoice_staff_marked_settled_with_nothing_received_credits_nothing(chains, customer):
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+        services.invoice_mark_settled(invoice_id=invoice.pk, actor=None, reason="paid by bank transfer")
+        assert services.invoice_credit_unfulfilled(invoice_id=invoice.pk, reason="sold out") is None
+    assert selectors.credit_balance_usd(account=customer) == Decimal("0")
+    assert not CreditEntry.objects.filter(account=customer).exists()
+
+
 # --- Closing an account that holds credit -------------------------------------------------------
 
 
