@@ -41,6 +41,7 @@ from billing.services.staff import (
     invoice_mark_invalid,
     invoice_mark_settled,
     invoice_void,
+    invoice_void_lapsed,
     payment_record_manual,
     stray_transfer_review,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "invoice_subjects_fill",
     "invoice_switch_currency",
     "invoice_void",
+    "invoice_void_lapsed",
     "invoices_advance_due",
     "payment_flag",
     "payment_observe",

@@ -144,6 +144,36 @@ def invoice_void(*, invoice_id: int, reason: str, actor: Any = None, now: dateti
 
 
 @transaction.atomic
+def invoice_void_lapsed(*, invoice_id: int, reason: str, now: datetime | None = None) -> Invoice:
+    """Close an expired invoice whose monitoring window has ended, paid or not
+    (what arrived became credit when the window closed), so that it can no
+    longer be re-quoted: what it billed is being billed again on another
+    invoice (a renewal's egress usage). One already invalid is left as it is;
+    any other state is refused (`invoice_not_lapsed`: paid or re-quoted meanwhile)."""
+    reason = reason_required(reason)
+    now = now or timezone.now()
+    invoice = invoice_lock(invoice_id=invoice_id)
+    if invoice.status == InvoiceStatus.INVALID:
+        return invoice
+    if invoice.status != InvoiceStatus.EXPIRED or now < invoice.monitoring_until:
+        raise Conflict(
+            "invoice_not_lapsed",
+            f"{invoice.number} is {invoice.status} and may still be paid.",
+            details={"status": invoice.status, "monitoring_until": invoice.monitoring_until.isoformat()},
+        )
+    invoice_transition(invoice=invoice, status=InvoiceStatus.INVALID, exception=invoice.exception, now=now, via="")
+    invoice_advance(invoice=invoice, now=now)  # anything confirmed and still open becomes credit
+    audit_record(
+        actor=SYSTEM_ACTOR,
+        action=AuditAction.INVOICE_VOID,
+        obj=invoice,
+        reason=reason,
+        changes={"status": [InvoiceStatus.EXPIRED, invoice.status]},
+    )
+    return invoice
+
+
+@transaction.atomic
 def stray_transfer_review(*, stray_id: int, actor: Any, reason: str, now: datetime | None = None) -> StrayTransfer:
     """Staff looked at a stray (refunded it from outside, or decided to keep it): say so, with why."""
     reason = reason_required(reason)

@@ -238,11 +238,24 @@ def usage_correction_window() -> timedelta:
     return timedelta(days=settings.USAGE_CORRECTION_DAYS)
 
 
-def _usage_unbilled() -> Q:
-    """Usage not billed yet, or billed on an invoice voided since (a renewal that
-    carried it was voided by a cancel or a termination): the egress was used all
-    the same, so it is billed again, on the next invoice that bills usage."""
-    return Q(billed_invoice__isnull=True) | Q(billed_invoice__status=InvoiceStatus.INVALID)
+def _usage_unbilled(*, now: datetime) -> Q:
+    """Usage not billed yet, or billed on a renewal that will never be paid: one
+    voided since (by a cancel or a termination), or one that expired unpaid and
+    whose monitoring window has closed (no payment settles it any more;
+    _renewal_invoice voids it so that it cannot be re-quoted either). The egress
+    was used all the same, so it is billed again, on the next invoice that bills
+    usage: the customer's next renewal, or a usage invoice of its own when the
+    rental is ending. A usage invoice of its own that lapses keeps it (it may be
+    re-quoted and paid): billing it again would issue one after another."""
+    return (
+        Q(billed_invoice__isnull=True)
+        | Q(billed_invoice__status=InvoiceStatus.INVALID)
+        | Q(
+            billed_invoice__status=InvoiceStatus.EXPIRED,
+            billed_invoice__monitoring_until__lte=now,
+            billed_invoice__renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
+        )
+    )
 
 
 def _usage_lines(rental: Rental, *, now: datetime) -> tuple[list[billing.LineSpec], list[UsageReport]]:
@@ -251,7 +264,7 @@ def _usage_lines(rental: Rental, *, now: datetime) -> tuple[list[billing.LineSpe
     reported."""
     reports = [
         r
-        for r in rental.usage_reports.filter(_usage_unbilled(), overage_usd__gt=0).order_by("month")
+        for r in rental.usage_reports.filter(_usage_unbilled(now=now), overage_usd__gt=0).order_by("month")
         if _month_end(r.month) + usage_correction_window() <= now
     ]
     lines = [
@@ -343,6 +356,10 @@ def _renewal_invoice(
                 exc.code,
             )
             invoice = issue(None)
+    # An expired invoice that billed this usage before is closed: paid late it
+    # would bill it twice (an invalid one can be neither re-quoted nor settled).
+    for lapsed in sorted({r.billed_invoice_id for r in reports if r.billed_invoice_id is not None}):
+        billing.invoice_void_lapsed(invoice_id=lapsed, reason=f"its usage is billed again on {invoice.number}", now=now)
     for r in reports:
         r.billed_invoice = invoice
         r.save(update_fields=["billed_invoice"])
@@ -759,11 +776,11 @@ def usage_report(
                 },
             )
         report = UsageReport.objects.select_for_update().filter(rental=rental, month=month).first()
-        # Billed on an invoice voided since: not billed (see _usage_unbilled), so still correctable.
+        # Billed on an invoice that will never be paid: not billed (see _usage_unbilled), so still correctable.
         if (
             report is not None
             and report.billed_invoice_id
-            and not UsageReport.objects.filter(_usage_unbilled(), pk=report.pk).exists()
+            and not UsageReport.objects.filter(_usage_unbilled(now=now), pk=report.pk).exists()
         ):
             raise Conflict(
                 "usage_already_billed",
@@ -817,7 +834,7 @@ def rentals_usage_bill_due(*, now: datetime | None = None) -> int:
     reported: each on its own invoice. Idempotent."""
     now = now or timezone.now()
     ids = (
-        UsageReport.objects.filter(_usage_unbilled(), overage_usd__gt=0)
+        UsageReport.objects.filter(_usage_unbilled(now=now), overage_usd__gt=0)
         .filter(Q(rental__cancelled_at__isnull=False) | ~Q(rental__status=RentalStatus.ACTIVE))
         .values_list("rental_id", flat=True)
         .distinct()

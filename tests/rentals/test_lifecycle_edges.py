@@ -296,6 +296,69 @@ def test_usage_on_a_renewal_voided_by_termination_is_billed_on_its_own_invoice(a
     assert usage.total_usd == Decimal("20.00") and UsageReport.objects.get().billed_invoice_id == usage.pk
 
 
+def test_usage_on_a_renewal_left_to_lapse_goes_onto_the_next_one_once(active_rental, customer_api, staff_api):
+    _usage(staff_api, active_rental, "2026-11", "25", T0 + timedelta(days=1))
+    issued = active_rental.paid_until - timedelta(days=7)
+    run_jobs_twice(issued)
+    auto = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="auto")
+    assert [ln.code for ln in auto.lines.all()] == ["gpu", "usage:egress"]
+
+    # Lapsed (its quote held 24 hours) but inside its monitoring window: it may still be
+    # paid late, so a renewal asked for now leaves the usage on it.
+    inside = issued + timedelta(hours=30)
+    run_jobs_twice(inside)
+    assert Invoice.objects.get(pk=auto.pk).status == "expired"
+    with time_machine.travel(inside, tick=False), committed():
+        first = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json")
+    assert first.status_code == 201, first.json()
+    [asked] = [r for r in first.json()["renewal_invoices"] if r["id"] != auto.pk]
+    manual = Invoice.objects.get(pk=asked["id"])
+    assert [ln.code for ln in manual.lines.all()] == ["gpu"]
+    run_jobs_twice(inside + timedelta(hours=2))  # that one lapses too, unpaid
+
+    # Once the window has closed nothing settles the first: the next renewal bills the usage,
+    # and the first is closed, so that it can be neither re-quoted nor billed twice.
+    after = issued + timedelta(days=3)
+    run_jobs_twice(after)
+    with time_machine.travel(after, tick=False), committed():
+        second = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json")
+    assert second.status_code == 201, second.json()
+    [latest] = [r for r in second.json()["renewal_invoices"] if r["id"] not in (auto.pk, manual.pk)]
+    renewal = Invoice.objects.get(pk=latest["id"])
+    assert [(ln.code, ln.amount_usd) for ln in renewal.lines.all()] == [
+        ("gpu", Decimal("250.00")),
+        ("usage:egress", Decimal("20.00")),
+    ]
+    assert UsageReport.objects.get().billed_invoice_id == renewal.pk
+    assert Invoice.objects.get(pk=auto.pk).status == "invalid"
+    assert Invoice.objects.get(pk=manual.pk).status == "expired"  # it billed no usage: left as it was
+    with time_machine.travel(after, tick=False):
+        requote = customer_api.post(f"/api/v1/invoices/{auto.pk}/requote", {}, format="json")
+    assert requote.status_code == 409 and requote.json()["error"]["code"] == "invoice_not_expired"
+
+    with time_machine.travel(after + timedelta(minutes=5), tick=False):
+        pay(renewal.number, int(latest["amount"]), txid="tx-renewal-with-usage")
+    assert Rental.objects.get(pk=active_rental.pk).paid_until == active_rental.paid_until + MONTH
+    run_jobs_twice(after + timedelta(days=2))
+    assert UsageReport.objects.get().billed_invoice_id == renewal.pk
+
+
+def test_a_usage_invoice_of_its_own_that_lapses_keeps_its_usage(active_rental, customer_api, staff_api):
+    # Billed again each time it lapsed, a customer who never pays would be sent one after another.
+    customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel")
+    _usage(staff_api, active_rental, "2026-11", "25", T0 + timedelta(days=1))
+    run_jobs_twice(T0 + timedelta(days=4))
+    usage = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="usage")
+    run_jobs_twice(T0 + timedelta(days=12))
+    from rentals import services
+
+    with committed():
+        services.rentals_usage_bill_due(now=T0 + timedelta(days=12))
+    assert Invoice.objects.get(pk=usage.pk).status == "expired"
+    assert Invoice.objects.filter(renewal__rental=active_rental, renewal__kind="usage").count() == 1
+    assert UsageReport.objects.get().billed_invoice_id == usage.pk
+
+
 # --- Periodic jobs: one rental that fails holds back no other -------------------------------
 
 
