@@ -7,7 +7,12 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
-from django.contrib.auth.forms import BaseUserCreationForm, UserChangeForm
+from django.contrib.auth.forms import (
+    BaseUserCreationForm,
+    ReadOnlyPasswordHashField,
+    ReadOnlyPasswordHashWidget,
+    UserChangeForm,
+)
 from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models import Exists, OuterRef
@@ -42,6 +47,13 @@ class AccountChangeForm(UserChangeForm):
     class Meta:
         model = Account
         fields = "__all__"
+
+
+class PasswordSummaryWidget(ReadOnlyPasswordHashWidget):
+    """The password's summary without Django's "Reset password" button: on an
+    account the viewer may not change, the button led to a 403."""
+
+    template_name = "accounts/widgets/password_summary.html"
 
 
 class ApiTokenInline(ReadOnlyInline):
@@ -151,6 +163,17 @@ class AccountAdmin(RightsAudited, AuditedModelAdmin, UserAdmin):
             # Granting rights is for superusers; other staff may only switch accounts on and off.
             readonly += ["is_staff", "is_superuser", "groups", "user_permissions"]
         return readonly
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if obj is not None and "password" in form.base_fields and not self.has_change_permission(request, obj):
+            # A page the viewer may only look at offers no password reset.
+            shown = form.base_fields["password"]
+            form = type(form.__name__, (form,), {})
+            form.base_fields["password"] = ReadOnlyPasswordHashField(
+                label=shown.label, help_text=shown.help_text, widget=PasswordSummaryWidget
+            )
+        return form
 
     def has_delete_permission(self, request, obj=None):
         # Accounts own financial records: deactivate, never delete.

@@ -185,6 +185,9 @@ def test_a_member_of_staff_cannot_take_over_another_staff_account(boss, signup):
         # Its page is shown read-only, and a post to it is refused.
         page = client.get(f"/admin/accounts/account/{target.pk}/change/")
         assert page.status_code == 200 and not page.context["has_change_permission"]
+        # with the password's summary and no reset button (it would lead to the 403 above)
+        html = page.content.decode()
+        assert "algorithm" in html and "../password/" not in html and "Reset password" not in html
         assert client.post(f"/admin/accounts/account/{target.pk}/change/", {"username": "x"}).status_code == 403
     resp = client.post(
         "/admin/accounts/account/",
@@ -194,7 +197,8 @@ def test_a_member_of_staff_cannot_take_over_another_staff_account(boss, signup):
     assert resp.status_code == 200
     assert "only a superuser deactivates it" in resp.content.decode()
     assert set(Account.objects.filter(is_active=False).values_list("username", flat=True)) == {"alice"}
-    # A customer's password is still the clerk's to reset.
+    # A customer's password is still the clerk's to reset, from its page's button.
+    assert "../password/" in client.get(f"/admin/accounts/account/{alice.pk}/change/").content.decode()
     assert client.post(f"/admin/accounts/account/{alice.pk}/password/", form).status_code == 302
     alice.refresh_from_db()
     assert alice.check_password(new)
