@@ -5,7 +5,6 @@ and forms below, which call billing services and record who, when and why."""
 from __future__ import annotations
 
 from decimal import Decimal
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from django import forms
@@ -38,7 +37,7 @@ from billing.models import (
 )
 from billing.payable import UnknownPayable, payable_describe, payable_get
 from billing.rates import rate_manual_end, rate_manual_set
-from billing.selectors import chain_health
+from billing.selectors import chain_health, payments_fraction, quote_rest
 from billing.serializers import checkout_url
 from core import display
 from core.admin import (
@@ -238,18 +237,11 @@ def to_pay_text(invoice: Invoice, *, credited_usd: Decimal | None) -> str:
     request = invoice.active_request
     if request is None:
         return f"{display.usd(invoice.total_usd)} USD, currency not chosen"
-    # As billing's state machine counts: each payment pays amount / amount due of its own quote.
-    seen = sum(
-        (
-            Fraction(int(p.amount), int(requests[p.request_id].amount_due))
-            for p in counted
-            if p.disposition == "open" and p.request_id in requests
-        ),
-        Fraction(0),
-    )
+    # As billing's state machine counts (payments_fraction), and as the checkout page asks (quote_rest).
+    open_ = [p for p in counted if p.disposition == "open" and p.request_id in requests]
+    seen = payments_fraction(invoice=invoice, payments=open_, requests=requests)
     amount_due = int(request.amount_due)
-    remaining = max(Fraction(0), 1 - seen)
-    due = -(-(remaining.numerator * amount_due) // remaining.denominator)
+    due = quote_rest(invoice=invoice, request=request, seen=seen, counted=counted)
     due_text = amount_label(request.currency, due, with_base_units=False)
     # Past its rate lock an invoice still "new" is expired for the payer (the periodic job closes it).
     ended = ", quote ended" if timezone.now() >= invoice.expires_at else ""

@@ -644,24 +644,25 @@ def rate_current(*, currency: str) -> Rate:
     return Rate(currency=code, usd=_trim(usd), source=label, at=at)
 
 
-def rate_to_value_at(*, currency: str) -> Decimal | None:
-    """The USD rate to value money in `currency` at now, outside any rate lock
+def rate_to_value_at(*, currency: str, now: datetime) -> Decimal | None:
+    """The USD rate to value money in `currency` at `now`, outside any rate lock
     (a payment seen after its quote ended): the rate in force (rate_current);
     when there is none (stale, sources apart, a stablecoin off its peg), the
-    lowest of each market source's latest sample, however old; None when no
-    market rate was ever known. The caller takes the lower of this and its
-    locked rate."""
+    median of each market source's latest sample of the last day (sources apart
+    are as likely high as low); None when there is none either. The caller
+    takes the lower of this and its locked rate."""
     try:
         return rate_current(currency=currency).usd
     except DomainError:
         pass
-    now = timezone.now()
     latest: dict[str, Decimal] = {}
     for source, usd in (
-        RateSample.objects.filter(currency=currency, observed_at__lte=now)
+        RateSample.objects.filter(currency=currency, observed_at__lte=now, observed_at__gt=now - timedelta(days=1))
         .exclude(source=SOURCE_MANUAL)  # one in force is rate_current's; an ended one was withdrawn
         .order_by("-observed_at", "-id")
-        .values_list("source", "usd")[:200]
+        .values_list("source", "usd")[:500]
     ):
         latest.setdefault(source, usd)
-    return _trim(min(latest.values())) if latest else None
+    if not latest:
+        return None
+    return _trim(_median(list(latest.values()))[0])

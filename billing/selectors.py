@@ -427,6 +427,21 @@ def invoice_progress(*, invoice: Invoice, now: datetime | None = None) -> dict[s
     }
 
 
+def quote_rest(*, invoice: Invoice, request: PaymentRequest, seen: Fraction, counted: Collection[Payment]) -> int:
+    """What `request` (the active quote) still asks for, in its base units, when
+    its open payments pay `seen` of the invoice: exactly its amount while
+    nothing has come since it was made (it asked for what was left, rounded up
+    to the cent), else the rest (it asks for amount_usd of the total), rounded
+    up to a base unit, at most its amount."""
+    amount_due = int(request.amount_due)
+    rest_usd = max(Fraction(0), 1 - seen) * Fraction(invoice.total_usd)
+    untouched = not any(p.request_id == request.pk for p in counted)
+    if untouched and Fraction(request.amount_usd) - rest_usd < Fraction(1, 100):
+        return amount_due
+    rest = rest_usd / Fraction(request.amount_usd) * amount_due
+    return min(amount_due, -(-rest.numerator // rest.denominator))
+
+
 def checkout_status(*, invoice: Invoice, now: datetime | None = None) -> CheckoutStatus:
     """The checkout page's view of an invoice (loaded with `invoice_prefetches`)."""
     now = now or timezone.now()
@@ -454,14 +469,7 @@ def checkout_status(*, invoice: Invoice, now: datetime | None = None) -> Checkou
     remaining = max(Fraction(0), 1 - seen)
     due = 0
     if request is not None and state in ("new", "expired"):
-        if not any(p.request_id == request.pk for p in counted) and remaining * Fraction(invoice.total_usd) <= Fraction(
-            request.amount_usd
-        ):
-            due = amount_due  # nothing sent to this quote yet: exactly what it asks for
-        else:
-            # The rest, in this request's units: it asks for amount_usd of the total.
-            rest = remaining * Fraction(invoice.total_usd) / Fraction(request.amount_usd) * amount_due
-            due = min(amount_due, -(-rest.numerator // rest.denominator))
+        due = quote_rest(invoice=invoice, request=request, seen=seen, counted=counted)
     pay_uri = ""
     if request is not None:
         pay_uri = _pay_uri_for(request, due, number=invoice.number) if due > 0 else request.payment_uri

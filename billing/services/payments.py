@@ -6,11 +6,12 @@ Strays (transfers nothing may credit) are recorded for staff."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
-from decimal import Decimal
+from datetime import datetime, timedelta
+from decimal import ROUND_DOWN, Decimal
 from fractions import Fraction
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -28,6 +29,7 @@ from billing.models import (
     StrayTransfer,
 )
 from billing.rates import rate_to_value_at
+from billing.selectors import payments_fraction
 from billing.services.common import confirmations_required, invoice_lock, invoice_transition, log, tolerance
 from billing.services.credit import credit_post
 from core.audit import AuditAction, audit_record
@@ -60,22 +62,48 @@ class Observation:
         return self.position or str(self.output_index)
 
 
-def _late_rate(*, request: PaymentRequest, invoice: Invoice, now: datetime) -> Decimal | None:
-    """The rate a transfer seen now is valued at instead of its request's locked
-    one, or None. The lock ends at the request's `expires_at`; while the request
-    is the active one of an invoice still open (the periodic job has not expired
-    it yet, or it waits for a blind watcher: wait_for_watcher), the lock holds.
-    Past it the lower of the locked rate and the market's (rate_to_value_at)
-    applies: coins sent to an old quote after their price fell are worth what
-    they are worth now, not what they were when the quote was made."""
-    if now < request.expires_at:
+def _late_rate(
+    *, request: PaymentRequest, invoice: Invoice, amount: int, now: datetime, exclude: int | None = None
+) -> Decimal | None:
+    """The rate a transfer of `amount` seen now counts at instead of its request's
+    locked one, or None. The lock ends at the request's `expires_at`, give or
+    take RATE_LOCK_GRACE_SECONDS (a watcher sees a transfer some seconds after it
+    was sent). Past it the lower of the locked rate and the market's
+    (rate_to_value_at) applies: coins sent to an old quote after their price fell
+    are worth what they are worth now, not what they were when it was made.
+
+    While the request is the active one of an invoice still open (the periodic
+    job has not expired it yet, it waits for a blind watcher, or it is paid and
+    confirming) the quote is still live for what the invoice lacks: that part
+    keeps the locked rate, anything beyond it (an over-payment sent once the
+    price fell) counts at the market's. The rate returned is then the blend.
+    `exclude`: a payment already recorded, valued again (it is not what the
+    invoice holds besides)."""
+    if now < request.expires_at + timedelta(seconds=settings.RATE_LOCK_GRACE_SECONDS):
         return None
-    if request.is_active and invoice.status in (InvoiceStatus.NEW, InvoiceStatus.PROCESSING):
-        return None
-    market = rate_to_value_at(currency=request.currency)
+    market = rate_to_value_at(currency=request.currency, now=now)
     if market is None or market >= request.rate_usd:
         return None
-    return market
+    if request.is_active and invoice.status in (InvoiceStatus.NEW, InvoiceStatus.PROCESSING):
+        held = invoice.payments.exclude(status=PaymentStatus.REMOVED).filter(disposition=PaymentDisposition.OPEN)
+        if exclude is not None:
+            held = held.exclude(pk=exclude)
+        lacking = max(
+            Fraction(0), 1 - payments_fraction(invoice=invoice, payments=list(held.select_related("request")))
+        )
+        own = machine.payment_fraction(
+            amount=amount, amount_due=request.amount_due, request_usd=request.amount_usd, total_usd=invoice.total_usd
+        )
+        if own <= lacking:
+            return None
+        live = lacking / own  # of this payment, the part the quote still holds
+        blended = live * Fraction(request.rate_usd) + (1 - live) * Fraction(market)
+        market = Decimal(blended.numerator) / Decimal(blended.denominator)
+    # Stored as the column keeps it (12 places), rounded down: the value is what is stored.
+    return market.quantize(_RATE_PLACES, rounding=ROUND_DOWN)
+
+
+_RATE_PLACES = Decimal("1e-12")  # Payment.late_rate_usd's decimal places
 
 
 def _payment_value_usd(request: PaymentRequest, amount: int, *, late_rate: Decimal | None = None) -> Decimal:
@@ -121,7 +149,11 @@ def payment_observe(
         payment = Payment.objects.filter(chain=chain, txid=obs.txid, position=obs.key).first()
         if payment is None:
             # Staff recording a payment by hand judge when it was sent (docs/billing.md).
-            late_rate = _late_rate(request=request, invoice=invoice, now=now) if source == "watcher" else None
+            late_rate = (
+                _late_rate(request=request, invoice=invoice, amount=obs.amount, now=now)
+                if source == "watcher"
+                else None
+            )
             if late_rate is not None:
                 log.info(
                     "payment %s %s to %s seen after its rate lock: valued at %s USD, not the locked %s",
@@ -172,6 +204,8 @@ def payment_observe(
         else:
             if int(payment.amount) != obs.amount or payment.request_id != request.pk:
                 log.error("payment %s seen again with another amount or destination; kept the first", payment)
+            if source == "watcher" and payment.disposition == PaymentDisposition.OPEN:
+                _value_again_if_late(payment=payment, request=request, invoice=invoice, confirmed=confirmed, now=now)
             payment.confirmations = obs.confirmations
             payment.block_height = obs.block_height
             payment.block_hash = obs.block_hash or ""
@@ -183,6 +217,25 @@ def payment_observe(
             payment.save()
         invoice_advance(invoice=invoice, now=now)
         return payment
+
+
+def _value_again_if_late(
+    *, payment: Payment, request: PaymentRequest, invoice: Invoice, confirmed: bool, now: datetime
+) -> None:
+    """A payment back after the chain dropped it (a transaction evicted, then
+    broadcast again weeks later), or confirmed only once its invoice's monitoring
+    window is over (it can then only become credit), is valued as if seen now,
+    when that is lower: its first sighting held no rate for it beyond its quote."""
+    back = payment.status == PaymentStatus.REMOVED
+    confirmed_late = confirmed and payment.confirmed_at is None and now >= invoice.monitoring_until
+    if not (back or confirmed_late):
+        return
+    late_rate = _late_rate(request=request, invoice=invoice, amount=int(payment.amount), now=now, exclude=payment.pk)
+    if late_rate is None or late_rate >= (payment.late_rate_usd or request.rate_usd):
+        return
+    log.info("payment %s counted again after its rate lock: valued at %s USD a coin", payment, late_rate)
+    payment.late_rate_usd = late_rate
+    payment.amount_usd = _payment_value_usd(request, int(payment.amount), late_rate=late_rate)
 
 
 def payment_uncount(

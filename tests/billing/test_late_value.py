@@ -117,7 +117,7 @@ def test_inside_the_window_a_full_old_amount_after_a_fall_settles_only_with_the_
     assert not CreditEntry.objects.filter(account=customer).exists()
 
 
-def test_a_quote_replaced_by_a_requote_is_not_held_at_its_old_rate(chains, customer, customer_api, ltc_at):
+def test_a_quote_replaced_by_a_requote_is_not_held_at_its_old_rate(chains, customer, customer_api, client, ltc_at):
     with time_machine.travel(START, tick=False):
         invoice = make_invoice(customer)
     first = invoice.active_request
@@ -137,18 +137,21 @@ def test_a_quote_replaced_by_a_requote_is_not_held_at_its_old_rate(chains, custo
         assert invoice.status == InvoiceStatus.NEW
         assert payment.late_rate_usd == Decimal("60")
         detail = customer_api.get(f"/api/v1/invoices/{invoice.pk}").json()
+        page = client.get(f"/pay/{invoice.checkout_token}/status").json()
     assert detail["payment_summary"]["counted_usd"] == "60.00"
     assert detail["payment_summary"]["due_usd"] == "30.00"
+    # The page asks for the rest at the live quote's 60 USD, not the whole 1.5 LTC it was made for.
+    assert (page["due"], page["due_usd"]) == (str(int(LTC) // 2), "30.00")
     [shown] = detail["payments"]
     assert (shown["amount_usd"], Decimal(shown["late_rate_usd"])) == ("60.00", Decimal("60"))
 
 
 def test_a_quote_still_open_after_its_lock_keeps_its_rate_until_the_job_expires_it(chains, customer, ltc_at):
     # The periodic job runs every 30 seconds (and waits while a watcher is blind): until
-    # it expires the invoice, the active quote holds.
+    # it expires the invoice, the active quote holds for what the invoice lacks.
     with time_machine.travel(START, tick=False):
         invoice = make_invoice(customer)
-    at = START + timedelta(minutes=31)
+    at = START + timedelta(minutes=40)  # past the lock (30) and its grace (5)
     with time_machine.travel(at, tick=False):
         ltc_at("45")
         payment = observe(invoice.active_request, int(LTC), txid="tx-just-late", now=at)
@@ -158,7 +161,7 @@ def test_a_quote_still_open_after_its_lock_keeps_its_rate_until_the_job_expires_
     assert invoice.status == InvoiceStatus.SETTLED
 
 
-def test_without_a_rate_in_force_the_lowest_latest_sample_values_it(chains, customer, settings):
+def test_without_a_rate_in_force_the_median_of_the_days_latest_samples_values_it(chains, customer, settings):
     with time_machine.travel(START, tick=False):
         invoice = make_invoice(customer)
     request = invoice.active_request
@@ -166,13 +169,15 @@ def test_without_a_rate_in_force_the_lowest_latest_sample_values_it(chains, cust
     with time_machine.travel(later, tick=False):
         services.invoices_advance_due(now=later)
         settings.MANUAL_RATES_USD = ""  # only market samples now, and every one is stale
-        for source, usd, age in (("kraken", "50", 3), ("coingecko", "52", 2), ("kraken", "70", 30)):
+        samples = (("kraken", "50", 3), ("coingecko", "53", 2), ("kraken", "70", 5), ("bitstamp", "20", 30))
+        for source, usd, age in samples:
             RateSample.objects.create(
                 currency="LTC", source=source, usd=Decimal(usd), observed_at=later - timedelta(hours=age)
             )
         payment = observe(request, int(LTC), txid="tx-stale", now=later)
-    assert payment.late_rate_usd == Decimal("50")  # kraken's latest (50), below coingecko's (52)
-    assert payment.amount_usd == Decimal("50.00")
+    # kraken's latest (50) and coingecko's (53); bitstamp's is more than a day old.
+    assert payment.late_rate_usd == Decimal("51.5")
+    assert payment.amount_usd == Decimal("51.50")
 
 
 def test_with_no_market_rate_ever_known_the_locked_rate_stands(chains, customer, settings):
@@ -205,3 +210,96 @@ def test_a_payment_staff_record_by_hand_keeps_the_locked_rate(chains, customer, 
         )
     assert payment.late_rate_usd is None
     assert payment.amount_usd == Decimal("90.00")
+
+
+def test_a_payment_seen_within_the_grace_after_the_lock_keeps_its_rate(chains, customer, ltc_at):
+    # Sent in time, seen a little after (an Ethereum block, a wallet's refresh), and after the
+    # periodic job expired the invoice.
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+    at = START + timedelta(minutes=34)
+    with time_machine.travel(at, tick=False):
+        services.invoices_advance_due(now=at)
+        ltc_at("45")
+        payment = observe(invoice.active_request, int(LTC), txid="tx-in-grace", now=at)
+        invoice.refresh_from_db()
+    assert payment.late_rate_usd is None
+    assert (invoice.status, invoice.exception) == (InvoiceStatus.SETTLED, "paid_late")
+
+
+def test_past_the_lock_what_completes_a_live_quote_keeps_its_rate_and_the_rest_does_not(chains, customer, ltc_at):
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+    at = START + timedelta(minutes=40)
+    with time_machine.travel(at, tick=False):
+        ltc_at("45")
+        # 3 LTC: the first pays the invoice at the quote's 90 USD, the other two are 45 USD each.
+        payment = observe(invoice.active_request, 3 * int(LTC), txid="tx-over", now=at)
+        invoice.refresh_from_db()
+    assert payment.late_rate_usd == Decimal("60")  # (90 + 45 + 45) / 3
+    assert payment.amount_usd == Decimal("180.00")
+    assert (invoice.status, invoice.exception) == (InvoiceStatus.SETTLED, "paid_over")
+    entry = CreditEntry.objects.get(account=customer)
+    assert (entry.kind, entry.amount_usd) == (CreditKind.OVERPAYMENT, Decimal("90.00"))
+
+
+def test_a_top_up_to_a_paid_confirming_invoice_after_the_price_fell_is_worth_the_price_then(chains, customer, ltc_at):
+    # A stuck transaction keeps the invoice confirming (it does not expire): money sent on
+    # top of it hours later is not credited at the old quote's price.
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+    request = invoice.active_request
+    with time_machine.travel(START + timedelta(minutes=1), tick=False):
+        observe(request, int(LTC), txid="tx-stuck", now=START + timedelta(minutes=1), confirmations=0)
+        invoice.refresh_from_db()
+        assert invoice.status == InvoiceStatus.PROCESSING
+    at = START + timedelta(hours=8)
+    with time_machine.travel(at, tick=False):
+        ltc_at("72")
+        top_up = observe(request, 10 * int(LTC), txid="tx-top-up", now=at)
+        invoice.refresh_from_db()
+    assert top_up.late_rate_usd == Decimal("72")  # the invoice lacked nothing: all of it at 72
+    assert invoice.status == InvoiceStatus.SETTLED
+    # 720.00 USD arrived: 90.00 pays the invoice, 630.00 is credit (not 10 x 90 - 90 = 810.00).
+    assert selectors.credit_balance_usd(account=customer) == Decimal("630.00")
+
+
+def test_a_dropped_transaction_broadcast_again_later_is_valued_then(chains, customer, ltc_at):
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+    request = invoice.active_request
+    seen = START + timedelta(minutes=5)
+    with time_machine.travel(seen, tick=False):
+        first = observe(request, int(LTC), txid="tx-evicted", now=seen, confirmations=0)
+    assert first.amount_usd == Decimal("90.00")
+    closed = START + timedelta(hours=25)  # never confirmed inside the window: invalid
+    with time_machine.travel(closed, tick=False):
+        services.invoices_advance_due(now=closed)
+        services.payment_uncount(chain="LTC", txid="tx-evicted", position="0", reason="evicted", now=closed)
+    later = START + timedelta(days=20)
+    with time_machine.travel(later, tick=False):
+        ltc_at("60")
+        back = observe(request, int(LTC), txid="tx-evicted", now=later)
+        services.invoices_advance_due(now=later)
+    back.refresh_from_db()
+    assert back.pk == first.pk and back.status == "confirmed"
+    assert (back.late_rate_usd, back.amount_usd) == (Decimal("60"), Decimal("60.00"))
+    assert selectors.credit_balance_usd(account=customer) == Decimal("60.00")
+
+
+def test_a_transaction_confirmed_only_after_the_window_is_valued_then(chains, customer, ltc_at):
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+    request = invoice.active_request
+    seen = START + timedelta(minutes=5)
+    with time_machine.travel(seen, tick=False):
+        observe(request, int(LTC), txid="tx-slow", now=seen, confirmations=0)
+    later = START + timedelta(days=3)
+    with time_machine.travel(later, tick=False):
+        services.invoices_advance_due(now=later)
+        invoice.refresh_from_db()
+        assert invoice.status == InvoiceStatus.INVALID
+        ltc_at("60")
+        payment = observe(request, int(LTC), txid="tx-slow", now=later)
+    assert (payment.late_rate_usd, payment.amount_usd) == (Decimal("60"), Decimal("60.00"))
+    assert selectors.credit_balance_usd(account=customer) == Decimal("60.00")
