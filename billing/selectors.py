@@ -96,11 +96,14 @@ def payments_fraction(
 
 
 def invoice_received_usd(*, invoice: Invoice) -> Decimal:
-    """What an invoice received toward its total, in USD: its applied payments
-    at their value (each rounded down to the cent) and the credit spent on it,
-    at most its total (beyond it is the over-payment, credited on its own)."""
+    """What an invoice received toward its total, in USD: what its applied
+    payments pay of it as the state machine counts them (payments_fraction, each
+    at the rate it counts at), rounded down to the cent, and the credit spent
+    on it; at most its total (beyond it is the over-payment, credited on its own)."""
     applied = invoice.payments.filter(disposition=PaymentDisposition.APPLIED).exclude(status=PaymentStatus.REMOVED)
-    paid = sum((p.amount_usd for p in applied), Decimal(0))
+    share = min(Fraction(1), payments_fraction(invoice=invoice, payments=list(applied.select_related("request"))))
+    cents_paid = share * Fraction(invoice.total_usd) * 100
+    paid = Decimal(cents_paid.numerator // cents_paid.denominator) / 100  # exact, rounded down to the cent
     spent = -sum(
         (e.amount_usd for e in invoice.credit_entries.filter(kind=CreditKind.INVOICE_PAYMENT)),
         Decimal(0),

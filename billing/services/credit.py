@@ -183,7 +183,7 @@ def credit_refund_record(
 
 
 @transaction.atomic
-def invoice_credit_unfulfilled(*, invoice_id: int, reason: str) -> CreditEntry | None:
+def invoice_credit_unfulfilled(*, invoice_id: int, reason: str, keep_usd: Decimal = Decimal(0)) -> CreditEntry | None:
     """A settled invoice whose subject can no longer be delivered (paid too late
     for stock that is gone, a renewal of a rental ended meanwhile): what it
     received becomes account credit, once. What it received (invoice_received_usd):
@@ -191,16 +191,18 @@ def invoice_credit_unfulfilled(*, invoice_id: int, reason: str) -> CreditEntry |
     its total (an excess was credited already, as an over-payment). Less than the
     total where it settled a hair short, inside the under-payment tolerance, or
     on late coins worth less than their quote; nothing where staff marked it
-    settled with nothing received (staff credit by hand what came some other way)."""
+    settled with nothing received (staff credit by hand what came some other way).
+    `keep_usd`: the part of it that paid for something delivered all the same (a
+    renewal's egress usage), kept from what is credited back."""
     invoice = invoice_lock(invoice_id=invoice_id)
     if invoice.status != InvoiceStatus.SETTLED:
         raise Conflict("invoice_not_settled", "Only a settled invoice can be credited back.")
     existing = invoice.credit_entries.filter(kind=CreditKind.UNFULFILLED).first()
     if existing is not None:
         return existing
-    received = invoice_received_usd(invoice=invoice)
+    received = invoice_received_usd(invoice=invoice) - keep_usd
     if received <= 0:
-        log.warning("%s cannot be delivered and received nothing to credit back (%s)", invoice.number, reason)
+        log.info("%s cannot be delivered and received nothing to credit back (%s)", invoice.number, reason)
         return None
     entry = credit_post(
         account_id=invoice.account_id,
@@ -214,6 +216,6 @@ def invoice_credit_unfulfilled(*, invoice_id: int, reason: str) -> CreditEntry |
         action=AuditAction.INVOICE_CREDIT_UNFULFILLED,
         obj=invoice,
         reason=reason,
-        changes={"amount_usd": str(received), "total_usd": str(invoice.total_usd)},
+        changes={"amount_usd": str(received), "total_usd": str(invoice.total_usd), "kept_usd": str(keep_usd)},
     )
     return entry

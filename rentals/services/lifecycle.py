@@ -267,6 +267,17 @@ def _usage_lines(rental: Rental, *, now: datetime) -> tuple[list[billing.LineSpe
         for r in rental.usage_reports.filter(_usage_unbilled(now=now), overage_usd__gt=0).order_by("month")
         if _month_end(r.month) + usage_correction_window() <= now
     ]
+    # A lapsed renewal that billed some of it is closed first, before the new invoice
+    # takes its counters: paid late it would bill the usage twice (an invalid invoice can
+    # be neither re-quoted nor settled). One re-quoted or paid meanwhile keeps its usage.
+    kept: set[int] = set()
+    for lapsed in sorted({r.billed_invoice_id for r in reports if r.billed_invoice_id is not None}):
+        try:
+            billing.invoice_void_lapsed(invoice_id=lapsed, reason="its usage is billed again", now=now)
+        except Conflict as exc:
+            log.info("rental %s: usage on invoice %s left there (%s)", rental.pk, lapsed, exc.code)
+            kept.add(lapsed)
+    reports = [r for r in reports if r.billed_invoice_id not in kept]
     lines = [
         billing.LineSpec(
             description=f"Egress beyond the included allowance, {r.month:%Y-%m}: {r.overage_tb} TB",
@@ -356,10 +367,6 @@ def _renewal_invoice(
                 exc.code,
             )
             invoice = issue(None)
-    # An expired invoice that billed this usage before is closed: paid late it
-    # would bill it twice (an invalid one can be neither re-quoted nor settled).
-    for lapsed in sorted({r.billed_invoice_id for r in reports if r.billed_invoice_id is not None}):
-        billing.invoice_void_lapsed(invoice_id=lapsed, reason=f"its usage is billed again on {invoice.number}", now=now)
     for r in reports:
         r.billed_invoice = invoice
         r.save(update_fields=["billed_invoice"])
@@ -495,8 +502,12 @@ def renewal_apply(*, invoice_id: int, now: datetime | None = None) -> RentalPeri
             # A cancelled rental is not extended: money for a renewal (one that was
             # voided on cancel, or paid while in flight) becomes credit.
             ended = "terminated" if rental.status == RentalStatus.TERMINATED else "cancelled"
+            # The egress it billed was used all the same: that part of the money pays for it.
+            used = sum((ln.amount_usd for ln in renewal.invoice.lines.filter(code="usage:egress")), start=Decimal(0))
             billing.invoice_credit_unfulfilled(
-                invoice_id=invoice_id, reason=f"Rental {rental.pk} was {ended} before this renewal was paid"
+                invoice_id=invoice_id,
+                reason=f"Rental {rental.pk} was {ended} before this renewal was paid",
+                keep_usd=used,
             )
             return None
         resumed = rental.status == RentalStatus.SUSPENDED

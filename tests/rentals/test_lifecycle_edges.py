@@ -343,6 +343,56 @@ def test_usage_on_a_renewal_left_to_lapse_goes_onto_the_next_one_once(active_ren
     assert UsageReport.objects.get().billed_invoice_id == renewal.pk
 
 
+def test_usage_on_a_lapsed_renewal_re_quoted_that_moment_stays_on_it(
+    active_rental, customer_api, staff_api, monkeypatch
+):
+    # The customer re-quotes (or pays) the lapsed renewal between the renewal's listing of
+    # its usage and its lock on that invoice: the usage stays there, billed once.
+    from billing import services as billing_services
+    from core.errors import Conflict
+
+    _usage(staff_api, active_rental, "2026-11", "25", T0 + timedelta(days=1))
+    issued = active_rental.paid_until - timedelta(days=7)
+    run_jobs_twice(issued)
+    auto = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="auto")
+    after = issued + timedelta(days=3)
+    run_jobs_twice(after)
+
+    def re_quoted(**kwargs):
+        raise Conflict("invoice_not_lapsed", "re-quoted meanwhile")
+
+    monkeypatch.setattr(billing_services, "invoice_void_lapsed", re_quoted)
+    with time_machine.travel(after, tick=False), committed():
+        resp = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json")
+    assert resp.status_code == 201, resp.json()
+    [asked] = [r for r in resp.json()["renewal_invoices"] if r["id"] != auto.pk]
+    assert [ln.code for ln in Invoice.objects.get(pk=asked["id"]).lines.all()] == ["gpu"]
+    assert UsageReport.objects.get().billed_invoice_id == auto.pk
+
+
+def test_a_renewal_with_usage_paid_after_a_cancel_keeps_the_usage_and_credits_the_rest(
+    active_rental, customer_api, staff_api
+):
+    _usage(staff_api, active_rental, "2026-11", "25", T0 + timedelta(days=1))
+    issued = active_rental.paid_until - timedelta(days=7)
+    run_jobs_twice(issued)
+    renewal = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="auto")
+    assert renewal.total_usd == Decimal("270.00")
+    amount = int(renewal.active_request.amount_due)
+    with time_machine.travel(issued + timedelta(hours=1), tick=False):
+        pay(renewal.number, amount, confirmations=1, txid="tx-in-flight")  # confirming: not voided
+        with committed():
+            assert customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel").status_code == 200
+        pay(renewal.number, amount, confirmations=6, txid="tx-in-flight")
+    assert Invoice.objects.get(pk=renewal.pk).status == "settled"
+    # The 20.00 of egress was used: it stays paid by this invoice; the 250.00 term comes back.
+    entry = CreditEntry.objects.get(invoice_id=renewal.pk)
+    assert (entry.kind, entry.amount_usd) == ("unfulfilled", Decimal("250.00"))
+    assert UsageReport.objects.get().billed_invoice_id == renewal.pk
+    run_jobs_twice(active_rental.paid_until + timedelta(days=1))
+    assert not Invoice.objects.filter(renewal__rental=active_rental, renewal__kind="usage").exists()
+
+
 def test_a_usage_invoice_of_its_own_that_lapses_keeps_its_usage(active_rental, customer_api, staff_api):
     # Billed again each time it lapsed, a customer who never pays would be sent one after another.
     customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel")
