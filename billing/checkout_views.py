@@ -23,7 +23,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 
-from billing import selectors, services
+from billing import selectors, services, wording
 from billing.chains.config import enabled_currencies
 from billing.currencies import CURRENCIES
 from billing.qr import qr_svg
@@ -151,6 +151,8 @@ def checkout_page(request: HttpRequest, token: str) -> HttpResponse:
         "invoice": invoice,
         "lines": list(invoice.lines.all()),
         "facts": _metadata_facts(invoice.metadata or {}),
+        # A closed renewal is followed by a new renewal, not a new order.
+        "renewal": (invoice.metadata or {}).get("kind") in wording.RENEWAL_KINDS,
         "status": status,
         "live": live,
         "currency": CURRENCIES[status.currency] if status.currency else None,

@@ -125,3 +125,25 @@ def test_text_that_cannot_be_rebuilt_is_shown_as_issued(weekly_order):
     with translation.override("es"):
         assert wording.invoice_description(weekly_order) == "Two H100s, three weeks"
         assert wording.line_description(line, weekly_order) == "H100 SXM GPU, per card and fortnight"
+
+
+def test_a_closed_renewal_asks_for_a_new_renewal_not_a_new_order(active_rental, customer_api):
+    from tests.rentals.helpers import committed
+
+    at = active_rental.paid_until - timedelta(days=10)
+    with time_machine.travel(at, tick=False):
+        [renewal] = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json").json()[
+            "renewal_invoices"
+        ]
+        with committed():
+            assert customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel").status_code == 200
+    invoice = Invoice.objects.get(pk=renewal["id"])
+    assert invoice.status == "invalid"
+    english, spanish = page(invoice, "en"), page(invoice, "es")
+    assert "To keep the rental, ask for a new renewal from your account." in english
+    assert "place a new order" not in english
+    assert "Para conservar el alquiler, pide una renovación nueva desde tu cuenta." in spanish
+    # An order's closed invoice still points to a new order.
+    order_invoice = Invoice.objects.get(pk=active_rental.order.invoice_id)
+    Invoice.objects.filter(pk=order_invoice.pk).update(status="invalid")
+    assert "To go on, place a new order from your account." in page(order_invoice, "en")
