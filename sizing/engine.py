@@ -674,7 +674,11 @@ def model_cost(*, workload: Workload, gpu_count: int) -> Any:
         every = layout_weight_bytes(layout=layout, fmt=bf16, gpu_count=gpu_count, experts_read=layout.experts)
         none = layout_weight_bytes(layout=layout, fmt=bf16, gpu_count=gpu_count, experts_read=0)
         expert_params = (every.linear - none.linear) // 2 // layout.experts * layout.experts_per_token
+    # The quantized linear layers every step reads (a MoE's routed experts run in its own
+    # fused kernels): what the format's GEMM kernel streams (performance.Hardware.kernel_bytes_s).
+    own = layout_weight_bytes(layout=layout, fmt=fmt, gpu_count=gpu_count, experts_read=0 if expert else None)
     return ModelCost(
+        kernel_bytes=own.linear + own.scales,
         layers=arch.layers,
         hidden=arch.hidden_size,
         shared_bytes=max(0, active - expert * layout.experts_per_token),

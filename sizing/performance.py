@@ -13,6 +13,8 @@ Bytes read per GPU: the weights every token uses, the experts the step's
 tokens are routed to (a MoE touches more experts as the batch grows, toward
 all of them), and each decoding sequence's KV cache at the mean context in
 flight. FLOPs per GPU: two per active parameter per token, plus attention.
+The quantized layers' weights are read no faster than their GEMM kernel
+(Marlin, Machete, CUTLASS scaled_mm) streams them per SM and clock.
 
 vLLM's scheduler (V1, chunked prefill) fills each step with every decoding
 sequence first and spends what is left of `max_num_batched_tokens` on
@@ -112,6 +114,11 @@ class Hardware:
     vector_flops: float = 0.0  # achievable FP32 FLOP/s of the CUDA cores / vector units (decode attention)
     moe_fraction: float = 0.0  # of the dense peak, what the routed experts' grouped GEMMs reach
     head_s: float = 0.0  # decode attention's fixed cost per sequence, layer and query head
+    # What the format's GEMM kernel (Marlin, Machete, CUTLASS scaled_mm) streams of the
+    # quantized layers' weights per second, bytes/s: the family's bytes per SM and clock x
+    # the card's SMs x its boost clock. 0: no such limit (BF16, or no data).
+    kernel_bytes_s: float = 0.0
+    kernel: str = ""  # that kernel's name
 
     @property
     def bandwidth(self) -> float:
@@ -140,6 +147,9 @@ class ModelCost:
     attention_width: int  # query heads per GPU x head dim
     head_dim: int = 0
     expert_params_per_token: int = 0  # of params_per_token, those in the routed experts
+    # Of shared_bytes, the quantized linear layers' weights and scales (not the 16-bit LM
+    # head, norms or biases): what the format's GEMM kernel reads (Hardware.kernel_bytes_s).
+    kernel_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -179,6 +189,10 @@ def hardware(*, slug: str, family: str, weight_format: str, gpu_count: int, cata
         link_bytes *= max(1, gpu_count - 1)
         small_link_bytes *= max(1, gpu_count - 1)
     fractions = fam["compute"]
+    kernel = fam.get("kernel_stream", {}).get(weight_format)
+    kernel_bytes_s = 0.0
+    if kernel is not None and card is not None and "sms" in card:
+        kernel_bytes_s = kernel["bytes_per_sm_cycle"] * card["sms"] * card["boost_mhz"] * 1e6
     return Hardware(
         gpu_count=gpu_count,
         compute_format=compute,
@@ -196,6 +210,8 @@ def hardware(*, slug: str, family: str, weight_format: str, gpu_count: int, cata
         vector_flops=vector * 1e12 * fam["attention"],
         moe_fraction=fam["moe_compute"].get(compute, fam["moe_compute"]["bf16"]),
         head_s=fam["head_ns"] * 1e-9,
+        kernel_bytes_s=kernel_bytes_s,
+        kernel=kernel["kernel"] if kernel_bytes_s else "",
     )
 
 
@@ -258,6 +274,7 @@ class _Stepper:
         "flops",
         "head_s",
         "heads",
+        "kernel_s",
         "kv_per_sequence",
         "layers",
         "linear_per_token",
@@ -277,6 +294,13 @@ class _Stepper:
         self.flops = hw.flops
         self.moe_flops = hw.peak_flops * (hw.moe_fraction or hw.compute_fraction)
         self.bandwidth = hw.bandwidth
+        # The quantized layers' kernel streams their weights no faster than its own rate
+        # (hw.kernel_bytes_s), however many tokens share them: kernel_s is what that adds to
+        # reading them at the bandwidth. A step's GEMMs still wait on compute once their FLOPs
+        # take longer (large batches: as before).
+        self.kernel_s = 0.0
+        if hw.kernel_bytes_s and model.kernel_bytes:
+            self.kernel_s = max(0.0, model.kernel_bytes / hw.kernel_bytes_s - model.kernel_bytes / hw.bandwidth)
         self.kv_per_sequence = kv_read_bytes(model, context)
         self.attention_per_token = 4 * model.layers * model.attention_width
         self.vector = hw.vector_flops or hw.flops
@@ -303,7 +327,7 @@ class _Stepper:
         compute_s = (linear_flops - expert_flops) / self.flops
         if expert_flops:
             compute_s += expert_flops / self.moe_flops
-        memory_s = weight_bytes / self.bandwidth
+        memory_s = weight_bytes / self.bandwidth + self.kernel_s
         linear_s = max(memory_s, compute_s)
         kv_bytes = decode * self.kv_per_sequence
         decode_flops = self.attention_per_token * decode * self.context
