@@ -511,11 +511,16 @@ def renewal_apply(*, invoice_id: int, now: datetime | None = None) -> RentalPeri
             )
             return None
         resumed = rental.status == RentalStatus.SUSPENDED
-        # Continuous from the last paid period; a suspended rental starts afresh
-        # now, keeping any paid time it still had (staff may suspend early).
+        # Continuous from the last paid period. A suspended rental resumes now, and
+        # its new period counts the grace days it ran past its paid time before it
+        # was suspended (paid during the grace, they would have been in it too), not
+        # the days it was off; suspended early by staff, it keeps the paid time it had.
         start = rental.paid_until or now
         if resumed:
-            start = max(start, now)
+            ran_unpaid = timedelta(0)
+            if rental.paid_until is not None and rental.suspended_at is not None:
+                ran_unpaid = max(timedelta(0), rental.suspended_at - rental.paid_until)
+            start = max(start, now - ran_unpaid)
         period = RentalPeriod.objects.create(
             rental=rental,
             kind=PeriodKind.RESUME if resumed else PeriodKind.RENEWAL,
@@ -902,19 +907,84 @@ def rentals_suspend_due(*, now: datetime | None = None) -> int:
     )
     count = _each_rental(
         cancelled.values_list("pk", flat=True),
-        lambda rental_id: rental_terminate(
-            rental_id=rental_id, reason="cancelled by the customer; paid period over", now=now
-        ),
+        lambda rental_id: _end_if_due(rental_id=rental_id, now=now),
         job="ending cancelled rentals",
     )
     unpaid = Rental.objects.filter(status=RentalStatus.ACTIVE, cancelled_at__isnull=True, paid_until__lte=now - grace())
     return count + _each_rental(
         unpaid.values_list("pk", flat=True),
-        lambda rental_id: rental_suspend(
-            rental_id=rental_id, reason="unpaid: the paid period and its grace are over", now=now
-        ),
+        lambda rental_id: _suspend_if_due(rental_id=rental_id, now=now),
         job="suspensions",
     )
+
+
+# The jobs list what is due, then act on each under its lock: a renewal paid between
+# the two has moved `paid_until` on, so each step asks again before it acts.
+
+
+def _end_if_due(*, rental_id: int, now: datetime) -> Rental | None:
+    with transaction.atomic():
+        rental = _rental_lock(rental_id=rental_id)
+        due = (
+            rental.status in (RentalStatus.ACTIVE, RentalStatus.SUSPENDED)
+            and rental.cancelled_at is not None
+            and rental.paid_until is not None
+            and rental.paid_until <= now
+        )
+        if not due:
+            return None
+        return rental_terminate(rental_id=rental_id, reason="cancelled by the customer; paid period over", now=now)
+
+
+def _suspend_if_due(*, rental_id: int, now: datetime) -> Rental | None:
+    with transaction.atomic():
+        rental = _rental_lock(rental_id=rental_id)
+        due = (
+            rental.status == RentalStatus.ACTIVE
+            and rental.cancelled_at is None
+            and rental.paid_until is not None
+            and rental.paid_until <= now - grace()
+        )
+        if not due:
+            return None
+        return rental_suspend(rental_id=rental_id, reason="unpaid: the paid period and its grace are over", now=now)
+
+
+def _renewal_in_flight(rental: Rental) -> Invoice | None:
+    """A renewal of `rental` that has been paid and is confirming, or settled and
+    not applied yet (renewal_apply runs after the commit; the reconcile job
+    behind it): the rental is about to be paid for."""
+    applied = RentalPeriod.objects.filter(rental=rental, invoice__isnull=False).values("invoice_id")
+    return (
+        Invoice.objects.filter(renewal__rental=rental, renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL])
+        .filter(
+            Q(status=InvoiceStatus.PROCESSING)
+            | (Q(status=InvoiceStatus.SETTLED) & ~Q(pk__in=applied) & ~Q(credit_entries__kind=CreditKind.UNFULFILLED))
+        )
+        .first()
+    )
+
+
+def _terminate_if_due(*, rental_id: int, now: datetime) -> Rental | None:
+    """Suspended unpaid for too long: terminated (wiped), unless a renewal of it
+    is paid and confirming, which a termination would turn into credit for a
+    server gone. A payment that never confirms closes its invoice when its
+    monitoring window ends; the rental is terminated at the next run after."""
+    with transaction.atomic():
+        rental = _rental_lock(rental_id=rental_id)
+        due = (
+            rental.status == RentalStatus.SUSPENDED
+            and rental.suspended_at is not None
+            and rental.suspended_at <= now - terminate_after()
+            and (rental.paid_until is None or rental.paid_until <= now)
+        )
+        if not due:
+            return None
+        paying = _renewal_in_flight(rental)
+        if paying is not None:
+            log.info("rental %s not terminated: renewal %s is paid and %s", rental.pk, paying.number, paying.status)
+            return None
+        return rental_terminate(rental_id=rental_id, reason="unpaid: suspended for too long", now=now)
 
 
 def rentals_terminate_due(*, now: datetime | None = None) -> int:
@@ -927,7 +997,7 @@ def rentals_terminate_due(*, now: datetime | None = None) -> int:
     )
     return _each_rental(
         due.values_list("pk", flat=True),
-        lambda rental_id: rental_terminate(rental_id=rental_id, reason="unpaid: suspended for too long", now=now),
+        lambda rental_id: _terminate_if_due(rental_id=rental_id, now=now),
         job="terminations",
     )
 

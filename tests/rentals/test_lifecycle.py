@@ -115,7 +115,7 @@ def test_the_whole_life(ordered, customer, customer_api, staff_api, staff):
     assert [j.action for j in rental_obj.jobs.order_by("created_at")] == ["provision", "power_off", "deprovision"]
 
 
-def test_paying_while_suspended_resumes_with_a_fresh_period(active_rental, customer, customer_api):
+def test_paying_while_suspended_resumes_and_counts_the_grace_it_ran(active_rental, customer, customer_api):
     end = active_rental.paid_until
     run_jobs_twice(end - timedelta(days=7))
     run_jobs_twice(end + timedelta(days=3))
@@ -129,8 +129,12 @@ def test_paying_while_suspended_resumes_with_a_fresh_period(active_rental, custo
     rental = Rental.objects.get(pk=active_rental.pk)
     assert rental.status == "active" and rental.suspended_at is None
     last = rental.periods.order_by("starts_at").last()
-    assert (last.kind, last.starts_at, last.ends_at) == ("resume", resumed_at, resumed_at + MONTH)
-    assert rental.paid_until == resumed_at + MONTH
+    # It ran 3 days of grace unpaid, then was off for a day: the new month counts the
+    # grace (as a renewal paid during it would have), not the day off.
+    start = resumed_at - timedelta(days=3)
+    assert (last.kind, last.starts_at, last.ends_at) == ("resume", start, start + MONTH)
+    assert rental.paid_until == start + MONTH
+    assert rental.paid_until - resumed_at == MONTH - timedelta(days=3)
     assert [j.action for j in rental.jobs.order_by("created_at")][-1] == "power_on"
 
 

@@ -409,6 +409,45 @@ def test_a_usage_invoice_of_its_own_that_lapses_keeps_its_usage(active_rental, c
     assert UsageReport.objects.get().billed_invoice_id == usage.pk
 
 
+def test_a_suspended_rental_whose_renewal_is_confirming_is_not_terminated(active_rental, customer_api):
+    # Paid minutes before the deadline, seen, not yet confirmed: a termination would wipe the
+    # server and turn the payment into credit for a server gone.
+    end = active_rental.paid_until
+    run_jobs_twice(end + timedelta(days=3))
+    assert Rental.objects.get(pk=active_rental.pk).status == "suspended"
+    deadline = end + timedelta(days=10)
+    run_jobs_twice(deadline - timedelta(hours=1))  # the automatic renewal has lapsed
+    with time_machine.travel(deadline - timedelta(minutes=10), tick=False):
+        resp = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json")
+        assert resp.status_code == 201, resp.json()
+        [renewal] = [r for r in resp.json()["renewal_invoices"] if r["status"] == "new"]
+        pay(renewal["number"], int(renewal["amount"]), confirmations=1, txid="tx-last-minute")
+    assert Invoice.objects.get(pk=renewal["id"]).status == "processing"
+    run_jobs_twice(deadline + timedelta(minutes=5))
+    assert Rental.objects.get(pk=active_rental.pk).status == "suspended"
+    with time_machine.travel(deadline + timedelta(minutes=30), tick=False):
+        pay(renewal["number"], int(renewal["amount"]), confirmations=6, txid="tx-last-minute")
+    assert Rental.objects.get(pk=active_rental.pk).status == "active"
+    assert not CreditEntry.objects.filter(invoice_id=renewal["id"]).exists()
+
+
+def test_a_rental_renewed_after_the_job_listed_it_is_neither_suspended_nor_ended(active_rental, customer_api):
+    from rentals.services import lifecycle
+
+    end = active_rental.paid_until
+    due = end + timedelta(days=3)
+    with time_machine.travel(end - timedelta(days=1), tick=False):
+        [renewal] = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json").json()[
+            "renewal_invoices"
+        ]
+        pay(renewal["number"], int(renewal["amount"]), txid="tx-just-in-time")
+    # The job read this rental as due before the payment above; under its lock it asks again.
+    with committed():
+        assert lifecycle._suspend_if_due(rental_id=active_rental.pk, now=due) is None
+        assert lifecycle._terminate_if_due(rental_id=active_rental.pk, now=due + timedelta(days=7)) is None
+    assert Rental.objects.get(pk=active_rental.pk).status == "active"
+
+
 # --- Periodic jobs: one rental that fails holds back no other -------------------------------
 
 
