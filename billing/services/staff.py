@@ -82,7 +82,9 @@ def invoice_mark_settled(*, invoice_id: int, actor: Any, reason: str, now: datet
     if invoice.status == InvoiceStatus.SETTLED:
         raise Conflict("invoice_settled", "This invoice is settled already.")
     before = invoice.status
-    invoice.payments.filter(status=PaymentStatus.CONFIRMED, disposition=PaymentDisposition.OPEN).update(
+    # What it received is taken as its payment, confirmed or still confirming: one confirming
+    # now, credited whole when it confirms, would be paid out on top of what staff settled.
+    invoice.payments.exclude(status=PaymentStatus.REMOVED).filter(disposition=PaymentDisposition.OPEN).update(
         disposition=PaymentDisposition.APPLIED
     )
     invoice_transition(

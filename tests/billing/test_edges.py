@@ -251,6 +251,24 @@ def test_an_invoice_staff_marked_settled_with_nothing_received_credits_nothing(c
     assert not CreditEntry.objects.filter(account=customer).exists()
 
 
+def test_marking_an_invoice_settled_takes_a_confirming_payment_as_its_payment(chains, customer):
+    # Settled by staff while its payment confirms: when it confirms it is not credited on top.
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+        due = int(invoice.active_request.amount_due)
+        services.payment_record_manual(
+            invoice_number=invoice.number, txid="tx-slow", amount=due, confirmations=1, reason="seen", actor=None
+        )
+        invoice.refresh_from_db()
+        assert invoice.status == "processing"
+        services.invoice_mark_settled(invoice_id=invoice.pk, actor=None, reason="customer in a hurry")
+        pay(invoice, due, txid="tx-slow")  # now 6 confirmations
+    invoice.refresh_from_db()
+    assert (invoice.status, invoice.exception) == ("settled", "marked")
+    assert selectors.credit_balance_usd(account=customer) == Decimal("0")
+    assert not CreditEntry.objects.filter(account=customer).exists()
+
+
 # --- Closing an account that holds credit -------------------------------------------------------
 
 
