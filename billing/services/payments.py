@@ -147,6 +147,8 @@ def payment_observe(
         else:
             confirmed = obs.confirmations >= confirmations_required(currency=obs.currency)
         payment = Payment.objects.filter(chain=chain, txid=obs.txid, position=obs.key).first()
+        if payment is None and source == "watcher":
+            payment = _recorded_by_hand(chain=chain, request=request, obs=obs)
         if payment is None:
             # Staff recording a payment by hand judge when it was sent (docs/billing.md).
             late_rate = (
@@ -217,6 +219,24 @@ def payment_observe(
             payment.save()
         invoice_advance(invoice=invoice, now=now)
         return payment
+
+
+def _recorded_by_hand(*, chain: str, request: PaymentRequest, obs: Observation) -> Payment | None:
+    """The payment staff recorded by hand for the transfer a watcher now sees at
+    its own position: the same transaction to the same quote, for the same
+    amount. It becomes the watcher's (its position is the watcher's from now on),
+    so it counts once. Another amount is another transfer: None."""
+    manual = (
+        Payment.objects.select_for_update()
+        .filter(chain=chain, txid__iexact=obs.txid, request=request, source="manual")
+        .exclude(position=obs.key)
+        .first()
+    )
+    if manual is None or int(manual.amount) != obs.amount:
+        return None
+    log.info("payment %s recorded by hand is the watcher's %s:%s", manual, obs.txid, obs.key)
+    manual.txid, manual.position, manual.output_index = obs.txid, obs.key, obs.output_index
+    return manual
 
 
 def _value_again_if_late(

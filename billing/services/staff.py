@@ -55,12 +55,27 @@ def payment_record_manual(
         raise DomainError("invalid", "A payment needs a transaction id, a positive amount and confirmations >= 0.")
     from billing.chains.config import manual_position
 
+    position = manual_position(currency=request.currency, index=output_index)
+    # The same transaction at another position (another output index typed, or what the
+    # watcher recorded as a call or a balance) would count twice.
+    elsewhere = sorted(
+        Payment.objects.filter(invoice=invoice, txid__iexact=txid.strip())
+        .exclude(position=position)
+        .values_list("position", flat=True)
+    )
+    if elsewhere:
+        raise Conflict(
+            "payment_recorded_already",
+            f"Transaction {txid.strip()} is recorded on {invoice_number} already, at {', '.join(elsewhere)}: "
+            "record it at that position to update it.",
+            details={"txid": txid.strip(), "positions": elsewhere},
+        )
     payment = payment_observe(
         observation=Observation(
             currency=request.currency,
             txid=txid.strip(),
             output_index=output_index,
-            position=manual_position(currency=request.currency, index=output_index),
+            position=position,
             match_key=request.match_key,
             amount=amount,
             confirmations=confirmations,
