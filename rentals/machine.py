@@ -30,7 +30,9 @@ from rentals.models import OrderStatus, RentalStatus
 
 ORDER_TRANSITIONS: dict[str, frozenset[str]] = {
     OrderStatus.AWAITING_PAYMENT: frozenset({OrderStatus.PAID, OrderStatus.EXPIRED, OrderStatus.CANCELLED}),
-    OrderStatus.EXPIRED: frozenset({OrderStatus.AWAITING_PAYMENT, OrderStatus.PAID, OrderStatus.UNFULFILLED}),
+    OrderStatus.EXPIRED: frozenset(
+        {OrderStatus.AWAITING_PAYMENT, OrderStatus.PAID, OrderStatus.UNFULFILLED, OrderStatus.CANCELLED}
+    ),
     OrderStatus.PAID: frozenset(),
     OrderStatus.CANCELLED: frozenset(),
     OrderStatus.UNFULFILLED: frozenset(),

@@ -301,6 +301,24 @@ def test_cancel_releases_the_slots_and_voids_the_invoice(chains, customer_api, s
     assert again.status_code == 409 and again.json()["error"]["code"] == "order_not_cancellable"
 
 
+def test_an_expired_order_can_be_cancelled_and_is_then_final(chains, customer_api, ssh_key, catalog):
+    from django.utils import timezone
+
+    from rentals import services
+
+    order = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1), format="json").json()
+    later = timezone.now() + timedelta(hours=1)
+    with time_machine.travel(later, tick=False):
+        billing.invoices_advance_due(now=later)
+        services.orders_reconcile(now=later)
+        assert customer_api.get(f"/api/v1/orders/{order['id']}").json()["status"] == "expired"
+        resp = customer_api.post(f"/api/v1/orders/{order['id']}/cancel")
+        assert resp.status_code == 200, resp.json()
+        assert resp.json()["status"] == "cancelled" and resp.json()["invoice"]["status"] == "invalid"
+        requote = customer_api.post(f"/api/v1/invoices/{order['invoice']['id']}/requote", {}, format="json")
+    assert requote.status_code == 409
+
+
 def test_an_order_with_a_payment_seen_cannot_be_cancelled(chains, customer_api, ssh_key, catalog):
     order = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1), format="json").json()
     billing.payment_record_manual(
