@@ -66,12 +66,11 @@ class RenewalPayable(Payable):
 
 
 class UsagePayable(Payable):
-    """A usage bill pays for what was used already: nothing follows its settlement."""
+    """A usage bill pays for what was used already: nothing follows its
+    settlement, and it may be re-quoted whatever became of the rental (the
+    egress of a terminated rental is still owed)."""
 
     label = "usage of rental"
-
-    def requote_check(self, *, invoice_id: int, subject_id: int) -> None:
-        renewal_requote_check(invoice_id=invoice_id)
 
     def admin_url(self, *, subject_id: int) -> str | None:
         return _admin_url("admin:rentals_rental_change", subject_id)

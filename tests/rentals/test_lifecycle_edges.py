@@ -237,6 +237,13 @@ def test_the_usage_invoice_of_a_cancelled_rental_outlives_its_termination(active
     assert Rental.objects.get(pk=active_rental.pk).status == "terminated"
     assert Invoice.objects.get(pk=usage.pk).status == "expired"  # still owed, not voided
     assert UsageReport.objects.get().billed_invoice_id == usage.pk
+    # and it can still be paid: re-quoted, then paid, after the rental has ended
+    with time_machine.travel(active_rental.paid_until + timedelta(days=1), tick=False):
+        resp = customer_api.post(f"/api/v1/invoices/{usage.pk}/requote", {"currency": "LTC"}, format="json")
+        assert resp.status_code == 200, resp.json()
+        pay(usage.number, int(resp.json()["amount"]), txid="tx-usage-after-the-end")
+    assert Invoice.objects.get(pk=usage.pk).status == "settled"
+    assert not CreditEntry.objects.filter(invoice_id=usage.pk).exists()
 
 
 def test_usage_still_in_its_window_waits_for_the_next_renewal(active_rental, staff_api, settings):
