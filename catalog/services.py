@@ -187,7 +187,15 @@ def quote(
 
 
 def quote_line(code: str, description: str, quantity: int, unit: Decimal, terms: int, pct: Decimal) -> QuoteLine:
-    """One priced line: unit x quantity x terms, the discount rounded half up to the cent."""
+    """One priced line: unit x quantity x terms, the discount rounded half up to the
+    cent. A discount of 100 % or more is refused (`pricing_unavailable`): a new
+    order's and a renewal's terms alike are never sold for nothing."""
+    if pct >= HUNDRED or pct < 0:
+        raise Conflict(
+            "pricing_unavailable",
+            "This configuration cannot be priced right now.",
+            details={"discount_pct": str(pct)},
+        )
     subtotal = unit * quantity * terms
     discount = cents(subtotal * pct / HUNDRED)
     return QuoteLine(code, description, quantity, unit, terms, subtotal, pct, discount, subtotal - discount)

@@ -455,6 +455,20 @@ def test_a_rental_renewed_after_the_job_listed_it_is_neither_suspended_nor_ended
     assert Rental.objects.get(pk=active_rental.pk).status == "active"
 
 
+def test_renewal_terms_are_never_priced_at_nothing(active_rental, customer_api):
+    # Placed under a 60 % multi-GPU tier (kept on the order), renewed for 12 terms once staff
+    # set that tier to 40 %: together 100 %, refused as a new order's quote is.
+    from catalog.models import TermDiscount
+    from rentals.models import Order
+
+    Order.objects.filter(pk=active_rental.order_id).update(multi_gpu_discount_pct=Decimal("60"))
+    TermDiscount.objects.filter(term=active_rental.term, min_terms=12).update(percent=Decimal("40"))
+    with time_machine.travel(active_rental.paid_until - timedelta(days=10), tick=False):
+        resp = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {"terms": 12}, format="json")
+    assert resp.status_code == 409 and resp.json()["error"]["code"] == "pricing_unavailable"
+    assert not Invoice.objects.filter(renewal__rental=active_rental).exists()
+
+
 # --- Periodic jobs: one rental that fails holds back no other -------------------------------
 
 
