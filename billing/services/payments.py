@@ -146,9 +146,11 @@ def payment_observe(
             confirmed = obs.final and obs.confirmations >= 1
         else:
             confirmed = obs.confirmations >= confirmations_required(currency=obs.currency)
-        payment = Payment.objects.filter(chain=chain, txid=obs.txid, position=obs.key).first()
+        # The transaction's payments, read once: this position's, or one staff recorded by hand.
+        recorded = list(Payment.objects.filter(chain=chain, txid=obs.txid))
+        payment = next((p for p in recorded if p.position == obs.key), None)
         if payment is None and source == "watcher":
-            payment = _recorded_by_hand(chain=chain, request=request, obs=obs)
+            payment = _recorded_by_hand(recorded=recorded, request=request, obs=obs)
         if payment is None:
             # Staff recording a payment by hand judge when it was sent (docs/billing.md).
             late_rate = (
@@ -221,21 +223,20 @@ def payment_observe(
         return payment
 
 
-def _recorded_by_hand(*, chain: str, request: PaymentRequest, obs: Observation) -> Payment | None:
-    """The payment staff recorded by hand for the transfer a watcher now sees at
-    its own position: the same transaction to the same quote, for the same
+def _recorded_by_hand(*, recorded: list[Payment], request: PaymentRequest, obs: Observation) -> Payment | None:
+    """Of the transaction's payments (`recorded`), the one staff recorded by hand
+    for the transfer a watcher now sees at its own position: the same quote and
     amount. It becomes the watcher's (its position is the watcher's from now on),
-    so it counts once. Another amount is another transfer: None."""
-    manual = (
-        Payment.objects.select_for_update()
-        .filter(chain=chain, txid__iexact=obs.txid, request=request, source="manual")
-        .exclude(position=obs.key)
-        .first()
+    so it counts once. Another amount is another transfer: None. Its invoice is
+    locked already (the caller's), which serializes its updates."""
+    manual = next(
+        (p for p in recorded if p.source == "manual" and p.request_id == request.pk and int(p.amount) == obs.amount),
+        None,
     )
-    if manual is None or int(manual.amount) != obs.amount:
+    if manual is None:
         return None
     log.info("payment %s recorded by hand is the watcher's %s:%s", manual, obs.txid, obs.key)
-    manual.txid, manual.position, manual.output_index = obs.txid, obs.key, obs.output_index
+    manual.position, manual.output_index = obs.key, obs.output_index
     return manual
 
 

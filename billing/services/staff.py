@@ -4,6 +4,7 @@ stray transfer reviewed."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +25,8 @@ from billing.services.common import SYSTEM_ACTOR, invoice_lock, invoice_transiti
 from billing.services.payments import Observation, invoice_advance, payment_observe
 from core.audit import AuditAction, audit_record
 from core.errors import Conflict, DomainError, NotFound
+
+HEX_TXID = re.compile(r"(0x)?[0-9a-fA-F]{16,}")
 
 
 def payment_record_manual(
@@ -55,25 +58,26 @@ def payment_record_manual(
         raise DomainError("invalid", "A payment needs a transaction id, a positive amount and confirmations >= 0.")
     from billing.chains.config import manual_position
 
+    txid = txid.strip()
+    if HEX_TXID.fullmatch(txid):
+        txid = txid.lower()  # as the nodes write them (base58 ones, Solana's, keep their case)
     position = manual_position(currency=request.currency, index=output_index)
     # The same transaction at another position (another output index typed, or what the
     # watcher recorded as a call or a balance) would count twice.
     elsewhere = sorted(
-        Payment.objects.filter(invoice=invoice, txid__iexact=txid.strip())
-        .exclude(position=position)
-        .values_list("position", flat=True)
+        Payment.objects.filter(invoice=invoice, txid=txid).exclude(position=position).values_list("position", flat=True)
     )
     if elsewhere:
         raise Conflict(
             "payment_recorded_already",
-            f"Transaction {txid.strip()} is recorded on {invoice_number} already, at {', '.join(elsewhere)}: "
+            f"Transaction {txid} is recorded on {invoice_number} already, at {', '.join(elsewhere)}: "
             "record it at that position to update it.",
-            details={"txid": txid.strip(), "positions": elsewhere},
+            details={"txid": txid, "positions": elsewhere},
         )
     payment = payment_observe(
         observation=Observation(
             currency=request.currency,
-            txid=txid.strip(),
+            txid=txid,
             output_index=output_index,
             position=position,
             match_key=request.match_key,

@@ -269,6 +269,48 @@ def test_marking_an_invoice_settled_takes_a_confirming_payment_as_its_payment(ch
     assert not CreditEntry.objects.filter(account=customer).exists()
 
 
+def test_a_transaction_recorded_by_hand_counts_once(chains, customer):
+    from billing.models import Payment
+    from billing.services import Observation
+    from core.errors import Conflict
+
+    txid = "ABCDEF01" * 8  # typed by staff in capitals; the node writes it in lower case
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+        request = invoice.active_request
+        due = int(request.amount_due)
+        pay(invoice, due, txid=txid)  # at output 0, as typed
+        # At another output index, the same transaction is refused, whatever its case.
+        with pytest.raises(Conflict) as refused:
+            services.payment_record_manual(
+                invoice_number=invoice.number,
+                txid=txid.lower(),
+                amount=due,
+                confirmations=6,
+                reason="again",
+                actor=None,
+                output_index=1,
+            )
+        assert refused.value.code == "payment_recorded_already"
+        assert refused.value.details["positions"] == ["0"]
+        # The watcher sees it at its real output, 1: the same payment, not a second one.
+        seen = services.payment_observe(
+            observation=Observation(
+                currency="LTC",
+                txid=txid.lower(),
+                output_index=1,
+                match_key=request.match_key,
+                amount=due,
+                confirmations=7,
+            )
+        )
+    assert Payment.objects.count() == 1
+    assert (seen.position, seen.txid, seen.source, seen.confirmations) == ("1", txid.lower(), "manual", 7)
+    invoice.refresh_from_db()
+    assert (invoice.status, invoice.exception) == ("settled", "none")
+    assert not CreditEntry.objects.filter(account=customer).exists()
+
+
 # --- Closing an account that holds credit -------------------------------------------------------
 
 
