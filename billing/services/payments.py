@@ -417,13 +417,18 @@ def invoices_advance_due(*, now: datetime | None = None) -> int:
     blind = blind_currencies(now=now)
     changed = 0
     for invoice_id in list(due):
-        with transaction.atomic(durable=True):  # one invoice a transaction, each committed on its own
-            invoice = invoice_lock(invoice_id=invoice_id)
-            if wait_for_watcher(invoice=invoice, blind=blind, now=now):
-                continue
-            before = (invoice.status, invoice.exception)
-            invoice_advance(invoice=invoice, now=now)
-            changed += (invoice.status, invoice.exception) != before
+        try:
+            with transaction.atomic(durable=True):  # one invoice a transaction, each committed on its own
+                invoice = invoice_lock(invoice_id=invoice_id)
+                if wait_for_watcher(invoice=invoice, blind=blind, now=now):
+                    continue
+                before = (invoice.status, invoice.exception)
+                invoice_advance(invoice=invoice, now=now)
+                changed += (invoice.status, invoice.exception) != before
+        except Exception:
+            # One invoice that fails (bad data, a bug) is tried again at the next run and
+            # holds back none after it: they would never expire, settle late or credit.
+            log.exception("invoice %s could not be advanced; it is tried again at the next run", invoice_id)
     return changed
 
 

@@ -866,19 +866,24 @@ def rentals_usage_bill_due(*, now: datetime | None = None) -> int:
 # --- The periodic jobs ---------------------------------------------------------------------
 
 
-def _each_rental(ids: Iterable[int], step: Callable[[int], object], *, job: str) -> int:
-    """`step` for each rental, each in its own transaction: one rental that
-    fails (bad data, a bug) is logged and tried again at the next run, and never
-    holds back the rentals after it (whose renewals would otherwise not be
-    issued, and which would then be suspended for an invoice they never got).
-    How many steps did something."""
+def _each(ids: Iterable[int], step: Callable[[int], object], *, job: str, what: str = "row") -> int:
+    """`step` for each id, each in its own transaction: one that fails (bad data,
+    a bug) is logged and tried again at the next run, and never holds back the
+    ones after it. How many steps did something."""
     done = 0
-    for rental_id in list(ids):
+    for pk in list(ids):
         try:
-            done += bool(step(rental_id))
+            done += bool(step(pk))
         except Exception:
-            log.exception("%s: rental %s failed; it is tried again at the next run", job, rental_id)
+            log.exception("%s: %s %s failed; it is tried again at the next run", job, what, pk)
     return done
+
+
+def _each_rental(ids: Iterable[int], step: Callable[[int], object], *, job: str) -> int:
+    """_each over rentals: one that fails never holds back the rentals after it
+    (whose renewals would otherwise not be issued, and which would then be
+    suspended for an invoice they never got)."""
+    return _each(ids, step, job=job, what="rental")
 
 
 def rentals_renewals_issue(*, now: datetime | None = None) -> int:
@@ -1009,25 +1014,29 @@ def orders_reconcile(*, now: datetime | None = None) -> int:
     from rentals.services.orders import order_expire
 
     now = now or timezone.now()
-    changed = 0
-    for order_id in list(
-        Order.objects.filter(
-            status=OrderStatus.AWAITING_PAYMENT, invoice__status__in=[InvoiceStatus.EXPIRED, InvoiceStatus.INVALID]
-        ).values_list("pk", flat=True)
-    ):
-        order_expire(order_id=order_id, now=now)
-        changed += 1
+    lapsed = Order.objects.filter(
+        status=OrderStatus.AWAITING_PAYMENT, invoice__status__in=[InvoiceStatus.EXPIRED, InvoiceStatus.INVALID]
+    )
     settled = Order.objects.filter(
         Q(status=OrderStatus.AWAITING_PAYMENT) | Q(status=OrderStatus.EXPIRED), invoice__status=InvoiceStatus.SETTLED
     )
-    for order_id in list(settled.values_list("pk", flat=True)):
-        changed += rental_from_order(order_id=order_id, now=now) is not None
-    for invoice_id in list(
+    renewals = (
         Renewal.objects.filter(invoice__status=InvoiceStatus.SETTLED)
         .exclude(kind=RenewalKind.USAGE)
         .exclude(invoice__credit_entries__kind=CreditKind.UNFULFILLED)
         .exclude(invoice_id__in=RentalPeriod.objects.filter(invoice__isnull=False).values("invoice_id"))
-        .values_list("invoice_id", flat=True)
-    ):
-        changed += renewal_apply(invoice_id=invoice_id, now=now) is not None
-    return changed
+    )
+    # Each row on its own (_each): one that fails is logged and holds back none after it.
+    return (
+        _each(lapsed.values_list("pk", flat=True), lambda pk: order_expire(order_id=pk, now=now), job="expiry")
+        + _each(
+            settled.values_list("pk", flat=True),
+            lambda pk: rental_from_order(order_id=pk, now=now),
+            job="rentals from settled orders",
+        )
+        + _each(
+            renewals.values_list("invoice_id", flat=True),
+            lambda pk: renewal_apply(invoice_id=pk, now=now),
+            job="settled renewals",
+        )
+    )

@@ -269,6 +269,28 @@ def test_marking_an_invoice_settled_takes_a_confirming_payment_as_its_payment(ch
     assert not CreditEntry.objects.filter(account=customer).exists()
 
 
+def test_one_invoice_that_fails_holds_back_none_after_it(chains, customer, monkeypatch):
+    from billing.services import payments
+
+    with time_machine.travel(START, tick=False):
+        broken, fine = make_invoice(customer), make_invoice(customer, payable=("test", 2))
+    real = payments.invoice_advance
+
+    def advance(*, invoice, now):
+        if invoice.pk == broken.pk:
+            raise RuntimeError("bad data")
+        real(invoice=invoice, now=now)
+
+    monkeypatch.setattr(payments, "invoice_advance", advance)
+    later = START + timedelta(hours=1)
+    assert services.invoices_advance_due(now=later) == 1
+    assert Invoice.objects.get(pk=fine.pk).status == "expired"
+    assert Invoice.objects.get(pk=broken.pk).status == "new"  # tried again at the next run
+    monkeypatch.setattr(payments, "invoice_advance", real)
+    assert services.invoices_advance_due(now=later) == 1
+    assert Invoice.objects.get(pk=broken.pk).status == "expired"
+
+
 def test_a_transaction_recorded_by_hand_counts_once(chains, customer):
     from billing.models import Payment
     from billing.services import Observation
