@@ -208,6 +208,8 @@ def payment_observe(
         else:
             if int(payment.amount) != obs.amount or payment.request_id != request.pk:
                 log.error("payment %s seen again with another amount or destination; kept the first", payment)
+            if source == "watcher" and payment.source != "watcher":
+                _watched(payment)
             if source == "watcher" and payment.disposition == PaymentDisposition.OPEN:
                 _value_again_if_late(payment=payment, request=request, invoice=invoice, confirmed=confirmed, now=now)
             payment.confirmations = obs.confirmations
@@ -238,6 +240,14 @@ def _recorded_by_hand(*, recorded: list[Payment], request: PaymentRequest, obs: 
     log.info("payment %s recorded by hand is the watcher's %s:%s", manual, obs.txid, obs.key)
     manual.position, manual.output_index = obs.key, obs.output_index
     return manual
+
+
+def _watched(payment: Payment) -> None:
+    """A payment staff recorded by hand that a watcher now sees is the watcher's from
+    then on (`recorded_by` and `reason` stay, for the audit trail): the watcher checks
+    it again as it checks its own, and another transfer of the same transaction to
+    the same quote is recorded beside it, not taken for it."""
+    payment.source = "watcher"
 
 
 def _value_again_if_late(

@@ -62,33 +62,38 @@ def payment_record_manual(
     if HEX_TXID.fullmatch(txid):
         txid = txid.lower()  # as the nodes write them (base58 ones, Solana's, keep their case)
     position = manual_position(currency=request.currency, index=output_index)
-    # The same transaction at another position (another output index typed, or what the
-    # watcher recorded as a call or a balance) would count twice.
-    elsewhere = sorted(
-        Payment.objects.filter(invoice=invoice, txid=txid).exclude(position=position).values_list("position", flat=True)
-    )
-    if elsewhere:
-        raise Conflict(
-            "payment_recorded_already",
-            f"Transaction {txid} is recorded on {invoice_number} already, at {', '.join(elsewhere)}: "
-            "record it at that position to update it.",
-            details={"txid": txid, "positions": elsewhere},
+    with transaction.atomic():
+        invoice_lock(invoice_id=invoice.pk)  # as a watcher recording the same transaction would
+        # The same transaction to the same quote for the same amount at another position
+        # (another output index typed, or what the watcher recorded as a call or a balance)
+        # is that transfer again, and would count twice.
+        elsewhere = sorted(
+            Payment.objects.filter(invoice=invoice, txid=txid, request=request, amount=amount)
+            .exclude(position=position)
+            .values_list("position", flat=True)
         )
-    payment = payment_observe(
-        observation=Observation(
-            currency=request.currency,
-            txid=txid,
-            output_index=output_index,
-            position=position,
-            match_key=request.match_key,
-            amount=amount,
-            confirmations=confirmations,
-        ),
-        source="manual",
-        actor=actor,
-        reason=reason,
-        now=now,
-    )
+        if elsewhere:
+            raise Conflict(
+                "payment_recorded_already",
+                f"Transaction {txid} is recorded on {invoice_number} already, at {', '.join(elsewhere)}: "
+                "record it at that position to update it.",
+                details={"txid": txid, "positions": elsewhere},
+            )
+        payment = payment_observe(
+            observation=Observation(
+                currency=request.currency,
+                txid=txid,
+                output_index=output_index,
+                position=position,
+                match_key=request.match_key,
+                amount=amount,
+                confirmations=confirmations,
+            ),
+            source="manual",
+            actor=actor,
+            reason=reason,
+            now=now,
+        )
     assert payment is not None
     return payment
 

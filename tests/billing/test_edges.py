@@ -327,10 +327,43 @@ def test_a_transaction_recorded_by_hand_counts_once(chains, customer):
             )
         )
     assert Payment.objects.count() == 1
-    assert (seen.position, seen.txid, seen.source, seen.confirmations) == ("1", txid.lower(), "manual", 7)
+    # The watcher's from now on: it checks it again as its own; who recorded it stays.
+    assert (seen.position, seen.txid, seen.source, seen.confirmations) == ("1", txid.lower(), "watcher", 7)
+    assert seen.reason == "test"
     invoice.refresh_from_db()
     assert (invoice.status, invoice.exception) == ("settled", "none")
     assert not CreditEntry.objects.filter(account=customer).exists()
+
+
+def test_a_second_output_of_a_transaction_recorded_by_hand_is_its_own_payment(chains, customer):
+    from billing.models import Payment
+    from billing.services import Observation
+
+    txid = "0f" * 32
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+        request = invoice.active_request
+        half = int(request.amount_due) // 2 + 1
+        pay(invoice, half, txid=txid)  # output 0, by hand
+
+        def watcher_sees(index: int) -> Payment:
+            return services.payment_observe(
+                observation=Observation(
+                    currency="LTC",
+                    txid=txid,
+                    output_index=index,
+                    match_key=request.match_key,
+                    amount=half,
+                    confirmations=6,
+                )
+            )
+
+        first, second = watcher_sees(0), watcher_sees(1)
+        assert watcher_sees(0).pk == first.pk  # seen again: the same one, where it was
+    assert first.pk != second.pk and Payment.objects.count() == 2
+    assert sorted(Payment.objects.values_list("position", "source")) == [("0", "watcher"), ("1", "watcher")]
+    invoice.refresh_from_db()
+    assert invoice.status == "settled"
 
 
 # --- Closing an account that holds credit -------------------------------------------------------
