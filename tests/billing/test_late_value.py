@@ -140,8 +140,16 @@ def test_a_quote_replaced_by_a_requote_is_not_held_at_its_old_rate(chains, custo
         page = client.get(f"/pay/{invoice.checkout_token}/status").json()
     assert detail["payment_summary"]["counted_usd"] == "60.00"
     assert detail["payment_summary"]["due_usd"] == "30.00"
-    # The page asks for the rest at the live quote's 60 USD, not the whole 1.5 LTC it was made for.
+    # The page asks for the rest at the live quote's 60 USD, not the whole 1.5 LTC it was made for,
+    # and so does the admin's "to pay".
     assert (page["due"], page["due_usd"]) == (str(int(LTC) // 2), "30.00")
+    from billing.admin import to_pay_text
+    from billing.models import Invoice
+    from billing.selectors import invoice_prefetches
+
+    with time_machine.travel(at, tick=False):
+        loaded = Invoice.objects.prefetch_related(*invoice_prefetches()).get(pk=invoice.pk)
+        assert to_pay_text(loaded, credited_usd=None) == "0.50000000 LTC of 1.50000000 LTC (part paid)"
     [shown] = detail["payments"]
     assert (shown["amount_usd"], Decimal(shown["late_rate_usd"])) == ("60.00", Decimal("60"))
 

@@ -228,7 +228,8 @@ def test_a_report_is_corrected_in_its_window_and_billed_after(active_rental, sta
 
 
 def test_the_usage_invoice_of_a_cancelled_rental_outlives_its_termination(active_rental, customer_api, staff_api):
-    customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel")
+    with time_machine.travel(T0 + timedelta(hours=1), tick=False):
+        assert customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel").status_code == 200
     _usage(staff_api, active_rental, "2026-11", "25", T0 + timedelta(days=1))
     run_jobs_twice(T0 + timedelta(days=4))
     usage = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="usage")
@@ -402,7 +403,8 @@ def test_a_renewal_with_usage_paid_after_a_cancel_keeps_the_usage_and_credits_th
 
 def test_a_usage_invoice_of_its_own_that_lapses_keeps_its_usage(active_rental, customer_api, staff_api):
     # Billed again each time it lapsed, a customer who never pays would be sent one after another.
-    customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel")
+    with time_machine.travel(T0 + timedelta(hours=1), tick=False):
+        assert customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel").status_code == 200
     _usage(staff_api, active_rental, "2026-11", "25", T0 + timedelta(days=1))
     run_jobs_twice(T0 + timedelta(days=4))
     usage = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="usage")
@@ -453,6 +455,12 @@ def test_a_rental_renewed_after_the_job_listed_it_is_neither_suspended_nor_ended
         assert lifecycle._suspend_if_due(rental_id=active_rental.pk, now=due) is None
         assert lifecycle._terminate_if_due(rental_id=active_rental.pk, now=due + timedelta(days=7)) is None
     assert Rental.objects.get(pk=active_rental.pk).status == "active"
+    # Cancelled now, it ends when its new paid period does, not when the old one did.
+    with time_machine.travel(due, tick=False), committed():
+        assert customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel").status_code == 200
+        assert lifecycle._end_if_due(rental_id=active_rental.pk, now=end) is None
+    assert Rental.objects.get(pk=active_rental.pk).status == "active"
+    assert lifecycle._end_if_due(rental_id=active_rental.pk, now=end + MONTH).status == "terminated"
 
 
 def test_renewal_terms_are_never_priced_at_nothing(active_rental, customer_api):

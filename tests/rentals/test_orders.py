@@ -319,6 +319,35 @@ def test_an_expired_order_can_be_cancelled_and_is_then_final(chains, customer_ap
     assert requote.status_code == 409
 
 
+def test_one_order_that_fails_in_the_reconcile_job_holds_back_none_after_it(
+    chains, customer_api, ssh_key, catalog, monkeypatch
+):
+    from django.utils import timezone
+
+    from rentals import services
+    from rentals.services import orders as order_services
+
+    first, second = (
+        customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1), format="json").json() for _ in range(2)
+    )
+    later = timezone.now() + timedelta(hours=1)
+    billing.invoices_advance_due(now=later)  # expired; their release is the reconcile job's here
+    real = order_services.order_expire
+
+    def expire(*, order_id, now=None):
+        if order_id == first["id"]:
+            raise RuntimeError("bad data")
+        return real(order_id=order_id, now=now)
+
+    monkeypatch.setattr(order_services, "order_expire", expire)
+    assert services.orders_reconcile(now=later) == 1
+    statuses = dict(Order.objects.values_list("pk", "status"))
+    assert (statuses[first["id"]], statuses[second["id"]]) == ("awaiting_payment", "expired")
+    monkeypatch.setattr(order_services, "order_expire", real)
+    assert services.orders_reconcile(now=later) == 1
+    assert Order.objects.get(pk=first["id"]).status == "expired"
+
+
 def test_an_order_with_a_payment_seen_cannot_be_cancelled(chains, customer_api, ssh_key, catalog):
     order = customer_api.post("/api/v1/orders", order_body(ssh_key, gpu_count=1), format="json").json()
     billing.payment_record_manual(
