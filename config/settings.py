@@ -489,6 +489,11 @@ if not 1 <= UNPAID_HOLD_SHARE_PCT <= 100:
 # unpaid, or cancelled after holding the GPUs 10 minutes) within
 # UNPAID_HOLD_FLOOR_COOLDOWN_HOURS (409 hold_share_exceeded); an account that has paid
 # for that card before keeps it. 0 (either) turns this off.
+# An order whose payment was seen in time but has not confirmed this long after its
+# quote ended gives its GPUs back to stock (its invoice still settles if the payment
+# confirms: the order is then filled from the stock left, or credited). Without it, a
+# transfer sent with too low a fee to confirm held a host for the whole monitoring window.
+ORDER_CONFIRMING_HOLD_MINUTES = env.int("ORDER_CONFIRMING_HOLD_MINUTES", default=120)
 UNPAID_HOLD_FLOOR_MISSES = env.int("UNPAID_HOLD_FLOOR_MISSES", default=2)
 UNPAID_HOLD_FLOOR_COOLDOWN_HOURS = env.int("UNPAID_HOLD_FLOOR_COOLDOWN_HOURS", default=24)
 # Every order leaves a deposit address watched for a month, paid or not: once this many

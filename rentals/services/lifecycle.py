@@ -1010,12 +1010,18 @@ def rentals_terminate_due(*, now: datetime | None = None) -> int:
 def orders_reconcile(*, now: datetime | None = None) -> int:
     """What signals may have missed (a worker died between a commit and its
     receiver): expired reservations released, settled orders and renewals
-    fulfilled. Idempotent."""
-    from rentals.services.orders import order_expire
+    fulfilled; and the GPUs of orders whose payment is still unconfirmed
+    ORDER_CONFIRMING_HOLD_MINUTES after the quote ended, released. Idempotent."""
+    from rentals.services.orders import order_expire, order_release_confirming
 
     now = now or timezone.now()
     lapsed = Order.objects.filter(
         status=OrderStatus.AWAITING_PAYMENT, invoice__status__in=[InvoiceStatus.EXPIRED, InvoiceStatus.INVALID]
+    )
+    confirming = Order.objects.filter(
+        status=OrderStatus.AWAITING_PAYMENT,
+        invoice__status=InvoiceStatus.PROCESSING,
+        invoice__expires_at__lte=now - timedelta(minutes=settings.ORDER_CONFIRMING_HOLD_MINUTES),
     )
     settled = Order.objects.filter(
         Q(status=OrderStatus.AWAITING_PAYMENT) | Q(status=OrderStatus.EXPIRED), invoice__status=InvoiceStatus.SETTLED
@@ -1029,6 +1035,11 @@ def orders_reconcile(*, now: datetime | None = None) -> int:
     # Each row on its own (_each): one that fails is logged and holds back none after it.
     return (
         _each(lapsed.values_list("pk", flat=True), lambda pk: order_expire(order_id=pk, now=now), job="expiry")
+        + _each(
+            confirming.values_list("pk", flat=True),
+            lambda pk: order_release_confirming(order_id=pk, now=now),
+            job="holds of unconfirmed payments",
+        )
         + _each(
             settled.values_list("pk", flat=True),
             lambda pk: rental_from_order(order_id=pk, now=now),

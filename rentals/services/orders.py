@@ -17,10 +17,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -412,6 +413,34 @@ def order_expire(*, order_id: int, now: datetime | None = None) -> Order | None:
     order.close_reason = f"invoice {invoice.status} unpaid"
     order.save(update_fields=["status", "closed_at", "close_reason"])
     log.info("order %s expired; slots released", order.pk)
+    return order
+
+
+@transaction.atomic
+def order_release_confirming(*, order_id: int, now: datetime | None = None) -> Order | None:
+    """An order whose payment was seen in time but is still unconfirmed
+    ORDER_CONFIRMING_HOLD_MINUTES after its quote ended gives its GPUs back to
+    stock (it lapses, as an unpaid one does). Its invoice keeps watching the
+    payment: confirmed inside the monitoring window, it settles and the order is
+    filled from the stock left, or its money becomes credit
+    (rentals.services.lifecycle.rental_from_order). Idempotent."""
+    now = now or timezone.now()
+    order = Order.objects.select_for_update().filter(pk=order_id).first()
+    if order is None or order.status != OrderStatus.AWAITING_PAYMENT or order.invoice_id is None:
+        return None
+    invoice = Invoice.objects.get(pk=order.invoice_id)
+    hold = timedelta(minutes=settings.ORDER_CONFIRMING_HOLD_MINUTES)
+    if invoice.status != InvoiceStatus.PROCESSING or now < invoice.expires_at + hold:
+        return None
+    catalog.slots_release(holder=order.holder)
+    machine.order_to(order, OrderStatus.EXPIRED)
+    order.closed_at = now
+    order.close_reason = (
+        f"payment still unconfirmed {settings.ORDER_CONFIRMING_HOLD_MINUTES} minutes after the quote ended: "
+        "GPUs back in stock; filled from the stock left, or credited, if it confirms"
+    )[:200]
+    order.save(update_fields=["status", "closed_at", "close_reason"])
+    log.info("order %s: payment unconfirmed past its hold; slots released", order.pk)
     return order
 
 

@@ -1,7 +1,7 @@
 """Orders through the API: validation, pricing snapshot, reservation, invoice,
 Idempotency-Key, the sizing refusal, cancellation and expiry."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -317,6 +317,42 @@ def test_an_expired_order_can_be_cancelled_and_is_then_final(chains, customer_ap
         assert resp.json()["status"] == "cancelled" and resp.json()["invoice"]["status"] == "invalid"
         requote = customer_api.post(f"/api/v1/invoices/{order['invoice']['id']}/requote", {}, format="json")
     assert requote.status_code == 409
+
+
+def test_a_payment_left_unconfirmed_gives_the_gpus_back_and_still_fills_the_order(
+    chains, customer_api, ssh_key, catalog, frozen
+):
+    # Sent in time with a fee too low to confirm: the order does not hold a host for the
+    # whole monitoring window. Confirmed later, it is filled from the stock left.
+    from rentals import services
+    from rentals.models import Rental
+
+    before = free("h100-sxm", "DFW-1")
+    order = customer_api.post("/api/v1/orders", order_body(ssh_key), format="json").json()
+    number, amount = order["invoice"]["number"], int(order["invoice"]["amount"])
+    billing.payment_record_manual(
+        invoice_number=number, txid="ab" * 32, amount=amount, confirmations=0, reason="seen", actor=None
+    )
+    quote_end = datetime.fromisoformat(START) + timedelta(minutes=30)
+    held = quote_end + timedelta(minutes=119)
+    assert services.orders_reconcile(now=held) == 0
+    assert Order.objects.get(pk=order["id"]).status == "awaiting_payment"
+    assert free("h100-sxm", "DFW-1") == before - 8
+    released = quote_end + timedelta(minutes=121)
+    assert services.orders_reconcile(now=released) == 1
+    closed = Order.objects.get(pk=order["id"])
+    assert closed.status == "expired" and "unconfirmed" in closed.close_reason
+    assert free("h100-sxm", "DFW-1") == before
+    assert services.orders_reconcile(now=released) == 0  # a second run changes nothing
+    with time_machine.travel(released + timedelta(minutes=30), tick=False):
+        billing.payment_record_manual(
+            invoice_number=number, txid="ab" * 32, amount=amount, confirmations=2, reason="seen", actor=None
+        )
+        assert Invoice.objects.get(number=number).status == "settled"
+        services.orders_reconcile()
+    assert Order.objects.get(pk=order["id"]).status == "paid"
+    assert Rental.objects.filter(order_id=order["id"]).exists()
+    assert free("h100-sxm", "DFW-1") == before - 8
 
 
 def test_one_order_that_fails_in_the_reconcile_job_holds_back_none_after_it(
