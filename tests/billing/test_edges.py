@@ -347,7 +347,7 @@ def test_a_second_output_of_a_transaction_recorded_by_hand_is_its_own_payment(ch
         pay(invoice, half, txid=txid)  # output 0, by hand
 
         def watcher_sees(index: int) -> Payment:
-            return services.payment_observe(
+            payment = services.payment_observe(
                 observation=Observation(
                     currency="LTC",
                     txid=txid,
@@ -357,6 +357,8 @@ def test_a_second_output_of_a_transaction_recorded_by_hand_is_its_own_payment(ch
                     confirmations=6,
                 )
             )
+            assert payment is not None
+            return payment
 
         first, second = watcher_sees(0), watcher_sees(1)
         assert watcher_sees(0).pk == first.pk  # seen again: the same one, where it was

@@ -442,7 +442,9 @@ def test_a_payment_staff_recorded_first_is_the_one_the_watcher_sees(eth):
     eth.node.mine(2)
     eth.scan()
     [payment] = eth.payments(invoice)
-    assert (payment.pk, payment.source, payment.confirmations) == (manual.pk, "manual", 3)
+    # The watcher's from now on (it checks it again as its own); who recorded it, and why, stay.
+    assert (payment.pk, payment.source, payment.confirmations) == (manual.pk, "watcher", 3)
+    assert payment.reason == "seen on a block explorer"
     assert eth.status(invoice) == (SETTLED, NONE)
 
 
