@@ -41,7 +41,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='payment',
             name='late_rate_usd',
-            field=models.DecimalField(blank=True, decimal_places=12, help_text="Seen after its request's rate lock ended, when the market rate then was below the locked rate: the rate it is valued and counted at (USD per whole coin). Empty: the locked rate.", max_digits=30, null=True),
+            field=models.DecimalField(blank=True, decimal_places=12, help_text="Seen after its quote's rate lock ended, when the market rate then was below the locked rate: the rate it is valued and counted at (USD per whole coin); for a quote still live, the locked rate for what the invoice lacked and the market's for the rest. Empty: the locked rate.", max_digits=30, null=True, verbose_name='late rate (USD a coin)'),
         ),
         migrations.AlterField(
             model_name='payment',

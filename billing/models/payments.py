@@ -48,8 +48,10 @@ class Payment(models.Model):
         decimal_places=12,
         null=True,
         blank=True,
-        help_text="Seen after its request's rate lock ended, when the market rate then was below the locked "
-        "rate: the rate it is valued and counted at (USD per whole coin). Empty: the locked rate.",
+        verbose_name="late rate (USD a coin)",
+        help_text="Seen after its quote's rate lock ended, when the market rate then was below the locked rate: "
+        "the rate it is valued and counted at (USD per whole coin); for a quote still live, the locked rate for "
+        "what the invoice lacked and the market's for the rest. Empty: the locked rate.",
     )
     confirmations = models.PositiveIntegerField(default=0)
     block_height = models.PositiveBigIntegerField(null=True, blank=True)
