@@ -645,11 +645,11 @@ def rate_current(*, currency: str) -> Rate:
 
 
 def rate_to_value_at(*, currency: str, now: datetime) -> Decimal | None:
-    """The USD rate to value money in `currency` at `now`, outside any rate lock
-    (a payment seen after its quote ended): the rate in force (rate_current);
-    when there is none (stale, sources apart, a stablecoin off its peg), the
-    median of each market source's latest sample of the last day (sources apart
-    are as likely high as low); None when there is none either. The caller
+    """The USD rate to value money in `currency` by, outside any rate lock (a
+    payment seen after its quote ended): the rate in force (rate_current, as of
+    the clock); when there is none (stale, sources apart, a stablecoin off its
+    peg), the median of each market source's latest sample of the day before
+    `now` (sources apart are as likely high as low); None when there is none either. The caller
     takes the lower of this and its locked rate."""
     try:
         return rate_current(currency=currency).usd

@@ -84,15 +84,22 @@ def payments_fraction(
     total = Fraction(invoice.total_usd)
     out = Fraction(0)
     for p in payments:
-        request = requests[p.request_id] if requests is not None else p.request
-        out += machine.payment_fraction(
-            amount=p.amount,
-            amount_due=request.amount_due,
-            request_usd=request.amount_usd,
-            total_usd=total,
-            rate_ratio=machine.rate_ratio_for(locked_rate=request.rate_usd, late_rate=p.late_rate_usd),
+        out += payment_share(
+            payment=p, request=requests[p.request_id] if requests is not None else p.request, total=total
         )
     return out
+
+
+def payment_share(*, payment: Payment, request: PaymentRequest, total: Fraction) -> Fraction:
+    """The part of an invoice of `total` USD one payment to `request` pays, at the
+    rate it counts at (billing.machine.payment_fraction, rate_ratio_for)."""
+    return machine.payment_fraction(
+        amount=payment.amount,
+        amount_due=request.amount_due,
+        request_usd=request.amount_usd,
+        total_usd=total,
+        rate_ratio=machine.rate_ratio_for(locked_rate=request.rate_usd, late_rate=payment.late_rate_usd),
+    )
 
 
 def invoice_received_usd(*, invoice: Invoice) -> Decimal:

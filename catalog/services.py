@@ -146,14 +146,7 @@ def quote(
         multi_gpu_tiers = list(MultiGpuDiscount.objects.values_list("min_gpus", "percent"))
     multi_pct = _tier_percent(multi_gpu_tiers, gpu_count)
     term_pct = term_discount_percent(term=term, terms=terms, tiers=term_tiers)
-    pct = multi_pct + term_pct
-    if pct >= HUNDRED:
-        # Each tier table is below 100 %; together staff could reach it. Sell nothing for free.
-        raise Conflict(
-            "pricing_unavailable",
-            "This configuration cannot be priced right now.",
-            details={"multi_gpu_discount_pct": str(multi_pct), "term_discount_pct": str(term_pct)},
-        )
+    pct = multi_pct + term_pct  # each tier table is below 100 %; together they may not be (quote_line)
 
     term_label = "week" if term == "weekly" else "month"
     lines = [
@@ -188,8 +181,10 @@ def quote(
 
 def quote_line(code: str, description: str, quantity: int, unit: Decimal, terms: int, pct: Decimal) -> QuoteLine:
     """One priced line: unit x quantity x terms, the discount rounded half up to the
-    cent. A discount of 100 % or more is refused (`pricing_unavailable`): a new
-    order's and a renewal's terms alike are never sold for nothing."""
+    cent. A discount of 100 % or more is refused (`pricing_unavailable`): each
+    tier table is below 100 %, but staff could make the multi-GPU and the term
+    discounts reach it together, and a new order's or a renewal's terms are
+    never sold for nothing."""
     if pct >= HUNDRED or pct < 0:
         raise Conflict(
             "pricing_unavailable",

@@ -29,7 +29,7 @@ from billing.models import (
     StrayTransfer,
 )
 from billing.rates import rate_to_value_at
-from billing.selectors import payments_fraction
+from billing.selectors import payment_share, payments_fraction
 from billing.services.common import confirmations_required, invoice_lock, invoice_transition, log, tolerance
 from billing.services.credit import credit_post
 from core.audit import AuditAction, audit_record
@@ -208,8 +208,11 @@ def payment_observe(
         else:
             if int(payment.amount) != obs.amount or payment.request_id != request.pk:
                 log.error("payment %s seen again with another amount or destination; kept the first", payment)
-            if source == "watcher" and payment.source != "watcher":
-                _watched(payment)
+            if source == "watcher":
+                # Recorded by hand and now seen, it is the watcher's (recorded_by and reason
+                # stay): checked again as its own, and another output of its transaction to
+                # the same quote is recorded beside it, not taken for it.
+                payment.source = "watcher"
             if source == "watcher" and payment.disposition == PaymentDisposition.OPEN:
                 _value_again_if_late(payment=payment, request=request, invoice=invoice, confirmed=confirmed, now=now)
             payment.confirmations = obs.confirmations
@@ -240,14 +243,6 @@ def _recorded_by_hand(*, recorded: list[Payment], request: PaymentRequest, obs: 
     log.info("payment %s recorded by hand is the watcher's %s:%s", manual, obs.txid, obs.key)
     manual.position, manual.output_index = obs.key, obs.output_index
     return manual
-
-
-def _watched(payment: Payment) -> None:
-    """A payment staff recorded by hand that a watcher now sees is the watcher's from
-    then on (`recorded_by` and `reason` stay, for the audit trail): the watcher checks
-    it again as it checks its own, and another transfer of the same transaction to
-    the same quote is recorded beside it, not taken for it."""
-    payment.source = "watcher"
 
 
 def _value_again_if_late(
@@ -344,13 +339,7 @@ def invoice_advance(*, invoice: Invoice, now: datetime) -> None:
     facts = [
         machine.PaymentFacts(
             id=p.pk,
-            fraction=machine.payment_fraction(
-                amount=p.amount,
-                amount_due=p.request.amount_due,
-                request_usd=p.request.amount_usd,
-                total_usd=total,
-                rate_ratio=machine.rate_ratio_for(locked_rate=p.request.rate_usd, late_rate=p.late_rate_usd),
-            ),
+            fraction=payment_share(payment=p, request=p.request, total=total),
             confirmed=p.status == PaymentStatus.CONFIRMED,
             counted=p.counted,
             seen_at=p.first_seen_at,

@@ -157,8 +157,16 @@ def invoice_void(*, invoice_id: int, reason: str, actor: Any = None, now: dateti
         raise Conflict("invoice_not_open", f"This invoice is {invoice.status}.", details={"status": invoice.status})
     if invoice_has_payments(invoice=invoice):
         raise Conflict("invoice_has_payments", "This invoice received a payment; it cannot be voided.")
+    return _void(invoice=invoice, reason=reason, actor=actor, now=now)
+
+
+def _void(*, invoice: Invoice, reason: str, actor: Any, now: datetime) -> Invoice:
+    """A locked invoice made invalid, audited (`invoice.void`); anything confirmed
+    and still open on it becomes credit, as on any invalid invoice."""
     before = invoice.status
     invoice_transition(invoice=invoice, status=InvoiceStatus.INVALID, exception=invoice.exception, now=now, via="")
+    if before == InvoiceStatus.EXPIRED:
+        invoice_advance(invoice=invoice, now=now)
     audit_record(
         actor=actor if actor is not None else SYSTEM_ACTOR,
         action=AuditAction.INVOICE_VOID,
@@ -187,16 +195,7 @@ def invoice_void_lapsed(*, invoice_id: int, reason: str, now: datetime | None = 
             f"{invoice.number} is {invoice.status} and may still be paid.",
             details={"status": invoice.status, "monitoring_until": invoice.monitoring_until.isoformat()},
         )
-    invoice_transition(invoice=invoice, status=InvoiceStatus.INVALID, exception=invoice.exception, now=now, via="")
-    invoice_advance(invoice=invoice, now=now)  # anything confirmed and still open becomes credit
-    audit_record(
-        actor=SYSTEM_ACTOR,
-        action=AuditAction.INVOICE_VOID,
-        obj=invoice,
-        reason=reason,
-        changes={"status": [InvoiceStatus.EXPIRED, invoice.status]},
-    )
-    return invoice
+    return _void(invoice=invoice, reason=reason, actor=None, now=now)
 
 
 @transaction.atomic

@@ -903,54 +903,56 @@ def rentals_renewals_issue(*, now: datetime | None = None) -> int:
     return issued + rentals_usage_bill_due(now=now)
 
 
+def _ending_due(now: datetime) -> Q:
+    """Cancelled, and its paid period over: it ends."""
+    return Q(status__in=[RentalStatus.ACTIVE, RentalStatus.SUSPENDED], cancelled_at__isnull=False, paid_until__lte=now)
+
+
+def _suspension_due(now: datetime) -> Q:
+    """Unpaid past the end of its paid period plus the grace: suspended."""
+    return Q(status=RentalStatus.ACTIVE, cancelled_at__isnull=True, paid_until__lte=now - grace())
+
+
+def _termination_due(now: datetime) -> Q:
+    """Suspended for too long (and, suspended early by staff, its paid time over): terminated."""
+    return (Q(paid_until__isnull=True) | Q(paid_until__lte=now)) & Q(
+        status=RentalStatus.SUSPENDED, suspended_at__lte=now - terminate_after()
+    )
+
+
+def _still_due(rental_id: int, due: Q) -> Rental | None:
+    """The rental locked, if it is still due. The jobs list what is due, then act on
+    each under its lock: a renewal paid between the two has moved `paid_until` on."""
+    rental = _rental_lock(rental_id=rental_id)
+    return rental if Rental.objects.filter(due, pk=rental_id).exists() else None
+
+
 def rentals_suspend_due(*, now: datetime | None = None) -> int:
     """Unpaid past the end of the paid period plus the grace: suspended. A
     cancelled rental simply ends at the end of its paid period."""
     now = now or timezone.now()
-    cancelled = Rental.objects.filter(
-        status__in=[RentalStatus.ACTIVE, RentalStatus.SUSPENDED], cancelled_at__isnull=False, paid_until__lte=now
-    )
     count = _each_rental(
-        cancelled.values_list("pk", flat=True),
+        Rental.objects.filter(_ending_due(now)).values_list("pk", flat=True),
         lambda rental_id: _end_if_due(rental_id=rental_id, now=now),
         job="ending cancelled rentals",
     )
-    unpaid = Rental.objects.filter(status=RentalStatus.ACTIVE, cancelled_at__isnull=True, paid_until__lte=now - grace())
     return count + _each_rental(
-        unpaid.values_list("pk", flat=True),
+        Rental.objects.filter(_suspension_due(now)).values_list("pk", flat=True),
         lambda rental_id: _suspend_if_due(rental_id=rental_id, now=now),
         job="suspensions",
     )
 
 
-# The jobs list what is due, then act on each under its lock: a renewal paid between
-# the two has moved `paid_until` on, so each step asks again before it acts.
-
-
 def _end_if_due(*, rental_id: int, now: datetime) -> Rental | None:
     with transaction.atomic():
-        rental = _rental_lock(rental_id=rental_id)
-        due = (
-            rental.status in (RentalStatus.ACTIVE, RentalStatus.SUSPENDED)
-            and rental.cancelled_at is not None
-            and rental.paid_until is not None
-            and rental.paid_until <= now
-        )
-        if not due:
+        if _still_due(rental_id, _ending_due(now)) is None:
             return None
         return rental_terminate(rental_id=rental_id, reason="cancelled by the customer; paid period over", now=now)
 
 
 def _suspend_if_due(*, rental_id: int, now: datetime) -> Rental | None:
     with transaction.atomic():
-        rental = _rental_lock(rental_id=rental_id)
-        due = (
-            rental.status == RentalStatus.ACTIVE
-            and rental.cancelled_at is None
-            and rental.paid_until is not None
-            and rental.paid_until <= now - grace()
-        )
-        if not due:
+        if _still_due(rental_id, _suspension_due(now)) is None:
             return None
         return rental_suspend(rental_id=rental_id, reason="unpaid: the paid period and its grace are over", now=now)
 
@@ -976,14 +978,8 @@ def _terminate_if_due(*, rental_id: int, now: datetime) -> Rental | None:
     server gone. A payment that never confirms closes its invoice when its
     monitoring window ends; the rental is terminated at the next run after."""
     with transaction.atomic():
-        rental = _rental_lock(rental_id=rental_id)
-        due = (
-            rental.status == RentalStatus.SUSPENDED
-            and rental.suspended_at is not None
-            and rental.suspended_at <= now - terminate_after()
-            and (rental.paid_until is None or rental.paid_until <= now)
-        )
-        if not due:
+        rental = _still_due(rental_id, _termination_due(now))
+        if rental is None:
             return None
         paying = _renewal_in_flight(rental)
         if paying is not None:
@@ -995,13 +991,8 @@ def _terminate_if_due(*, rental_id: int, now: datetime) -> Rental | None:
 def rentals_terminate_due(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
     # A rental staff suspended while it still had paid time ends only once that time is over.
-    due = Rental.objects.filter(
-        Q(paid_until__isnull=True) | Q(paid_until__lte=now),
-        status=RentalStatus.SUSPENDED,
-        suspended_at__lte=now - terminate_after(),
-    )
     return _each_rental(
-        due.values_list("pk", flat=True),
+        Rental.objects.filter(_termination_due(now)).values_list("pk", flat=True),
         lambda rental_id: _terminate_if_due(rental_id=rental_id, now=now),
         job="terminations",
     )

@@ -407,12 +407,17 @@ def order_expire(*, order_id: int, now: datetime | None = None) -> Order | None:
     invoice = Invoice.objects.get(pk=order.invoice_id) if order.invoice_id is not None else None
     if invoice is None or invoice.status not in (InvoiceStatus.EXPIRED, InvoiceStatus.INVALID):
         return order
+    return _order_lapse(order=order, reason=f"invoice {invoice.status} unpaid", now=now)
+
+
+def _order_lapse(*, order: Order, reason: str, now: datetime) -> Order:
+    """A locked order awaiting payment lapses: its slots go back to stock."""
     catalog.slots_release(holder=order.holder)
     machine.order_to(order, OrderStatus.EXPIRED)
     order.closed_at = now
-    order.close_reason = f"invoice {invoice.status} unpaid"
+    order.close_reason = reason[:200]
     order.save(update_fields=["status", "closed_at", "close_reason"])
-    log.info("order %s expired; slots released", order.pk)
+    log.info("order %s expired (%s); slots released", order.pk, reason)
     return order
 
 
@@ -432,16 +437,11 @@ def order_release_confirming(*, order_id: int, now: datetime | None = None) -> O
     hold = timedelta(minutes=settings.ORDER_CONFIRMING_HOLD_MINUTES)
     if invoice.status != InvoiceStatus.PROCESSING or now < invoice.expires_at + hold:
         return None
-    catalog.slots_release(holder=order.holder)
-    machine.order_to(order, OrderStatus.EXPIRED)
-    order.closed_at = now
-    order.close_reason = (
+    reason = (
         f"payment still unconfirmed {settings.ORDER_CONFIRMING_HOLD_MINUTES} minutes after the quote ended: "
         "GPUs back in stock; filled from the stock left, or credited, if it confirms"
-    )[:200]
-    order.save(update_fields=["status", "closed_at", "close_reason"])
-    log.info("order %s: payment unconfirmed past its hold; slots released", order.pk)
-    return order
+    )
+    return _order_lapse(order=order, reason=reason, now=now)
 
 
 def order_requote_check(*, order_id: int, invoice_id: int) -> None:
