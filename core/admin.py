@@ -154,10 +154,12 @@ class RecordAdmin(ReadablePageMixin):
 
 class ReportAdmin(ReadOnlyAdmin):
     """An admin page that is a report (a proxy model's changelist replaced by
-    `report_view`), visible to active staff."""
+    `report_view`), visible to active staff. The report only: a row's own page
+    (and its history) behind the proxy stays with the model's own admin and
+    its view permission."""
 
     def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return request.user.is_active and request.user.is_staff
+        return obj is None and request.user.is_active and request.user.is_staff
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         return self.report_view(request)

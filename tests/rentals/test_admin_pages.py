@@ -251,3 +251,21 @@ def test_renewal_invoice_links_to_its_rental(admin_client, active_rental):
     assert (
         f'<a href="/admin/rentals/rental/{active_rental.pk}/change/">renewal of rental {active_rental.pk}</a>' in html
     )
+
+
+def test_a_report_opens_no_row_of_its_model(active_rental, django_user_model):
+    """The dashboard and the calibration report are proxies of rentals and
+    benchmark runs, open to every member of staff; a row's page behind them
+    (and its history) is not: staff without `view_rental` see no rental there."""
+    plain = django_user_model.objects.create_user("plainstaff", "a-long-plain-password", is_staff=True)
+    client = Client()
+    client.force_login(plain)
+    assert client.get("/admin/rentals/rentaldashboard/").status_code == 200
+    for url in (
+        f"/admin/rentals/rentaldashboard/{active_rental.pk}/change/",
+        f"/admin/rentals/rentaldashboard/{active_rental.pk}/history/",
+    ):
+        resp = client.get(url)
+        assert resp.status_code == 403, (url, resp.status_code)
+        assert active_rental.account.username not in resp.content.decode()
+    assert client.get(f"/admin/rentals/rental/{active_rental.pk}/change/").status_code == 403
