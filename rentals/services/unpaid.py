@@ -96,6 +96,7 @@ class Held:
     stock: int  # the card's GPUs in the region that are free or held unpaid (active hosts)
     account_lapsed: int = 0  # the account's orders closed unpaid since `lapsed_since`
     address_lapsed: int = 0  # the address's
+    active: bool = True  # the account as its lock found it (read under the lock only)
 
 
 def _held(
@@ -125,15 +126,25 @@ def _held(
     accounts, orders = q(Account._meta.db_table), q(Order._meta.db_table)
     hosts, slots = q(Host._meta.db_table), q(Slot._meta.db_table)
     network_param = network or None  # "" matches nothing: NULL is never equal
+    active = True
     with connection.cursor() as cursor:
         if lock and connection.features.has_select_for_update:
+            # The row as the lock finds it: a deactivation that committed while
+            # this waited is seen (its unpaid orders were listed before this one).
             if network and connection.vendor == "postgresql":
                 cursor.execute(
-                    f"SELECT pg_advisory_xact_lock(%s) FROM (SELECT id FROM {accounts} WHERE id = %s FOR UPDATE) a",
+                    f"SELECT a.is_active, pg_advisory_xact_lock(%s) "
+                    f"FROM (SELECT id, is_active FROM {accounts} WHERE id = %s FOR UPDATE) a",
                     [_address_lock_key(network), account.pk],
                 )
             else:
-                cursor.execute(f"SELECT id FROM {accounts} WHERE id = %s FOR UPDATE", [account.pk])
+                cursor.execute(f"SELECT is_active FROM {accounts} WHERE id = %s FOR UPDATE", [account.pk])
+            found = cursor.fetchone()
+            active = bool(found and found[0])
+        elif lock:  # SQLite: one writer at a time, nothing to wait for
+            cursor.execute(f"SELECT is_active FROM {accounts} WHERE id = %s", [account.pk])
+            found = cursor.fetchone()
+            active = bool(found and found[0])
         # The unpaid orders of the account (the (account, status) index) and of
         # the address (the (client_network, status) index): at most a cap's
         # worth each, never anyone's history of orders. The stock is the
@@ -203,6 +214,7 @@ def _held(
         stock=int(row[7] or 0),
         account_lapsed=int(row[8] or 0),
         address_lapsed=int(row[9] or 0),
+        active=active,
     )
 
 
@@ -280,6 +292,10 @@ def unpaid_limit_check(
         gpu_id=getattr(gpu, "pk", None),
         lapsed_since=now - window if lapses_max > 0 else None,
     )
+    if not held.active:
+        # Deactivated or closed while this order (or re-quote) waited on its lock,
+        # or a lapsed order's checkout link used after: it holds nothing again.
+        raise Conflict("account_inactive", "This account is closed or deactivated: it can hold no order.")
     if lapses_max > 0:
         _lapses_check(held=held, account=account, network=network, lapses_max=lapses_max, window=window, now=now)
     max_orders, max_gpus = _caps(held.paid_history)
