@@ -10,7 +10,7 @@ Other apps import these names from `billing.services`.
 """
 
 from billing.services.checkout import checkout_currency_switch, checkout_requote
-from billing.services.common import CHECKOUT_ACTOR, SYSTEM_ACTOR, confirmations_required
+from billing.services.common import CHECKOUT_ACTOR, SYSTEM_ACTOR, confirmations_required, invoice_lock
 from billing.services.credit import (
     account_closing_check,
     credit_adjust,
@@ -63,6 +63,7 @@ __all__ = [
     "invoice_create",
     "invoice_credit_unfulfilled",
     "invoice_issuing",
+    "invoice_lock",
     "invoice_mark_invalid",
     "invoice_mark_settled",
     "invoice_pay_with_credit",

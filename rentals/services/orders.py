@@ -365,6 +365,13 @@ def order_cancel(
     the customer `account` that cancels its own order."""
     now = now or timezone.now()
     actor = actor or account
+    # Its invoice is locked before the order, in the order a re-quote takes them
+    # (billing.invoice_requote, then order_requote_check): a cancel and a re-quote
+    # sent together wait on each other instead of deadlocking.
+    orders = Order.objects.filter(pk=order_id) if account is None else Order.objects.filter(pk=order_id, account=account)
+    invoice_id = orders.values_list("invoice_id", flat=True).first()
+    if invoice_id is not None:
+        billing.invoice_lock(invoice_id=invoice_id)
     order = _order_lock(order_id=order_id, account=account)
     if order.status not in (OrderStatus.AWAITING_PAYMENT, OrderStatus.EXPIRED):
         raise Conflict("order_not_cancellable", f"This order is {order.status}.", details={"status": order.status})
@@ -454,16 +461,20 @@ def order_requote_check(*, order_id: int, invoice_id: int) -> None:
     if order.status == OrderStatus.CANCELLED:
         raise Conflict("order_not_cancellable", "This order was cancelled.")
     if order.status == OrderStatus.EXPIRED:
+        # The host first, then the account's and the address's locks, as order_create
+        # takes them: a re-quote and a new order from the same address never wait on
+        # each other crosswise.
+        reservation = catalog.slots_reserve(
+            region=order.region, gpu=order.gpu, count=order.gpu_count, holder=order.holder
+        )
         unpaid_limit_check(
             account=order.account,
             gpu_count=order.gpu_count,
+            placing=order.pk,  # not counted against itself (its own lapse included)
             network=order.client_network,
             region=order.region,
             gpu=order.gpu,
             lapses=False,  # no new order: the one that lapsed is being paid
-        )
-        reservation = catalog.slots_reserve(
-            region=order.region, gpu=order.gpu, count=order.gpu_count, holder=order.holder
         )
         order.host = reservation.host
         machine.order_to(order, OrderStatus.AWAITING_PAYMENT)

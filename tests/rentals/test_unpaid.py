@@ -288,3 +288,116 @@ def test_an_order_waiting_on_a_deactivation_is_refused(chains, catalog, caps, cu
     assert not Order.objects.filter(account=customer).exists()
     assert reserved_by(customer) == 0
 
+
+def _lapsed_order(customer, ssh_key, **overrides) -> Order:
+    """An order placed and left to expire (its invoice expired, its GPUs back in stock)."""
+    import time_machine
+    from rest_framework.test import APIClient
+
+    from billing import services as billing
+
+    client = APIClient()
+    client.force_authenticate(customer)
+    with time_machine.travel("2026-11-30 12:00:00+00:00", tick=False) as clock:
+        placed = client.post("/api/v1/orders", body(ssh_key, **overrides), format="json")
+        assert placed.status_code == 201, placed.json()
+        clock.shift(timedelta(minutes=31))
+        billing.invoices_advance_due()
+    order = Order.objects.get(pk=placed.json()["id"])
+    assert order.status == OrderStatus.EXPIRED
+    return order
+
+
+def _waits_on_a_lock(pid: list[int]) -> bool:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", pid)
+        row = cursor.fetchone()
+    return row is not None and row[0] == "Lock"
+
+
+def _in_thread(work, pid: list[int], outcome: dict):
+    import threading
+
+    from django.db import connection
+
+    def run() -> None:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                pid.append(cursor.fetchone()[0])
+            outcome["result"] = work()
+        except Exception as exc:  # what the test looks at
+            outcome["result"] = exc
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_takes_the_invoice_before_the_order_as_a_requote_does(chains, catalog, caps, customer, ssh_key):
+    """A re-quote locks the invoice, then the order (order_requote_check); a cancel
+    sent at the same moment took them the other way round, and PostgreSQL broke
+    the deadlock with an error (a 503). While the cancel waits on the invoice, it
+    holds no lock on the order."""
+    from django.db import transaction
+
+    from billing.models import Invoice
+    from rentals.services.orders import order_cancel
+    from tests.waiting import wait_until
+
+    order = _lapsed_order(customer, ssh_key, gpu="l4", gpu_count=1, region="DFW-1")
+    pid: list[int] = []
+    outcome: dict = {}
+    with transaction.atomic():
+        Invoice.objects.select_for_update().get(pk=order.invoice_id)  # a re-quote in progress
+        thread = _in_thread(
+            lambda: order_cancel(order_id=order.pk, account=customer, reason="changed my mind"), pid, outcome
+        )
+        wait_until(lambda: bool(pid), what="the cancel to start")
+        wait_until(lambda: _waits_on_a_lock(pid), what="the cancel to wait on the invoice")
+        # The re-quote's next lock: free, not held by the waiting cancel.
+        Order.objects.select_for_update(nowait=True).get(pk=order.pk)
+    thread.join(60)
+    assert isinstance(outcome["result"], Order), outcome
+    assert Order.objects.get(pk=order.pk).status == OrderStatus.CANCELLED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_requote_takes_its_host_before_the_accounts_lock_as_an_order_does(
+    chains, catalog, caps, customer, ssh_key
+):
+    """order_create reserves a host, then takes the account's and the address's
+    locks; a re-quote took them the other way round, so a re-quote and a new
+    order from one address could each hold what the other waited for. While the
+    re-quote waits on the account, it holds its host already."""
+    from django.db import DatabaseError, transaction
+
+    from accounts.models import Account
+    from billing import services as billing
+    from catalog.models import Host
+    from tests.waiting import wait_until
+
+    order = _lapsed_order(customer, ssh_key, gpu="l4", gpu_count=1, region="DFW-1")
+    pid: list[int] = []
+    outcome: dict = {}
+    hosts = Host.objects.filter(region=order.region, gpu=order.gpu)
+    with transaction.atomic():
+        Account.objects.select_for_update().get(pk=customer.pk)  # an order of the account's in progress
+        thread = _in_thread(
+            lambda: billing.invoice_requote(invoice_id=order.invoice_id, account=customer), pid, outcome
+        )
+        wait_until(lambda: bool(pid), what="the re-quote to start")
+        wait_until(lambda: _waits_on_a_lock(pid), what="the re-quote to wait on the account")
+        with pytest.raises(DatabaseError), transaction.atomic():
+            # One of the region's L4 hosts is locked by the waiting re-quote.
+            for host in hosts:
+                Host.objects.select_for_update(nowait=True).get(pk=host.pk)
+    thread.join(60)
+    assert not isinstance(outcome["result"], Exception), outcome
+    assert Order.objects.get(pk=order.pk).status == OrderStatus.AWAITING_PAYMENT
+    assert reserved_by(customer) == 1

@@ -13,6 +13,7 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from accounts.services import ssh_key_add
+from billing.models import Invoice
 from catalog.models import Host, Slot, SlotStatus
 from rentals.models import Order, OrderStatus
 from rentals.services.unpaid import client_network, hold_share_max
@@ -416,3 +417,26 @@ def test_orders_closed_unpaid_are_limited_per_account_and_per_address(chains, ca
     caps.UNPAID_LAPSES_MAX = 0
     with time_machine.travel(start + timedelta(minutes=62), tick=False):
         assert two.order(ATTACKER, gpu_count=1).status_code == 201
+
+
+def test_a_requote_of_a_lapsed_hold_is_not_counted_against_itself(chains, catalog, caps, make_customer):
+    """UNPAID_HOLD_FLOOR_MISSES (2) lapsed holds withhold the one-host allowance;
+    re-quoting the second of them counts one lapse (the other order), not two:
+    the order being re-quoted is the hold being taken up again."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    caps.UNPAID_HOLD_FLOOR_COOLDOWN_HOURS = 24
+    caps.UNPAID_HOLD_FLOOR_MISSES = 2
+    customer = make_customer()
+    first = customer.order(ATTACKER, region="PDX-1", gpu="b200")
+    assert first.status_code == 201, first.json()
+    _close_unpaid(first.json()["id"], timezone.now() - dt.timedelta(hours=1))
+    second = customer.order(ATTACKER, region="PDX-1", gpu="b200")
+    assert second.status_code == 201, second.json()
+    _close_unpaid(second.json()["id"], timezone.now())
+    Invoice.objects.filter(pk=second.json()["invoice"]["id"]).update(status="expired")  # as the expiry job leaves it
+    resp = customer.api.post(f"/api/v1/invoices/{second.json()['invoice']['id']}/requote", {}, format="json")
+    assert resp.status_code == 200, resp.json()
+    assert Order.objects.get(pk=second.json()["id"]).status == OrderStatus.AWAITING_PAYMENT
