@@ -169,7 +169,7 @@ class RenewalInline(ReadOnlyInline):
 
 class JobInline(ReadOnlyInline):
     model = ProvisioningJob
-    fields = ("action", "created_at", "attempts", "delivered_at", "completed_at", "last_error")
+    fields = ("action", "created_at", "attempts", "delivered_at", "superseded_at", "completed_at", "last_error")
 
 
 class UsageInline(ReadOnlyInline):

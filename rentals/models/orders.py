@@ -317,6 +317,11 @@ class ProvisioningJob(models.Model):
     delivered_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     completed_at = models.DateTimeField(null=True, blank=True, help_text="The operator reported it done.")
+    superseded_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="A later job of the rental made this one moot before it was delivered: it is never sent.",
+    )
 
     class Meta:
         ordering = ["-created_at"]

@@ -604,8 +604,9 @@ def rental_terminate(*, rental_id: int, actor: Any = None, reason: str, now: dat
         rental.end_reason = reason
         rental.auto_renew = False
         rental.save(update_fields=["status", "terminated_at", "end_reason", "auto_renew"])
-        released = catalog.slots_release(holder=rental.holder)
+        # The job first: its payload lists the slots to wipe, which still name the rental.
         provisioning_job_create(rental=rental, action=ProvisioningAction.DEPROVISION, now=now)
+        released = catalog.slots_release(holder=rental.holder)
         # Renewals no longer buy anything; a usage invoice still bills what was used.
         _renewals_void(rental, reason=f"rental {rental.pk} terminated", actor=actor)
         usage, reports = _usage_lines(rental, now=now)

@@ -35,10 +35,28 @@ def provisioner_name() -> str:
     return str(settings.PROVISIONER)
 
 
-def _payload(job_id: str, rental: Rental, action: str) -> dict[str, Any]:
+# What a new job makes moot among the rental's jobs not yet delivered: a power-on
+# after a power-off still unsent (a renewal paid while the operators' endpoint was
+# down), and the reverse; a deprovision anything before it. A job sent late would
+# otherwise undo the newer one (a paid server switched off, a terminated rental set
+# up on cards sold again).
+SUPERSEDES = {
+    ProvisioningAction.POWER_ON: (ProvisioningAction.POWER_OFF,),
+    ProvisioningAction.POWER_OFF: (ProvisioningAction.POWER_ON,),
+    ProvisioningAction.DEPROVISION: (
+        ProvisioningAction.PROVISION,
+        ProvisioningAction.POWER_ON,
+        ProvisioningAction.POWER_OFF,
+    ),
+}
+
+
+def _payload(job_id: str, rental: Rental, action: str, created_at: datetime) -> dict[str, Any]:
     return {
         "job": job_id,
         "action": action,
+        # The operators' system applies a rental's jobs in this order (they are sent in it too).
+        "created_at": created_at.isoformat().replace("+00:00", "Z"),
         "rental": {
             "id": rental.pk,
             "host": rental.host.name,
@@ -55,11 +73,16 @@ def _payload(job_id: str, rental: Rental, action: str) -> dict[str, Any]:
 
 
 def provisioning_job_create(*, rental: Rental, action: str, now: datetime | None = None) -> ProvisioningJob:
-    """Record a job inside the caller's transaction; with the webhook
-    provisioner it is sent once the transaction commits."""
+    """Record a job inside the caller's transaction (call it while the rental's
+    slots still name it: the payload lists them); with the webhook provisioner
+    it is sent once the transaction commits. Jobs of the rental it makes moot
+    and not yet delivered are superseded (SUPERSEDES): never sent."""
     now = now or timezone.now()
+    ProvisioningJob.objects.filter(
+        rental=rental, action__in=SUPERSEDES.get(action, ()), delivered_at__isnull=True, superseded_at__isnull=True
+    ).update(superseded_at=now)
     job = ProvisioningJob(rental=rental, action=action, created_at=now, payload={})
-    job.payload = _payload(str(job.id), rental, action)
+    job.payload = _payload(str(job.id), rental, action, now)
     job.save()
     if provisioner_name() == "webhook":
         task_queue_on_commit(TASK_PROVISIONING_DELIVER, str(job.pk))
@@ -67,12 +90,28 @@ def provisioning_job_create(*, rental: Rental, action: str, now: datetime | None
     return job
 
 
+def _unsent():
+    """Jobs still to send: not accepted, not superseded, and not reported done
+    (staff mark a rental provisioned by hand: its job was recorded, never sent)."""
+    return ProvisioningJob.objects.filter(
+        delivered_at__isnull=True, superseded_at__isnull=True, completed_at__isnull=True
+    )
+
+
 def provisioning_job_deliver(*, job_id: str, now: datetime | None = None) -> bool:
-    """POST one job to the operators' URL. True once accepted (2xx)."""
+    """POST one job to the operators' URL. True once accepted (2xx), or
+    superseded (nothing to send). A rental's jobs go out in the order they were
+    made: one waits (False, retried by the sweep) while an earlier one is
+    still undelivered."""
     with transaction.atomic():
         job = ProvisioningJob.objects.select_for_update(skip_locked=True).filter(pk=job_id).first()
-        if job is None or job.delivered_at is not None:
+        if job is None or job.delivered_at is not None or job.superseded_at is not None:
             return job is not None
+        earlier = _unsent().filter(rental_id=job.rental_id, created_at__lt=job.created_at).exists()
+        if earlier:
+            job.last_error = "waiting for an earlier job of this rental"
+            job.save(update_fields=["last_error"])
+            return False
         body = json.dumps(job.payload, sort_keys=True).encode()
         headers = {
             "Content-Type": "application/json",
@@ -108,7 +147,7 @@ def provisioning_jobs_due(*, now: datetime | None = None) -> list[str]:
         return []
     now = now or timezone.now()
     due = []
-    for job in ProvisioningJob.objects.filter(delivered_at__isnull=True).only("id", "attempts", "created_at"):
+    for job in _unsent().order_by("created_at").only("id", "attempts", "created_at"):
         delay = sum(RETRY_DELAYS[min(i, len(RETRY_DELAYS) - 1)].total_seconds() for i in range(job.attempts))
         if job.created_at + timedelta(seconds=delay) <= now:
             due.append(str(job.pk))

@@ -116,3 +116,72 @@ def test_provisioning_jobs_are_signed_and_retried(chains, catalog, customer, cus
     assert payload["rental"]["ssh_keys"] == [k["public_key"] for k in rental.ssh_keys]
     assert payload["rental"]["slots"] and payload["ready_url"].endswith(f"/api/v1/ops/rentals/{rental.pk}/ready")
     assert provisioning_jobs_due(now=T0 + timedelta(days=1)) == []
+
+
+@pytest.fixture
+def webhook_provisioner(settings, receiver):
+    settings.PROVISIONER = "webhook"
+    settings.PROVISIONER_URL = receiver.url
+    settings.PROVISIONER_SECRET = "provisioning-secret-for-the-test"
+    receiver.secret = settings.PROVISIONER_SECRET
+    receiver.standard = False
+    return receiver
+
+
+def test_a_deprovision_job_lists_the_slots_the_rental_held(active_rental, webhook_provisioner):
+    """The job is made before the slots go back to stock: it names the cards to wipe."""
+    provision = ProvisioningJob.objects.get(rental=active_rental, action="provision")
+    assert provision.payload["rental"]["slots"]
+    with committed():
+        services.rental_terminate(rental_id=active_rental.pk, reason="ended by staff", now=T0 + timedelta(days=1))
+    job = ProvisioningJob.objects.get(rental=active_rental, action="deprovision")
+    assert job.payload["rental"]["slots"] == provision.payload["rental"]["slots"]
+    assert services.provisioning_job_deliver(job_id=str(job.pk)) is True
+    assert job.payload["created_at"] == (T0 + timedelta(days=1)).isoformat().replace("+00:00", "Z")
+    sent = json.loads(webhook_provisioner.posts[-1].body)
+    assert sent["action"] == "deprovision" and sent["rental"]["slots"] == provision.payload["rental"]["slots"]
+
+
+def test_a_power_off_not_yet_sent_is_never_sent_after_the_power_on(active_rental, webhook_provisioner):
+    """Suspended while the operators' endpoint was down, then resumed (a renewal
+    paid): the power-off still waiting would switch the paid server off for good
+    if it went out after the power-on. It is superseded and never sent."""
+    webhook_provisioner.fail_times = 10
+    later = T0 + timedelta(days=40)
+    with committed():
+        services.rental_suspend(rental_id=active_rental.pk, reason="unpaid", now=later)
+    off = ProvisioningJob.objects.get(rental=active_rental, action="power_off")
+    assert services.provisioning_job_deliver(job_id=str(off.pk)) is False  # the endpoint is down
+    webhook_provisioner.fail_times = 0
+    with committed():
+        services.rental_extend(rental_id=active_rental.pk, days=30, actor=active_rental.account, reason="paid", now=later)
+    on = ProvisioningJob.objects.get(rental=active_rental, action="power_on")
+    assert services.provisioning_job_deliver(job_id=str(on.pk)) is True
+    on.refresh_from_db()
+    off.refresh_from_db()
+    assert off.superseded_at is not None and off.delivered_at is None
+    assert on.delivered_at is not None
+    assert provisioning_jobs_due(now=later + timedelta(days=1)) == []
+    assert services.provisioning_job_deliver(job_id=str(off.pk)) is True  # a retry queued before: nothing sent
+    sent = [json.loads(p.body)["action"] for p in webhook_provisioner.posts]
+    # Its attempts that failed while the endpoint was down, and nothing after the power-on.
+    assert sent[-1] == "power_on" and sent.count("power_off") == off.attempts >= 1
+
+
+def test_a_rentals_jobs_go_out_in_the_order_they_were_made(active_rental, webhook_provisioner):
+    """A later job waits while an earlier one of the same rental is undelivered."""
+    from rentals.services.provisioning import provisioning_job_create
+
+    webhook_provisioner.fail_times = 10
+    with committed():
+        first = provisioning_job_create(rental=active_rental, action="provision", now=T0 + timedelta(days=2))
+    with committed():
+        second = provisioning_job_create(rental=active_rental, action="power_off", now=T0 + timedelta(days=2, hours=1))
+    webhook_provisioner.fail_times = 0
+    assert services.provisioning_job_deliver(job_id=str(second.pk)) is False
+    second.refresh_from_db()
+    assert second.delivered_at is None and second.last_error == "waiting for an earlier job of this rental"
+    due = provisioning_jobs_due(now=T0 + timedelta(days=3))
+    assert due.index(str(first.pk)) < due.index(str(second.pk))
+    assert services.provisioning_job_deliver(job_id=str(first.pk)) is True
+    assert services.provisioning_job_deliver(job_id=str(second.pk)) is True
