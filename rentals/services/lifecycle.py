@@ -952,8 +952,21 @@ def _end_if_due(*, rental_id: int, now: datetime) -> Rental | None:
 
 
 def _suspend_if_due(*, rental_id: int, now: datetime) -> Rental | None:
+    """Unpaid past its grace: suspended (powered off), unless a renewal of it is
+    settled and about to be applied, or paid and confirming: then for at most
+    ORDER_CONFIRMING_HOLD_MINUTES after the suspension was due (a transaction
+    with too low a fee buys no day of unpaid running; a late confirmation
+    resumes the rental, its lost time given back)."""
     with transaction.atomic():
-        if _still_due(rental_id, _suspension_due(now)) is None:
+        rental = _still_due(rental_id, _suspension_due(now))
+        if rental is None:
+            return None
+        paying = _renewal_in_flight(rental)
+        hold = timedelta(minutes=settings.ORDER_CONFIRMING_HOLD_MINUTES)
+        if paying is not None and (
+            paying.status == InvoiceStatus.SETTLED or rental.paid_until is None or now < rental.paid_until + grace() + hold
+        ):
+            log.info("rental %s not suspended: renewal %s is paid and %s", rental.pk, paying.number, paying.status)
             return None
         return rental_suspend(rental_id=rental_id, reason="unpaid: the paid period and its grace are over", now=now)
 

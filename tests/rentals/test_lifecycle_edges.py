@@ -556,3 +556,43 @@ def test_closing_the_account_stops_its_rentals_renewing(active_rental, customer_
     assert rental.auto_renew is False and rental.status == "active"  # runs to the end of what was paid
     run_jobs_twice(active_rental.paid_until - timedelta(days=7))
     assert not Invoice.objects.filter(renewal__rental=active_rental).exists()
+
+
+def _renewal_paid_unconfirmed(rental, customer_api, when) -> dict:
+    """A renewal of `rental` asked for and paid at `when`, seen on chain and not confirmed."""
+    with time_machine.travel(when, tick=False):
+        resp = customer_api.post(f"/api/v1/rentals/{rental.pk}/renew", {}, format="json")
+        assert resp.status_code == 201, resp.json()
+        [renewal] = [r for r in resp.json()["renewal_invoices"] if r["status"] == "new"]
+        pay(renewal["number"], int(renewal["amount"]), confirmations=1, txid="tx-before-the-deadline")
+    assert Invoice.objects.get(pk=renewal["id"]).status == "processing"
+    return renewal
+
+
+def test_a_rental_whose_renewal_is_confirming_is_not_switched_off(active_rental, customer_api):
+    """Paid minutes before the suspension was due and still confirming: the
+    server stays on (the job would power it off and on again within the hour)."""
+    due = active_rental.paid_until + timedelta(days=3)
+    renewal = _renewal_paid_unconfirmed(active_rental, customer_api, due - timedelta(minutes=10))
+    run_jobs_twice(due + timedelta(minutes=5))
+    assert Rental.objects.get(pk=active_rental.pk).status == "active"
+    assert not ProvisioningJob.objects.filter(rental=active_rental, action="power_off").exists()
+    with time_machine.travel(due + timedelta(minutes=40), tick=False):
+        pay(renewal["number"], int(renewal["amount"]), confirmations=6, txid="tx-before-the-deadline")
+    rental = Rental.objects.get(pk=active_rental.pk)
+    assert rental.status == "active" and rental.paid_until > due
+
+
+def test_a_renewal_that_never_confirms_holds_off_the_suspension_for_a_while_only(
+    active_rental, customer_api, settings
+):
+    """A transaction sent with too low a fee is no way to run unpaid for the day
+    its invoice is watched: past ORDER_CONFIRMING_HOLD_MINUTES after the
+    suspension was due, the rental is suspended."""
+    due = active_rental.paid_until + timedelta(days=3)
+    _renewal_paid_unconfirmed(active_rental, customer_api, due - timedelta(minutes=10))
+    hold = timedelta(minutes=settings.ORDER_CONFIRMING_HOLD_MINUTES)
+    run_jobs_twice(due + hold - timedelta(minutes=1))
+    assert Rental.objects.get(pk=active_rental.pk).status == "active"
+    run_jobs_twice(due + hold)
+    assert Rental.objects.get(pk=active_rental.pk).status == "suspended"
