@@ -576,9 +576,10 @@ SOL_WS_URL = env.str("SOL_WS_URL", default="")  # the node's PubSub websocket: l
 # after expiry payments are still watched and matched.
 INVOICE_EXPIRY_MINUTES = env.int("INVOICE_EXPIRY_MINUTES", default=30)
 INVOICE_MONITORING_HOURS = env.int("INVOICE_MONITORING_HOURS", default=24)
-# A payment seen this long after its quote's rate lock still counts at the locked rate: a
-# watcher sees a transfer some seconds after it was sent (an Ethereum block, a wallet's
-# refresh). Later, it counts at the lower of the locked and the market rate (docs/billing.md).
+# A payment seen this long after its quote's rate lock, the invoice expired meanwhile, still
+# pays what the invoice lacks at the locked rate: a watcher sees a transfer some seconds after
+# it was sent (an Ethereum block, a wallet's refresh). Coins a quote no longer buys anything
+# with count at the lower of the locked and the market rate, whenever they come (docs/billing.md).
 RATE_LOCK_GRACE_SECONDS = env.int("RATE_LOCK_GRACE_SECONDS", default=300)
 INVOICE_UNDERPAYMENT_TOLERANCE_PCT = Decimal(env.str("INVOICE_UNDERPAYMENT_TOLERANCE_PCT", default="0.5"))
 INVOICE_NUMBER_PREFIX = env.str("INVOICE_NUMBER_PREFIX", default="GRH")

@@ -21,6 +21,7 @@ from billing.currencies import CURRENCIES, currency_get
 from billing.models import (
     CreditKind,
     Invoice,
+    InvoiceException,
     InvoiceStatus,
     Payment,
     PaymentDisposition,
@@ -66,37 +67,45 @@ def _late_rate(
     *, request: PaymentRequest, invoice: Invoice, amount: int, now: datetime, exclude: int | None = None
 ) -> Decimal | None:
     """The rate a transfer of `amount` seen now counts at instead of its request's
-    locked one, or None. The lock ends at the request's `expires_at`, give or
-    take RATE_LOCK_GRACE_SECONDS (a watcher sees a transfer some seconds after it
-    was sent). Past it the lower of the locked rate and the market's
-    (rate_to_value_at) applies: coins sent to an old quote after their price fell
-    are worth what they are worth now, not what they were when it was made.
-
-    While the request is the active one of an invoice still open (the periodic
-    job has not expired it yet, it waits for a blind watcher, or it is paid and
-    confirming) the quote is still live for what the invoice lacks: that part
-    keeps the locked rate, anything beyond it (an over-payment sent once the
-    price fell) counts at the market's. The rate returned is then the blend.
-    `exclude`: a payment already recorded, valued again (it is not what the
-    invoice holds besides)."""
-    if now < request.expires_at + timedelta(seconds=settings.RATE_LOCK_GRACE_SECONDS):
-        return None
-    market = rate_to_value_at(currency=request.currency, now=now)
-    if market is None or market >= request.rate_usd:
-        return None
-    if request.is_active and invoice.status in (InvoiceStatus.NEW, InvoiceStatus.PROCESSING):
-        held = invoice.payments.exclude(status=PaymentStatus.REMOVED).filter(disposition=PaymentDisposition.OPEN)
-        if exclude is not None:
-            held = held.exclude(pk=exclude)
-        lacking = max(
-            Fraction(0), 1 - payments_fraction(invoice=invoice, payments=list(held.select_related("request")))
-        )
+    locked one, or None. A quote's locked rate buys what its invoice lacks, and
+    only while the quote is live: the active request of an invoice still open
+    (new, also past its expiry until the periodic job expires it or while it
+    waits for a blind watcher; or paid and confirming), or expired less than
+    RATE_LOCK_GRACE_SECONDS ago (a watcher sees a transfer some seconds after it
+    was sent, and the job may have expired the invoice meanwhile). Everything else counts
+    at the lower of the locked rate and the market's (rate_to_value_at): coins
+    sent to an old quote, to a replaced one, to an invoice cancelled, expired or
+    settled, and the part of a payment beyond what a live invoice lacks (an
+    over-payment), whenever they come, inside the quote's time or after it. A
+    closed quote is no option on the coin's price: what buys nothing is worth
+    what it is worth now. The rate returned for a payment partly inside what a
+    live invoice lacks is the blend. `exclude`: a payment already recorded,
+    valued again (it is not what the invoice holds besides)."""
+    live = Fraction(0)  # of this payment, the part the quote still holds at its rate
+    grace = timedelta(seconds=settings.RATE_LOCK_GRACE_SECONDS)
+    if request.is_active and (
+        invoice.status in (InvoiceStatus.NEW, InvoiceStatus.PROCESSING)
+        or (invoice.status == InvoiceStatus.EXPIRED and now < request.expires_at + grace)
+    ):
+        if invoice.status == InvoiceStatus.NEW and invoice.exception == InvoiceException.NONE and exclude is None:
+            lacking = Fraction(1)  # nothing counted on it yet (else `paid_partial`): no query on the usual path
+        else:
+            held = invoice.payments.exclude(status=PaymentStatus.REMOVED).filter(disposition=PaymentDisposition.OPEN)
+            if exclude is not None:
+                held = held.exclude(pk=exclude)
+            lacking = max(
+                Fraction(0), 1 - payments_fraction(invoice=invoice, payments=list(held.select_related("request")))
+            )
         own = machine.payment_fraction(
             amount=amount, amount_due=request.amount_due, request_usd=request.amount_usd, total_usd=invoice.total_usd
         )
         if own <= lacking:
-            return None
-        live = lacking / own  # of this payment, the part the quote still holds
+            return None  # the usual case, and no rate to read
+        live = lacking / own
+    market = rate_to_value_at(currency=request.currency, now=now)
+    if market is None or market >= request.rate_usd:
+        return None
+    if live:
         blended = live * Fraction(request.rate_usd) + (1 - live) * Fraction(market)
         market = Decimal(blended.numerator) / Decimal(blended.denominator)
     # Stored as the column keeps it (12 places), rounded down: the value is what is stored.
@@ -160,7 +169,7 @@ def payment_observe(
             )
             if late_rate is not None:
                 log.info(
-                    "payment %s %s to %s seen after its rate lock: valued at %s USD, not the locked %s",
+                    "payment %s %s to %s beyond what its live quote buys: valued at %s USD, not the locked %s",
                     obs.currency,
                     obs.txid,
                     invoice.number,

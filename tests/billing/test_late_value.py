@@ -1,8 +1,9 @@
-"""A quote's rate is locked until it ends. Coins a watcher sees reach a quote
-after that count at the lower of the locked rate and the market's then: sent
-to an expired invoice's address weeks later, or to the address of a quote a
-re-quote replaced, after the coin's price fell, they are worth what they are
-worth now, never the old price (docs/billing.md, "After the rate lock")."""
+"""A quote's rate buys what its invoice lacks while the quote is live. Coins
+that buy nothing (sent to an expired invoice's address weeks later, to the
+address of a quote a re-quote replaced, to a cancelled or settled invoice, or
+beyond what a live invoice lacks) count at the lower of the locked rate and the
+market's then, whenever they come: after the coin's price fell they are worth
+what they are worth now, never the old price (docs/billing.md, "After the rate lock")."""
 
 from __future__ import annotations
 
@@ -311,3 +312,67 @@ def test_a_transaction_confirmed_only_after_the_window_is_valued_then(chains, cu
         payment = observe(request, int(LTC), txid="tx-slow", now=later)
     assert (payment.late_rate_usd, payment.amount_usd) == (Decimal("60"), Decimal("60.00"))
     assert selectors.credit_balance_usd(account=customer) == Decimal("60.00")
+
+
+def test_coins_to_a_cancelled_invoice_inside_its_quote_are_worth_the_price_then(chains, customer, ltc_at):
+    """The free option: an order cancelled, then coins sent to its address while
+    its quote still ran, after the price fell (had it risen, nothing would have
+    been sent). They buy nothing: credited at what they are worth, not at the
+    price of the hour the quote was made."""
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)  # 90.00 USD at 90 USD/LTC
+        services.invoice_void(invoice_id=invoice.pk, reason="order cancelled")
+    request = invoice.active_request
+    inside = START + timedelta(minutes=20)  # the quote's 30 minutes are not over
+    with time_machine.travel(inside, tick=False):
+        ltc_at("85.5")  # 5 % down
+        payment = observe(request, 100 * int(LTC), txid="tx-option", now=inside)
+    payment.refresh_from_db()
+    assert payment.late_rate_usd == Decimal("85.5")
+    assert payment.amount_usd == Decimal("8550.00")
+    assert selectors.credit_balance_usd(account=customer) == Decimal("8550.00")
+
+
+def test_an_over_payment_inside_the_quote_counts_its_excess_at_the_price_then(chains, customer, ltc_at):
+    """What the invoice lacks keeps the locked rate; the rest of the transfer is
+    no purchase at that price."""
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+    request = invoice.active_request
+    inside = START + timedelta(minutes=10)
+    with time_machine.travel(inside, tick=False):
+        ltc_at("45")
+        payment = observe(request, 3 * int(LTC), txid="tx-thrice", now=inside)
+        invoice.refresh_from_db()
+    assert invoice.status == InvoiceStatus.SETTLED
+    payment.refresh_from_db()
+    # One coin at the locked 90, two at 45: a blended 60 a coin, 180.00 in all; 90.00 of it is credit.
+    assert payment.late_rate_usd == Decimal("60")
+    assert payment.amount_usd == Decimal("180.00")
+    assert selectors.credit_balance_usd(account=customer) == Decimal("90.00")
+    # A second transfer to the settled invoice, still inside the quote: all at the price then.
+    with time_machine.travel(inside, tick=False):
+        again = observe(request, int(LTC), txid="tx-again", now=inside)
+    again.refresh_from_db()
+    assert (again.late_rate_usd, again.amount_usd) == (Decimal("45"), Decimal("45.00"))
+    assert selectors.credit_balance_usd(account=customer) == Decimal("135.00")
+
+
+def test_a_transfer_seen_just_after_the_job_expired_the_invoice_keeps_its_quote(chains, customer, ltc_at, settings):
+    """Sent in the quote's last seconds, seen inside RATE_LOCK_GRACE_SECONDS after
+    it ended, the periodic job having expired the invoice meanwhile: it pays what
+    the invoice lacks at the locked rate."""
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+    request = invoice.active_request
+    just_after = request.expires_at + timedelta(seconds=settings.RATE_LOCK_GRACE_SECONDS - 60)
+    with time_machine.travel(just_after, tick=False):
+        services.invoices_advance_due(now=just_after)
+        invoice.refresh_from_db()
+        assert invoice.status == InvoiceStatus.EXPIRED
+        ltc_at("72")
+        payment = observe(request, int(LTC), txid="tx-last-second", now=just_after)
+        invoice.refresh_from_db()
+    payment.refresh_from_db()
+    assert payment.late_rate_usd is None and payment.amount_usd == Decimal("90.00")
+    assert invoice.status == InvoiceStatus.SETTLED
