@@ -964,7 +964,9 @@ def _suspend_if_due(*, rental_id: int, now: datetime) -> Rental | None:
         paying = _renewal_in_flight(rental)
         hold = timedelta(minutes=settings.ORDER_CONFIRMING_HOLD_MINUTES)
         if paying is not None and (
-            paying.status == InvoiceStatus.SETTLED or rental.paid_until is None or now < rental.paid_until + grace() + hold
+            paying.status == InvoiceStatus.SETTLED
+            or rental.paid_until is None
+            or now < rental.paid_until + grace() + hold
         ):
             log.info("rental %s not suspended: renewal %s is paid and %s", rental.pk, paying.number, paying.status)
             return None

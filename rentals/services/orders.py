@@ -368,7 +368,9 @@ def order_cancel(
     # Its invoice is locked before the order, in the order a re-quote takes them
     # (billing.invoice_requote, then order_requote_check): a cancel and a re-quote
     # sent together wait on each other instead of deadlocking.
-    orders = Order.objects.filter(pk=order_id) if account is None else Order.objects.filter(pk=order_id, account=account)
+    orders = (
+        Order.objects.filter(pk=order_id) if account is None else Order.objects.filter(pk=order_id, account=account)
+    )
     invoice_id = orders.values_list("invoice_id", flat=True).first()
     if invoice_id is not None:
         billing.invoice_lock(invoice_id=invoice_id)

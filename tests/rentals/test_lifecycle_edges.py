@@ -583,9 +583,7 @@ def test_a_rental_whose_renewal_is_confirming_is_not_switched_off(active_rental,
     assert rental.status == "active" and rental.paid_until > due
 
 
-def test_a_renewal_that_never_confirms_holds_off_the_suspension_for_a_while_only(
-    active_rental, customer_api, settings
-):
+def test_a_renewal_that_never_confirms_holds_off_the_suspension_for_a_while_only(active_rental, customer_api, settings):
     """A transaction sent with too low a fee is no way to run unpaid for the day
     its invoice is watched: past ORDER_CONFIRMING_HOLD_MINUTES after the
     suspension was due, the rental is suspended."""

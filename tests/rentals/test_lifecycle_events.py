@@ -154,7 +154,9 @@ def test_a_power_off_not_yet_sent_is_never_sent_after_the_power_on(active_rental
     assert services.provisioning_job_deliver(job_id=str(off.pk)) is False  # the endpoint is down
     webhook_provisioner.fail_times = 0
     with committed():
-        services.rental_extend(rental_id=active_rental.pk, days=30, actor=active_rental.account, reason="paid", now=later)
+        services.rental_extend(
+            rental_id=active_rental.pk, days=30, actor=active_rental.account, reason="paid", now=later
+        )
     on = ProvisioningJob.objects.get(rental=active_rental, action="power_on")
     assert services.provisioning_job_deliver(job_id=str(on.pk)) is True
     on.refresh_from_db()

@@ -368,9 +368,7 @@ def test_a_cancel_takes_the_invoice_before_the_order_as_a_requote_does(chains, c
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_requote_takes_its_host_before_the_accounts_lock_as_an_order_does(
-    chains, catalog, caps, customer, ssh_key
-):
+def test_a_requote_takes_its_host_before_the_accounts_lock_as_an_order_does(chains, catalog, caps, customer, ssh_key):
     """order_create reserves a host, then takes the account's and the address's
     locks; a re-quote took them the other way round, so a re-quote and a new
     order from one address could each hold what the other waited for. While the
