@@ -439,6 +439,8 @@ def result_parse(data: Any) -> BenchResult:
         if name in data and data[name] is not None:
             if not isinstance(data[name], str) or len(data[name]) > 200:
                 raise _refuse(name, "text, at most 200 characters")
+            if "\x00" in data[name]:
+                raise _refuse(name, "text without NUL characters")
             kept[name] = data[name]
     for name in (*COUNT_FIELDS, "failed"):
         if name in data:
