@@ -1,3 +1,4 @@
+from django import forms
 from django.contrib import admin
 from django.db.models import Count, Q
 from django.template.response import TemplateResponse
@@ -64,16 +65,29 @@ class GpuModelAdmin(AuditedModelAdmin):
         return ", ".join(str(n) for n in gpu.allowed_counts)
 
 
+class HostInlineForm(forms.ModelForm):
+    """A host's card and slot count are fixed once its slots exist: shown, not
+    editable, on a host already saved; a new row of the region's page takes them.
+    (Read-only fields would apply to the new rows too, which then failed to save.)"""
+
+    class Meta:
+        model = Host
+        fields = ("name", "gpu", "slot_count", "is_active")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            for name in ("gpu", "slot_count"):
+                self.fields[name].disabled = True
+
+
 class HostInline(admin.TabularInline):
     model = Host
+    form = HostInlineForm
     fields = ("name", "gpu", "slot_count", "is_active", "free_slots")
     readonly_fields = ("free_slots",)
     extra = 0
     show_change_link = True
-
-    def get_readonly_fields(self, request, obj=None):
-        # A host's card and slot count are fixed once its slots exist.
-        return ("gpu", "slot_count", "free_slots") if obj is not None else ("free_slots",)
 
     def get_queryset(self, request):
         return (

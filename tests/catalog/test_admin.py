@@ -136,3 +136,43 @@ def test_the_card_list_shows_the_hourly_price_and_instance_sizes(staff_client, c
     html = staff_client.get("/admin/catalog/gpumodel/").content.decode()
     assert ">2.35<" in html and ">1.38<" in html  # H100 SXM and A100 SXM per GPU-hour (FACTS)
     assert "2, 4, 8" in html  # B200: a minimum of 2
+
+
+def test_a_host_added_on_its_regions_page_gets_its_slots_and_the_others_keep_theirs(staff_client, catalog):
+    """A new row of the region's hosts takes its card and slot count (it was a 500:
+    both were read-only on every row); a host already saved keeps them, whatever
+    the form sends."""
+    from catalog.models import Host, Region
+    from catalog.services import host_slots_ensure
+
+    region = Region.objects.create(code="TST-1", name="Test region", is_active=True)
+    l4, a40 = GpuModel.objects.get(slug="l4"), GpuModel.objects.get(slug="a40")
+    old = Host.objects.create(name="tst-1-l4-001", region=region, gpu=l4, slot_count=4, is_active=True)
+    host_slots_ensure(host=old)
+    url = f"/admin/catalog/region/{region.pk}/change/"
+    page = staff_client.get(url)
+    data = {name: value for name, value in page.context["adminform"].form.initial.items() if value is not None}
+    data.update(
+        {
+            "is_active": "on",
+            "hosts-TOTAL_FORMS": "2",
+            "hosts-INITIAL_FORMS": "1",
+            "hosts-0-id": str(old.pk),
+            "hosts-0-region": str(region.pk),
+            "hosts-0-name": old.name,
+            "hosts-0-gpu": str(a40.pk),  # ignored: fixed once the slots exist
+            "hosts-0-slot_count": "8",
+            "hosts-0-is_active": "on",
+            "hosts-1-region": str(region.pk),
+            "hosts-1-name": "tst-1-a40-001",
+            "hosts-1-gpu": str(a40.pk),
+            "hosts-1-slot_count": "2",
+            "hosts-1-is_active": "on",
+        }
+    )
+    resp = staff_client.post(url, data)
+    assert resp.status_code == 302, resp.content[:3000]
+    new = Host.objects.get(name="tst-1-a40-001")
+    assert (new.gpu, new.slot_count, new.slots.count()) == (a40, 2, 2)
+    old.refresh_from_db()
+    assert (old.gpu, old.slot_count, old.slots.count()) == (l4, 4, 4)
