@@ -19,6 +19,7 @@ from billing.models import Invoice, PaymentRequest
 from billing.selectors import checkout_status, invoice_prefetches
 from core import display
 from core.admin import ReasonForm
+from core.fields import BaseUnitsModelField
 
 _AMOUNT = re.compile(r"^\s*(?P<number>[0-9][0-9_,]*(?:\.[0-9]+)?|\.[0-9]+)\s*(?P<unit>[A-Za-z][A-Za-z ]*?)?\s*$")
 
@@ -92,6 +93,8 @@ def amount_parse(text: str, *, currencies: list[str]) -> ParsedAmount:
         raise forms.ValidationError(f"Unknown unit {unit!r} here: write e.g. {examples}.", code="amount_unit_unknown")
     if parsed.base_units <= 0:
         raise forms.ValidationError("The amount must be positive.", code="amount_not_positive")
+    if parsed.base_units > BaseUnitsModelField.MAX:
+        raise forms.ValidationError("More than any chain can hold: check the amount.", code="amount_too_large")
     return parsed
 
 

@@ -25,6 +25,7 @@ from billing.services.common import SYSTEM_ACTOR, invoice_lock, invoice_transiti
 from billing.services.payments import Observation, invoice_advance, payment_observe
 from core.audit import AuditAction, audit_record
 from core.errors import Conflict, DomainError, NotFound
+from core.fields import BaseUnitsModelField
 
 HEX_TXID = re.compile(r"(0x)?[0-9a-fA-F]{16,}")
 
@@ -54,8 +55,10 @@ def payment_record_manual(
         request = invoice.active_request or requests.order_by("-created_at").first()
     if request is None:
         raise DomainError("no_payment_request", f"{invoice_number} has no payment request in that currency.")
-    if amount <= 0 or confirmations < 0 or not txid.strip():
-        raise DomainError("invalid", "A payment needs a transaction id, a positive amount and confirmations >= 0.")
+    if amount <= 0 or amount > BaseUnitsModelField.MAX or confirmations < 0 or not txid.strip():
+        raise DomainError(
+            "invalid", "A payment needs a transaction id, a positive amount (below 2^256) and confirmations >= 0."
+        )
     from billing.chains.config import manual_position
 
     txid = txid.strip()

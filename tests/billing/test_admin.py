@@ -333,6 +333,7 @@ def test_record_payment_in_whole_coins_is_converted_exactly(admin_client, invoic
         ("0.01 BTC", "Unknown unit"),
         ("0 LTC", "The amount must be positive."),
         ("one LTC", "Write a number and its unit"),
+        ("1" + "0" * 100 + " LTC", "More than any chain can hold"),  # was a 500
     ],
 )
 def test_record_payment_refuses_amounts_it_cannot_read_exactly(admin_client, invoice, typed, error):
@@ -380,6 +381,8 @@ def test_refund_amount_in_coins_with_the_currencys_decimals(admin_client, custom
     assert "whole coins with the code" in page
     resp = admin_client.post("/admin/billing/creditentry/add/", {**form, "refund_amount": "1.11111111"})
     assert resp.status_code == 200 and "Say the unit" in resp.content.decode()
+    resp = admin_client.post("/admin/billing/creditentry/add/", {**form, "refund_amount": "1" + "0" * 100 + " LTC"})
+    assert resp.status_code == 200 and "More than any chain can hold" in resp.content.decode()  # was a 500
     resp = admin_client.post("/admin/billing/creditentry/add/", {**form, "refund_amount": "1.11111111 LTC"})
     assert resp.status_code == 302, resp.content[:2000]
     refund = CreditEntry.objects.get(kind="refund")
