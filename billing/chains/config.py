@@ -42,6 +42,7 @@ __all__ = [
     "families",
     "family_of",
     "manual_position",
+    "manual_txid",
     "network_name",
     "payment_uri",
 ]
@@ -152,6 +153,12 @@ def manual_position(*, currency: str, index: int) -> str:
     index they give: the one the watcher gives the same transfer."""
     code = _currency_code(currency)
     return family_of(code).manual_position(code, index)
+
+
+def manual_txid(*, currency: str, txid: str) -> str:
+    """A transaction id staff typed, written as `currency`'s watcher writes it."""
+    code = _currency_code(currency)
+    return family_of(code).manual_txid(code, txid)
 
 
 def chain_config_validate() -> None:

@@ -27,6 +27,7 @@ models or services directly.
 from __future__ import annotations
 
 import contextlib
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,6 +37,9 @@ from django.conf import settings
 
 from billing.chains.blocks import BlockRef
 from billing.chains.spec import ChainSpec
+
+# A transaction id in hex, as staff may type it (with or without 0x, in either case).
+HEX_TXID = re.compile(r"(0x)?[0-9a-fA-F]{16,}")
 
 if TYPE_CHECKING:
     from billing.chains.machinery import ScanRun
@@ -97,6 +101,15 @@ class ChainFamily(ABC):
         """The payment position a staff-recorded payment of `code` takes, given
         the output or log index staff typed: the one the watcher would give it."""
         return str(index)
+
+    def manual_txid(self, code: str, txid: str) -> str:
+        """A transaction id staff typed, written as the watcher writes it: hex in
+        lower case without a `0x` (Bitcoin Core's and Monero's way); other ids
+        (Solana's base58 signatures) as typed."""
+        txid = txid.strip()
+        if HEX_TXID.fullmatch(txid):
+            return txid.lower().removeprefix("0x")
+        return txid
 
     def watchers(self) -> Sequence[Watcher]:
         return ()

@@ -45,6 +45,8 @@ class Observation:
     the output index (UTXO chains). `final` overrides the confirmation count
     for chains settled by a finality tag: True settles, False does not,
     whatever `confirmations` says; None applies CONFIRMATIONS_<currency>.
+    `own_txid` is False where the watcher knows the transfer but not the
+    transaction that made it (Ethereum's balance mode: the block's hash).
     """
 
     currency: str
@@ -57,6 +59,7 @@ class Observation:
     block_hash: str = ""
     position: str = ""
     final: bool | None = None
+    own_txid: bool = True
 
     @property
     def key(self) -> str:
@@ -158,8 +161,13 @@ def payment_observe(
         # The transaction's payments, read once: this position's, or one staff recorded by hand.
         recorded = list(Payment.objects.filter(chain=chain, txid=obs.txid))
         payment = next((p for p in recorded if p.position == obs.key), None)
-        if payment is None and source == "watcher":
-            payment = _recorded_by_hand(recorded=recorded, request=request, obs=obs)
+        if source == "watcher" and (payment is None or payment.source == "manual"):
+            if payment is not None:
+                recorded = [payment]
+            elif not obs.own_txid:
+                # Staff typed the real transaction id; this sighting cannot know it.
+                recorded = list(Payment.objects.filter(request=request, source="manual", amount=obs.amount))
+            payment = _recorded_by_hand(recorded=recorded, request=request, obs=obs) or payment
         if payment is None:
             # Staff recording a payment by hand judge when it was sent (docs/billing.md).
             late_rate = (
@@ -239,18 +247,29 @@ def payment_observe(
 
 def _recorded_by_hand(*, recorded: list[Payment], request: PaymentRequest, obs: Observation) -> Payment | None:
     """Of the transaction's payments (`recorded`), the one staff recorded by hand
-    for the transfer a watcher now sees at its own position: the same quote and
-    amount. It becomes the watcher's (its position is the watcher's from now on),
-    so it counts once. Another amount is another transfer: None. Its invoice is
+    for the transfer a watcher now sees at its own position: the same invoice
+    and amount. It becomes the watcher's (its position, and its quote where
+    staff chose another of the invoice's, are the watcher's from now on), so it
+    counts once. Another amount is another transfer: None. Its invoice is
     locked already (the caller's), which serializes its updates."""
     manual = next(
-        (p for p in recorded if p.source == "manual" and p.request_id == request.pk and int(p.amount) == obs.amount),
+        (
+            p
+            for p in recorded
+            if p.source == "manual" and p.invoice_id == request.invoice_id and int(p.amount) == obs.amount
+        ),
         None,
     )
     if manual is None:
         return None
     log.info("payment %s recorded by hand is the watcher's %s:%s", manual, obs.txid, obs.key)
-    manual.position, manual.output_index = obs.key, obs.output_index
+    if not obs.own_txid:
+        manual.reason = f"{manual.reason} (recorded by hand as {manual.txid})"[:500]
+    manual.txid, manual.position, manual.output_index = obs.txid, obs.key, obs.output_index
+    if manual.request_id != request.pk and manual.disposition == PaymentDisposition.OPEN:
+        # Sent to another quote of the invoice than staff said: valued at that quote's rate.
+        manual.request, manual.late_rate_usd = request, None
+        manual.amount_usd = _payment_value_usd(request, int(manual.amount))
     return manual
 
 

@@ -4,7 +4,6 @@ stray transfer reviewed."""
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 
@@ -26,8 +25,6 @@ from billing.services.payments import Observation, invoice_advance, payment_obse
 from core.audit import AuditAction, audit_record
 from core.errors import Conflict, DomainError, NotFound
 from core.fields import BaseUnitsModelField
-
-HEX_TXID = re.compile(r"(0x)?[0-9a-fA-F]{16,}")
 
 
 def payment_record_manual(
@@ -59,11 +56,10 @@ def payment_record_manual(
         raise DomainError(
             "invalid", "A payment needs a transaction id, a positive amount (below 2^256) and confirmations >= 0."
         )
-    from billing.chains.config import manual_position
+    from billing.chains.config import manual_position, manual_txid
 
-    txid = txid.strip()
-    if HEX_TXID.fullmatch(txid):
-        txid = txid.lower()  # as the nodes write them (base58 ones, Solana's, keep their case)
+    # As the currency's watcher writes it (hex: lower case, 0x on Ethereum only; base58 as typed).
+    txid = manual_txid(currency=request.currency, txid=txid)
     position = manual_position(currency=request.currency, index=output_index)
     with transaction.atomic():
         invoice_lock(invoice_id=invoice.pk)  # as a watcher recording the same transaction would

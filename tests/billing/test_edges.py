@@ -368,6 +368,106 @@ def test_a_second_output_of_a_transaction_recorded_by_hand_is_its_own_payment(ch
     assert invoice.status == "settled"
 
 
+def test_an_ether_transaction_typed_without_0x_is_the_one_the_watcher_sees(chains, customer):
+    """Staff type an Ethereum transaction id as an explorer may show it (no 0x,
+    capitals); the node writes 0x and lower case. It is one payment, not two."""
+    from billing.models import Payment
+    from billing.services import Observation
+
+    typed = "5F3A" * 16
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer, currency="ETH")
+        request = invoice.active_request
+        due = int(request.amount_due)
+        recorded = pay(invoice, due, txid=typed)
+        assert recorded.txid == "0x" + typed.lower()
+        seen = services.payment_observe(
+            observation=Observation(
+                currency="ETH",
+                txid="0x" + typed.lower(),
+                output_index=0,
+                position="tx",
+                match_key=request.match_key,
+                amount=due,
+                confirmations=20,
+            )
+        )
+    assert Payment.objects.count() == 1 and seen.pk == recorded.pk and seen.source == "watcher"
+    assert not CreditEntry.objects.filter(account=customer).exists()
+
+
+def test_ether_a_balance_reading_watcher_finds_is_the_payment_staff_recorded(chains, customer):
+    """A transfer made inside a contract, found by reading balances, carries the
+    block's hash, not its transaction's: staff recorded it by the transaction's
+    id, the watcher's sighting is that payment (same quote, same amount), not a
+    second one credited on top."""
+    from billing.models import Payment
+    from billing.services import Observation
+
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer, currency="ETH")
+        request = invoice.active_request
+        due = int(request.amount_due)
+        recorded = pay(invoice, due, txid="0x" + "ab" * 32)
+        block = "0x" + "cd" * 32
+
+        def balance_reading(confirmations: int) -> Payment:
+            payment = services.payment_observe(
+                observation=Observation(
+                    currency="ETH",
+                    txid=block,
+                    output_index=0,
+                    position=f"balance:{request.match_key}",
+                    match_key=request.match_key,
+                    amount=due,
+                    confirmations=confirmations,
+                    own_txid=False,
+                )
+            )
+            assert payment is not None
+            return payment
+
+        seen = balance_reading(3)
+        again = balance_reading(12)
+    assert Payment.objects.count() == 1 and seen.pk == again.pk == recorded.pk
+    assert (again.txid, again.position, again.confirmations) == (block, f"balance:{request.match_key}", 12)
+    assert ("0x" + "ab" * 32) in again.reason
+    invoice.refresh_from_db()
+    assert invoice.status == "settled"
+    assert not CreditEntry.objects.filter(account=customer).exists()
+
+
+def test_a_transfer_staff_put_on_the_wrong_quote_is_the_one_the_watcher_sees(chains, customer):
+    """The customer paid an earlier quote of the invoice; staff recorded the
+    transaction against the current one. The watcher sees it at the earlier
+    quote's address: the same payment, moved to that quote and valued at its rate."""
+    from billing.models import Payment
+    from billing.services import Observation
+
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+        first = invoice.active_request
+    later = START + timedelta(hours=1)
+    with time_machine.travel(later, tick=False):
+        services.invoices_advance_due(now=later)
+        invoice = services.invoice_requote(invoice_id=invoice.pk, account=customer)
+        second = invoice.active_request
+        assert second.pk != first.pk
+        txid = "1e" * 32
+        due = int(first.amount_due)
+        services.payment_record_manual(
+            invoice_number=invoice.number, txid=txid, amount=due, confirmations=1, reason="test", actor=None
+        )
+        seen = services.payment_observe(
+            observation=Observation(
+                currency="LTC", txid=txid, output_index=0, match_key=first.match_key, amount=due, confirmations=6
+            )
+        )
+    assert Payment.objects.count() == 1
+    assert (seen.request_id, seen.source) == (first.pk, "watcher")
+    assert seen.amount_usd == Decimal("250.00")  # the earlier quote's amount, at its rate
+
+
 # --- Closing an account that holds credit -------------------------------------------------------
 
 

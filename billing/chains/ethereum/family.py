@@ -29,7 +29,7 @@ from django.core.exceptions import ImproperlyConfigured
 from billing.chains import keys
 from billing.chains.ethereum import CHAINS, uri
 from billing.chains.ethereum import keys as ethereum_keys
-from billing.chains.interface import ChainFamily, Destination, Watcher, setting_value
+from billing.chains.interface import HEX_TXID, ChainFamily, Destination, Watcher, setting_value
 
 TOKEN_SETTINGS = {"USDT": "USDT_CONTRACT", "USDC": "USDC_CONTRACT"}
 FINALITY_POLICIES = ("confirmations", "finalized")
@@ -146,6 +146,11 @@ class EthereumFamily(ChainFamily):
     def manual_position(self, code: str, index: int) -> str:
         # Staff recording a plain ether transaction, or a token transfer by its log index.
         return "tx" if code == "ETH" else f"log:{index}"
+
+    def manual_txid(self, code: str, txid: str) -> str:
+        # The node's way: 0x and lower case.
+        txid = txid.strip()
+        return "0x" + txid.lower().removeprefix("0x") if HEX_TXID.fullmatch(txid) else txid
 
     def watchers(self) -> Sequence[Watcher]:
         from billing.chains.ethereum.watcher import EthereumWatcher

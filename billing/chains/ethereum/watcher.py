@@ -40,7 +40,7 @@ from billing.chains import blocks
 from billing.chains.blocks import BlockRef, ChainStep
 from billing.chains.errors import ChainUnavailable, RpcError
 from billing.chains.ethereum import family
-from billing.chains.ethereum.transfers import EvmBlockScan, Transfer
+from billing.chains.ethereum.transfers import BALANCE, EvmBlockScan, Transfer
 from billing.chains.interface import PushSource, setting_value
 from billing.chains.machinery import BlockWatcher, Recorder, ScanRun, cursor_store_at
 from billing.chains.spec import ChainSpec
@@ -227,6 +227,7 @@ class EthereumWatcher(BlockWatcher):
                         block_height=scan.block.height,
                         block_hash=scan.block.hash,
                         final=final,
+                        own_txid=transfer.kind != BALANCE,  # the balance mode knows the block, not the transaction
                     )
                 )
             else:
