@@ -213,6 +213,15 @@ def payment_observe(
                     reason=reason,
                     changes={"txid": obs.txid, "amount": obs.amount, "confirmations": obs.confirmations},
                 )
+            if invoice.status == InvoiceStatus.SETTLED and invoice.exception == InvoiceException.MARKED:
+                # Staff settled it as paid some other way (or by a payment they saw before a
+                # watcher did): this one may be that payment, and its credit a second count.
+                _flag(
+                    payment=payment,
+                    invoice=invoice,
+                    reason="received after staff marked the invoice settled: the same money again?",
+                    now=now,
+                )
             transaction.on_commit(
                 lambda: signals.payment_received.send(
                     sender=Payment,
@@ -342,20 +351,27 @@ def payment_flag(*, chain: str, txid: str, position: str, reason: str, now: date
         return False
     with transaction.atomic():
         invoice = invoice_lock(invoice_id=payment.invoice_id)
-        flagged = Payment.objects.filter(pk=payment.pk, flagged_at__isnull=True).update(
-            flagged_at=now, flag_reason=reason[:200]
-        )
-        if not flagged:  # flagged meanwhile by another pass
-            return False
-        invoice.needs_attention = True
-        invoice.save(update_fields=["needs_attention"])
-        audit_record(
-            actor=None,
-            action=AuditAction.PAYMENT_FLAGGED,
-            obj=payment,
-            reason=reason,
-            changes={"invoice": invoice.number},
-        )
+        return _flag(payment=payment, invoice=invoice, reason=reason, now=now)
+
+
+def _flag(*, payment: Payment, invoice: Invoice, reason: str, now: datetime) -> bool:
+    """Flag `payment` on its locked `invoice` for staff (payment_flag); False when
+    it was flagged already."""
+    flagged = Payment.objects.filter(pk=payment.pk, flagged_at__isnull=True).update(
+        flagged_at=now, flag_reason=reason[:200]
+    )
+    if not flagged:  # flagged meanwhile by another pass
+        return False
+    payment.flagged_at, payment.flag_reason = now, reason[:200]
+    invoice.needs_attention = True
+    invoice.save(update_fields=["needs_attention"])
+    audit_record(
+        actor=None,
+        action=AuditAction.PAYMENT_FLAGGED,
+        obj=payment,
+        reason=reason,
+        changes={"invoice": invoice.number},
+    )
     log.warning("payment %s flagged for staff on %s: %s", payment, invoice.number, reason)
     return True
 

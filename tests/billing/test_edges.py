@@ -269,6 +269,40 @@ def test_marking_an_invoice_settled_takes_a_confirming_payment_as_its_payment(ch
     assert not CreditEntry.objects.filter(account=customer).exists()
 
 
+def test_marking_an_invoice_settled_credits_what_it_received_beyond_its_total(chains, customer):
+    """Twice the amount sent, still confirming, when staff mark it settled: the
+    excess is credited, as a settlement by the payment would credit it (it was
+    lost: the payment became applied, and nothing was open when it confirmed)."""
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+        due = int(invoice.active_request.amount_due)
+        services.payment_record_manual(
+            invoice_number=invoice.number, txid="tx-twice", amount=2 * due, confirmations=1, reason="seen", actor=None
+        )
+        services.invoice_mark_settled(invoice_id=invoice.pk, actor=None, reason="customer in a hurry")
+        pay(invoice, 2 * due, txid="tx-twice")  # confirmed: nothing more
+    entry = CreditEntry.objects.get(account=customer)
+    assert (entry.kind, entry.amount_usd) == ("overpayment", Decimal("250.00"))
+    assert selectors.credit_balance_usd(account=customer) == Decimal("250.00")
+
+
+def test_a_payment_after_staff_marked_the_invoice_settled_is_flagged(chains, customer):
+    """Staff settled it on what an explorer showed, before the watcher saw the
+    payment; when it is recorded, it is credited as any payment to a settled
+    invoice is, and flagged for staff: it may be the same money twice."""
+    from billing.models import Payment
+
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+        due = int(invoice.active_request.amount_due)
+        services.invoice_mark_settled(invoice_id=invoice.pk, actor=None, reason="seen on an explorer")
+        pay(invoice, due, txid="tx-seen-before")
+    payment = Payment.objects.get(invoice=invoice)
+    invoice.refresh_from_db()
+    assert invoice.needs_attention and payment.flagged_at is not None
+    assert "after staff marked the invoice settled" in payment.flag_reason
+
+
 def test_one_invoice_that_fails_holds_back_none_after_it(chains, customer, monkeypatch):
     from billing.services import payments
 
