@@ -203,6 +203,11 @@ class AccountAdmin(RightsAudited, AuditedModelAdmin, UserAdmin):
             obj.save()
             diff = snapshot_diff(before, model_snapshot(obj))
             diff.pop("password", None)  # never copy a hash into the audit trail
+            if old.is_active and not obj.is_active:
+                # Switched off on its page: what the action does (tokens revoked, unpaid
+                # orders released, its own audit row), not only the flag.
+                diff.pop("is_active", None)
+                services.account_deactivate(account=obj, actor=request.user, reason="admin form")
             if diff:
                 audit_record(actor=request.user, action=AuditAction.ADMIN_CHANGE, obj=obj, changes=diff)
 

@@ -153,9 +153,11 @@ def test_change_form_saves_and_audits_without_the_password_hash(admin_client, bo
     assert resp.status_code == 302, resp.context["adminform"].form.errors if resp.context else resp
     alice.refresh_from_db()
     assert alice.is_active is False
-    entry = AuditEntry.objects.get(action="admin.change", object_id=str(alice.pk))
-    assert entry.actor == boss
-    assert entry.changes == {"is_active": [True, False]}
+    # Switched off: audited as a deactivation (tokens revoked), with no hash in it.
+    entry = AuditEntry.objects.get(action="account.deactivate", object_id=str(alice.pk))
+    assert entry.actor == boss and entry.reason == "admin form"
+    assert entry.changes["is_active"] == [True, False] and "argon2" not in str(entry.changes)
+    assert not AuditEntry.objects.filter(action="admin.change", object_id=str(alice.pk)).exists()
 
 
 def _clerk(*codenames):
@@ -273,3 +275,57 @@ def test_no_one_deletes_a_workers_lease_by_hand(admin_client):
     assert admin_client.post(f"/admin/core/lease/{lease.pk}/delete/", {"post": "yes"}).status_code == 403
     assert admin_client.get("/admin/core/lease/").status_code == 200
     assert Lease.objects.filter(pk=lease.pk).exists()
+
+
+def _change_form_data(resp) -> dict:
+    """What the account's change page posts back as it stands."""
+    form = resp.context["adminform"].form
+    data = {}
+    for name, field in form.fields.items():
+        if field.disabled:
+            continue
+        value = form.initial.get(name, field.initial)
+        if isinstance(value, bool):
+            if value:
+                data[name] = "on"
+        elif isinstance(value, list | tuple):
+            data[name] = [getattr(v, "pk", v) for v in value]
+        elif value is not None:
+            data[name] = getattr(value, "pk", value)
+    for inline in resp.context["inline_admin_formsets"]:
+        management = inline.formset.management_form
+        for name in ("TOTAL_FORMS", "INITIAL_FORMS", "MIN_NUM_FORMS", "MAX_NUM_FORMS"):
+            data[f"{management.prefix}-{name}"] = management[name].value()
+        for i, sub in enumerate(inline.formset.forms):
+            if sub.instance.pk is not None:
+                data[f"{inline.formset.prefix}-{i}-id"] = sub.instance.pk
+                data[f"{inline.formset.prefix}-{i}-account"] = sub.instance.account_id
+    return data
+
+
+def test_unticking_active_on_the_form_deactivates_as_the_action_does(signup, client_with):
+    """Staff who may change accounts switch one off on its page: its tokens are
+    revoked and its unpaid orders released, as by the action (the form only
+    saved the flag: a token kept working the day the account came back)."""
+    from django.contrib.auth.models import Permission
+
+    token = signup("alice")["token"]
+    alice = Account.objects.get(username="alice")
+    clerk = Account.objects.create_user("clerk", PASSWORD, is_staff=True)
+    clerk.user_permissions.add(
+        Permission.objects.get(codename="change_account"), Permission.objects.get(codename="view_account")
+    )
+    client = Client()
+    client.force_login(clerk)
+    url = f"/admin/accounts/account/{alice.pk}/change/"
+    data = _change_form_data(client.get(url))
+    assert data.pop("is_active") == "on"
+    resp = client.post(url, data)
+    assert resp.status_code == 302, resp.context["adminform"].form.errors if resp.context else resp
+    alice.refresh_from_db()
+    assert alice.is_active is False
+    assert not ApiToken.objects.filter(account=alice, revoked_at__isnull=True).exists()
+    assert AuditEntry.objects.filter(action="account.deactivate", actor=clerk).count() == 1
+    # Switched on again, the old token stays revoked.
+    Account.objects.filter(pk=alice.pk).update(is_active=True)
+    assert client_with(token).get("/api/v1/account").status_code == 401
