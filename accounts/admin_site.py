@@ -10,14 +10,15 @@ It replaces Django's default site (accounts.apps.StaffAdminConfig), so every
 from __future__ import annotations
 
 from functools import update_wrapper
+from typing import Any
 
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
-from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.admin.forms import AdminAuthenticationForm, AdminPasswordChangeForm
 from django.contrib.auth import REDIRECT_FIELD_NAME
 from django.contrib.auth import login as auth_login
-from django.contrib.auth.views import LoginView, redirect_to_login
+from django.contrib.auth.views import LoginView, PasswordChangeView, redirect_to_login
 from django.http import HttpResponseRedirect
 from django.shortcuts import resolve_url
 from django.template.response import TemplateResponse
@@ -103,6 +104,47 @@ class StaffLoginView(LoginView):
         return response
 
 
+class StaffPasswordChangeForm(AdminPasswordChangeForm):
+    """The admin's own "Change password" page, through the same service as the
+    API's: the old password checked under the login throttle (per username and
+    address) before it is hashed, every API token of the account revoked, an
+    audit row. Django's own form checked the old password unthrottled and left
+    the tokens alive."""
+
+    def __init__(self, user, *args, request=None, **kwargs):
+        super().__init__(user, *args, **kwargs)
+        self.request = request
+
+    def clean_old_password(self):
+        return self.cleaned_data["old_password"]  # checked by the service, throttled, in clean()
+
+    def clean(self):
+        cleaned = super().clean()
+        old, new = cleaned.get("old_password"), cleaned.get("new_password2")
+        if old and new and not self.errors:
+            try:
+                services.account_password_change(
+                    account=self.user,
+                    password=old,
+                    new_password=new,
+                    keep_token=None,
+                    client_address=client_address(self.request),
+                )
+            except DomainError as exc:
+                raise forms.ValidationError(exc.message, code=exc.code) from exc
+        return cleaned
+
+    def save(self, commit=True):
+        return self.user  # saved by the service in clean()
+
+
+class StaffPasswordChangeView(PasswordChangeView):
+    form_class = StaffPasswordChangeForm
+
+    def get_form_kwargs(self):
+        return {**super().get_form_kwargs(), "request": self.request}
+
+
 class OtpCodeForm(forms.Form):
     otp_token = forms.CharField(
         label="Code from the app",
@@ -168,6 +210,17 @@ class StaffAdminSite(admin.AdminSite):
 
     def login(self, request, extra_context=None):
         return admin_csp(self._login)(request, extra_context)
+
+    def password_change(self, request, extra_context=None):
+        """Django's page with StaffPasswordChangeForm (AdminSite.password_change's defaults otherwise)."""
+        defaults: dict[str, Any] = {
+            "success_url": reverse("admin:password_change_done", current_app=self.name),
+            "extra_context": {**self.each_context(request), **(extra_context or {})},
+        }
+        if self.password_change_template is not None:
+            defaults["template_name"] = self.password_change_template
+        request.current_app = self.name
+        return StaffPasswordChangeView.as_view(**defaults)(request)
 
     def _login(self, request, extra_context=None):
         user = request.user

@@ -329,3 +329,47 @@ def test_unticking_active_on_the_form_deactivates_as_the_action_does(signup, cli
     # Switched on again, the old token stays revoked.
     Account.objects.filter(pk=alice.pk).update(is_active=True)
     assert client_with(token).get("/api/v1/account").status_code == 401
+
+
+def test_the_admins_own_password_page_revokes_tokens_and_is_throttled(boss, settings):
+    """Staff changing their own password on the admin's page: a leaked `ops`
+    token dies with the old password, the change is audited, and guesses of
+    the old password count against the login throttle."""
+    from django.core.cache import cache
+
+    from accounts.services import token_create
+
+    cache.clear()
+    token = token_create(account=boss, name="ops", scope="ops").token
+    client = Client()
+    client.force_login(boss)
+    new = "another-long-harbour-pass-9"
+    resp = client.post(
+        "/admin/password_change/", {"old_password": PASSWORD, "new_password1": new, "new_password2": new}
+    )
+    assert resp.status_code == 302 and resp["Location"].endswith("/admin/password_change/done/")
+    boss.refresh_from_db()
+    assert boss.check_password(new)
+    assert ApiToken.objects.get(pk=token.pk).revoked_at is not None
+    assert AuditEntry.objects.filter(action="account.password_change", actor=boss).count() == 1
+    assert client.get("/admin/").status_code == 200  # still signed in
+    # Wrong old passwords: refused on the form, then throttled (per address: this one is known
+    # to the username now, whose own limit applies to unknown addresses).
+    settings.AUTH_FAILURES_PER_ADDRESS = 3
+    answers = []
+    for i in range(settings.AUTH_FAILURES_PER_ADDRESS + 1):
+        wrong = client.post(
+            "/admin/password_change/",
+            {
+                "old_password": f"not-it-{i}",
+                "new_password1": "yet-another-pass-77",
+                "new_password2": "yet-another-pass-77",
+            },
+        )
+        assert wrong.status_code == 200
+        answers.append(str(wrong.context["form"].non_field_errors()))
+    assert all("The password is wrong." in a for a in answers[:-1]), answers
+    assert "Too many failed attempts." in answers[-1], answers[-1]
+    boss.refresh_from_db()
+    assert boss.check_password(new)
+    cache.clear()
