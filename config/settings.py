@@ -461,6 +461,9 @@ UNPAID_ORDERS_MAX_PAID = env.int("UNPAID_ORDERS_MAX_PAID", default=10)
 UNPAID_GPUS_MAX_PAID = env.int("UNPAID_GPUS_MAX_PAID", default=64)
 # Idempotency-Key headers are remembered this long.
 IDEMPOTENCY_KEY_HOURS = env.int("IDEMPOTENCY_KEY_HOURS", default=24)
+# New Idempotency-Keys one account may send in an hour (each is a stored row, a refusal's
+# answer included); past it, 429. 0: no limit.
+IDEMPOTENCY_KEYS_PER_HOUR = env.int("IDEMPOTENCY_KEYS_PER_HOUR", default=120)
 
 # Web workers listen for the database's notifications of catalog and stock
 # changes (catalog/feed.py) and answer the public catalog, stock, quote and

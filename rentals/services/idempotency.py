@@ -11,7 +11,8 @@ workload that does not fit) or for its rate (429) did nothing: it is not
 remembered, and the key may be sent again, with that body or a corrected one.
 So a key costs a stored row only for work that began, and a refusal that
 quotes what the client sent (DRF's "is not a valid choice" repeats the value)
-is never stored however large it was.
+is never stored however large it was. New keys are counted per account
+(IDEMPOTENCY_KEYS_PER_HOUR): past it, 429, and no row.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from django.utils import timezone
 from accounts.models import Account
 from core.api import error_body
 from core.errors import DomainError
+from core.throttle import rate_limit
 from rentals.models import IdempotencyKey
 
 MAX_KEY_LENGTH = 255
@@ -80,6 +82,16 @@ def idempotent_call(
                 record = IdempotencyKey.objects.create(
                     account=account, scope=scope, key=key, request_hash=digest, created_at=now
                 )
+            # A new key is a stored row for IDEMPOTENCY_KEY_HOURS, refusals too: a client
+            # sending a fresh key with each of many refused requests would store rows
+            # without end. Counted per account; past the limit, 429 (not remembered).
+            rate_limit(
+                scope="idempotency-keys",
+                ident=str(account.pk),
+                limit=settings.IDEMPOTENCY_KEYS_PER_HOUR,
+                window_seconds=3600,
+                message="Too many new Idempotency-Keys from this account in an hour: reuse a key to retry a request.",
+            )
         except IntegrityError:
             record = IdempotencyKey.objects.get(account=account, scope=scope, key=key)
             if record.request_hash != digest:

@@ -248,6 +248,26 @@ def test_idempotency_remembers_refusals_too(chains, customer_api, ssh_key, catal
     assert again.status_code == 409 and again.json() == first.json() and again["Idempotent-Replayed"] == "true"
 
 
+def test_new_idempotency_keys_are_limited_per_account(chains, customer_api, ssh_key, catalog, settings):
+    """Each new key is a stored row, a refusal's answer included: a fresh key
+    with each of many refused orders is 429 past IDEMPOTENCY_KEYS_PER_HOUR, and
+    nothing more is stored; a key already sent is replayed as before."""
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.IDEMPOTENCY_KEYS_PER_HOUR = 2
+    body = order_body(ssh_key, region="IAD-1", gpu="b200", gpu_count=2)  # refused: region_unavailable
+    answers = [
+        customer_api.post("/api/v1/orders", body, format="json", HTTP_IDEMPOTENCY_KEY=f"fresh-{i}") for i in range(3)
+    ]
+    assert [a.status_code for a in answers] == [409, 409, 429]
+    assert answers[2].json()["error"]["code"] == "throttled" and answers[2]["Retry-After"]
+    assert IdempotencyKey.objects.count() == 2
+    again = customer_api.post("/api/v1/orders", body, format="json", HTTP_IDEMPOTENCY_KEY="fresh-0")
+    assert again.status_code == 409 and again["Idempotent-Replayed"] == "true"
+    cache.clear()
+
+
 def test_idempotency_forgets_a_request_refused_as_sent(chains, customer_api, ssh_key, catalog, settings):
     """A 400 (the body as sent) or a 429 (its rate) did nothing: no answer is
     stored, however much of the body the refusal quotes, and the key may be sent
