@@ -463,6 +463,21 @@ def order_requote_check(*, order_id: int, invoice_id: int) -> None:
     if order.status == OrderStatus.CANCELLED:
         raise Conflict("order_not_cancellable", "This order was cancelled.")
     if order.status == OrderStatus.EXPIRED:
+        # At the prices it was placed at, only while they are today's: a lapsed order
+        # is no way to buy, weeks later, at a price since raised (its renewals would
+        # inherit it too).
+        now_usd = _total_today(order)
+        if now_usd != order.total_usd:
+            raise Conflict(
+                "order_prices_changed",
+                "Prices changed since this order was placed"
+                + (f" ({order.total_usd} USD, now {now_usd} USD)" if now_usd is not None else "")
+                + ": place a new order.",
+                details={
+                    "order_total_usd": usd_str(order.total_usd),
+                    "total_usd_now": usd_str(now_usd) if now_usd is not None else None,
+                },
+            )
         # The host first, then the account's and the address's locks, as order_create
         # takes them: a re-quote and a new order from the same address never wait on
         # each other crosswise.
@@ -483,6 +498,27 @@ def order_requote_check(*, order_id: int, invoice_id: int) -> None:
         order.closed_at = None
         order.close_reason = ""
         order.save(update_fields=["host", "status", "closed_at", "close_reason"])
+
+
+def _total_today(order: Order) -> Decimal | None:
+    """What the order would cost if placed now, at today's catalog; None when
+    it can no longer be ordered as it was (a card, template or add-on withdrawn)."""
+    catalog_now = catalog_current(exact=True)
+    try:
+        gpu = catalog_now.gpu(order.gpu_slug)
+        quote = catalog.quote(
+            gpu=gpu,
+            gpu_count=order.gpu_count,
+            term=order.term,
+            terms=order.terms,
+            addons=_addons_get(catalog_now, tuple(order.addons)),
+            template=_template_get(catalog_now, order.template_slug),
+            multi_gpu_tiers=catalog_now.multi_gpu_tiers,
+            term_tiers=catalog_now.term_tiers.get(order.term, ()),
+        )
+    except DomainError:
+        return None
+    return quote.total_usd
 
 
 def _close_reason(invoice: Invoice) -> str:

@@ -434,6 +434,35 @@ def test_expiry_releases_the_reservation_and_a_requote_takes_it_again(
     assert free("l4", "PDX-1") == before - 2
 
 
+def test_a_lapsed_order_is_not_requoted_at_prices_since_changed(
+    chains, customer_api, ssh_key, catalog, frozen, django_capture_on_commit_callbacks
+):
+    """Placed while the card was cheaper, left to expire, re-quoted after the
+    price rose: refused (409 order_prices_changed), a new order pays today's
+    price; at unchanged prices the re-quote goes through as before."""
+    from catalog.models import GpuModel
+
+    order = customer_api.post(
+        "/api/v1/orders", order_body(ssh_key, gpu="l4", region="PDX-1", gpu_count=2), format="json"
+    ).json()
+    frozen.shift(timedelta(minutes=31))
+    with django_capture_on_commit_callbacks(execute=True):
+        billing.invoices_advance_due()
+    l4 = GpuModel.objects.get(slug="l4")
+    was = l4.monthly_usd
+    GpuModel.objects.filter(pk=l4.pk).update(monthly_usd=was + 100)
+    resp = customer_api.post(f"/api/v1/invoices/{order['invoice']['id']}/requote", {}, format="json")
+    assert resp.status_code == 409, resp.json()
+    error = resp.json()["error"]
+    assert error["code"] == "order_prices_changed"
+    assert error["details"]["order_total_usd"] == order["total_usd"]
+    assert error["details"]["total_usd_now"] != order["total_usd"]
+    assert customer_api.get(f"/api/v1/orders/{order['id']}").json()["status"] == "expired"
+    GpuModel.objects.filter(pk=l4.pk).update(monthly_usd=was)
+    resp = customer_api.post(f"/api/v1/invoices/{order['invoice']['id']}/requote", {}, format="json")
+    assert resp.status_code == 200 and resp.json()["status"] == "new"
+
+
 def test_other_accounts_get_404_on_every_order_and_rental_endpoint(
     chains, customer_api, ssh_key, catalog, other_customer, api
 ):
