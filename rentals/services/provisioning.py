@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from core.signing import signature_header
@@ -40,7 +41,7 @@ def provisioner_name() -> str:
 # down), and the reverse; a deprovision anything before it. A job sent late would
 # otherwise undo the newer one (a paid server switched off, a terminated rental set
 # up on cards sold again).
-SUPERSEDES = {
+SUPERSEDES: dict[str, tuple[str, ...]] = {
     ProvisioningAction.POWER_ON: (ProvisioningAction.POWER_OFF,),
     ProvisioningAction.POWER_OFF: (ProvisioningAction.POWER_ON,),
     ProvisioningAction.DEPROVISION: (
@@ -90,7 +91,7 @@ def provisioning_job_create(*, rental: Rental, action: str, now: datetime | None
     return job
 
 
-def _unsent():
+def _unsent() -> QuerySet[ProvisioningJob]:
     """Jobs still to send: not accepted, not superseded, and not reported done
     (staff mark a rental provisioned by hand: its job was recorded, never sent)."""
     return ProvisioningJob.objects.filter(

@@ -280,7 +280,7 @@ def test_no_one_deletes_a_workers_lease_by_hand(admin_client):
 def _change_form_data(resp) -> dict:
     """What the account's change page posts back as it stands."""
     form = resp.context["adminform"].form
-    data = {}
+    data: dict[str, object] = {}
     for name, field in form.fields.items():
         if field.disabled:
             continue
