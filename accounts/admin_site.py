@@ -131,7 +131,8 @@ class StaffPasswordChangeForm(AdminPasswordChangeForm):
                     client_address=client_address(self.request),
                 )
             except DomainError as exc:
-                raise forms.ValidationError(exc.message, code=exc.code) from exc
+                # On the field: the admin's page shows each field's errors, not the form's own.
+                self.add_error("old_password", forms.ValidationError(exc.message, code=exc.code))
         return cleaned
 
     def save(self, commit=True):

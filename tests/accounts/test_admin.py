@@ -367,7 +367,8 @@ def test_the_admins_own_password_page_revokes_tokens_and_is_throttled(boss, sett
             },
         )
         assert wrong.status_code == 200
-        answers.append(str(wrong.context["form"].non_field_errors()))
+        answers.append(str(wrong.context["form"].errors.get("old_password")))
+        assert answers[-1] in wrong.content.decode()  # shown on the page, beside the field
     assert all("The password is wrong." in a for a in answers[:-1]), answers
     assert "Too many failed attempts." in answers[-1], answers[-1]
     boss.refresh_from_db()
