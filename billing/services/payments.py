@@ -337,8 +337,30 @@ def payment_uncount(
                 reason,
                 invoice.number,
             )
+        if payment.disposition == PaymentDisposition.OPEN:
+            _value_again_after_uncount(invoice=invoice, now=now)
         invoice_advance(invoice=invoice, now=now)
         return payment
+
+
+def _value_again_after_uncount(*, invoice: Invoice, now: datetime) -> None:
+    """A payment valued beyond what its live quote lacked (part or all at the
+    market's rate) when the one it replaces still counted: a fee-bumped
+    replacement, recorded before the original is un-counted (watchers record
+    what is new first). With the original gone, its quote lacks more again,
+    and the replacement counts at the rate it would have had: the higher."""
+    valued_late = invoice.payments.filter(
+        disposition=PaymentDisposition.OPEN, late_rate_usd__isnull=False, source="watcher"
+    ).exclude(status=PaymentStatus.REMOVED)
+    for other in valued_late.select_related("request"):
+        request = other.request
+        rate = _late_rate(request=request, invoice=invoice, amount=int(other.amount), now=now, exclude=other.pk)
+        if (request.rate_usd if rate is None else rate) <= (other.late_rate_usd or request.rate_usd):
+            continue
+        log.info("payment %s valued again once the one it replaced left: %s USD a coin", other, rate or "locked")
+        other.late_rate_usd = rate
+        other.amount_usd = _payment_value_usd(request, int(other.amount), late_rate=rate)
+        other.save(update_fields=["late_rate_usd", "amount_usd"])
 
 
 def payment_flag(*, chain: str, txid: str, position: str, reason: str, now: datetime | None = None) -> bool:

@@ -376,3 +376,30 @@ def test_a_transfer_seen_just_after_the_job_expired_the_invoice_keeps_its_quote(
     payment.refresh_from_db()
     assert payment.late_rate_usd is None and payment.amount_usd == Decimal("90.00")
     assert invoice.status == InvoiceStatus.SETTLED
+
+
+def test_a_fee_bumped_replacement_inside_the_quote_keeps_the_locked_rate(chains, customer, ltc_at):
+    """A watcher records the replacement of a stuck transaction before it
+    un-counts the original: while the original still counts the quote lacks
+    nothing, so the replacement is valued at the market's rate; once the
+    original is gone it counts at the locked rate again, and the invoice is
+    paid, not short by the price's fall."""
+    from billing.currencies import CURRENCIES
+
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)  # 90.00 USD at 90: 1 LTC
+    request = invoice.active_request
+    inside = START + timedelta(minutes=5)
+    with time_machine.travel(inside, tick=False):
+        ltc_at("72")
+        observe(request, int(LTC), txid="tx-stuck", now=inside, confirmations=0)
+        bumped = observe(request, int(LTC), txid="tx-bumped", now=inside, confirmations=0)
+        bumped.refresh_from_db()
+        assert bumped.late_rate_usd == Decimal("72")  # the original still counted
+        services.payment_uncount(
+            chain=CURRENCIES["LTC"].chain, txid="tx-stuck", position="0", reason="replaced", now=inside
+        )
+        bumped.refresh_from_db()
+        invoice.refresh_from_db()
+    assert (bumped.late_rate_usd, bumped.amount_usd) == (None, Decimal("90.00"))
+    assert invoice.status == InvoiceStatus.PROCESSING and invoice.exception == "none"
