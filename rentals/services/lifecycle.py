@@ -100,6 +100,11 @@ def rental_from_order(*, order_id: int, now: datetime | None = None) -> Rental |
     the payment becomes account credit (the order is `unfulfilled`)."""
     now = now or timezone.now()
     with transaction.atomic(durable=True):  # outermost: billing calls it after its commit
+        # The invoice before the order, as a cancel and a re-quote take them (the sold-out
+        # branch below credits the invoice, which locks it).
+        invoice_id = Order.objects.filter(pk=order_id).values_list("invoice_id", flat=True).first()
+        if invoice_id is not None:
+            billing.invoice_lock(invoice_id=invoice_id)
         order = Order.objects.select_for_update().filter(pk=order_id).first()
         if order is None:
             return None

@@ -399,3 +399,26 @@ def test_a_requote_takes_its_host_before_the_accounts_lock_as_an_order_does(chai
     assert not isinstance(outcome["result"], Exception), outcome
     assert Order.objects.get(pk=order.pk).status == OrderStatus.AWAITING_PAYMENT
     assert reserved_by(customer) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_order_becoming_a_rental_takes_the_invoice_before_the_order(chains, catalog, caps, customer, ssh_key):
+    """rental_from_order credits a sold-out order's invoice, which locks it: it
+    takes the invoice first, as a cancel does, so the two never deadlock."""
+    from django.db import transaction
+
+    from billing.models import Invoice
+    from rentals.services.lifecycle import rental_from_order
+    from tests.waiting import wait_until
+
+    order = _lapsed_order(customer, ssh_key, gpu="l4", gpu_count=1, region="DFW-1")
+    pid: list[int] = []
+    outcome: dict = {}
+    with transaction.atomic():
+        Invoice.objects.select_for_update().get(pk=order.invoice_id)  # a cancel in progress
+        thread = _in_thread(lambda: rental_from_order(order_id=order.pk), pid, outcome)
+        wait_until(lambda: bool(pid), what="the delivery to start")
+        wait_until(lambda: _waits_on_a_lock(pid), what="the delivery to wait on the invoice")
+        Order.objects.select_for_update(nowait=True).get(pk=order.pk)  # not held by the waiting delivery
+    thread.join(60)
+    assert outcome["result"] is None  # its invoice is not settled: nothing to deliver
