@@ -5,7 +5,6 @@ stray transfer reviewed."""
 from __future__ import annotations
 
 from datetime import datetime
-from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -14,7 +13,6 @@ from django.utils import timezone
 
 from billing import machine
 from billing.models import (
-    CreditKind,
     Invoice,
     InvoiceException,
     InvoiceStatus,
@@ -25,12 +23,10 @@ from billing.models import (
 )
 from billing.selectors import invoice_has_payments, payments_fraction
 from billing.services.common import SYSTEM_ACTOR, invoice_lock, invoice_transition, reason_required
-from billing.services.credit import credit_post
 from billing.services.payments import Observation, invoice_advance, payment_observe
 from core.audit import AuditAction, audit_record
 from core.errors import Conflict, DomainError, NotFound
 from core.fields import BaseUnitsModelField
-from core.money import cents
 
 
 def payment_record_manual(
@@ -113,18 +109,18 @@ def invoice_mark_settled(*, invoice_id: int, actor: Any, reason: str, now: datet
     before = invoice.status
     # What it received is taken as its payment, confirmed or still confirming: one confirming
     # now, credited whole when it confirms, would be paid out on top of what staff settled.
-    # What it received beyond its total is credited, as a settlement by payment credits it.
     held = invoice.payments.exclude(status=PaymentStatus.REMOVED).filter(disposition=PaymentDisposition.OPEN)
     excess = payments_fraction(invoice=invoice, payments=list(held.select_related("request"))) - 1
-    held.update(disposition=PaymentDisposition.APPLIED)
     if excess >= machine.over_min_for(total_usd=Fraction(invoice.total_usd)):
-        credit_post(
-            account_id=invoice.account_id,
-            kind=CreditKind.OVERPAYMENT,
-            amount_usd=cents(Decimal(excess.numerator) / Decimal(excess.denominator) * invoice.total_usd),
-            invoice=invoice,
-            reason=f"Paid over {invoice.number} (marked settled by staff)",
+        # More than the total sent: taken as its payment, the excess would be lost; credited
+        # now, it would be spendable out of a transaction that may still be replaced. Once
+        # confirmed, the invoice settles by itself and credits the excess.
+        raise Conflict(
+            "overpayment_confirming",
+            "More than the invoice was sent and it is still confirming: wait for its confirmations "
+            "(the invoice then settles by itself and credits the excess).",
         )
+    held.update(disposition=PaymentDisposition.APPLIED)
     invoice_transition(
         invoice=invoice, status=InvoiceStatus.SETTLED, exception=InvoiceException.MARKED, now=now, via="staff"
     )

@@ -269,21 +269,29 @@ def test_marking_an_invoice_settled_takes_a_confirming_payment_as_its_payment(ch
     assert not CreditEntry.objects.filter(account=customer).exists()
 
 
-def test_marking_an_invoice_settled_credits_what_it_received_beyond_its_total(chains, customer):
-    """Twice the amount sent, still confirming, when staff mark it settled: the
-    excess is credited, as a settlement by the payment would credit it (it was
-    lost: the payment became applied, and nothing was open when it confirmed)."""
+def test_an_invoice_paid_over_and_confirming_is_not_marked_settled(chains, customer):
+    """Twice the amount sent, still confirming: marked settled, its excess was
+    lost (the payment became applied, nothing stayed open to credit). Refused
+    (credited at once, it would be spendable out of a transaction that may still
+    be replaced); once confirmed, the invoice settles by itself and credits it."""
+    from core.errors import Conflict
+
     with time_machine.travel(START, tick=False):
         invoice = make_invoice(customer)
         due = int(invoice.active_request.amount_due)
         services.payment_record_manual(
             invoice_number=invoice.number, txid="tx-twice", amount=2 * due, confirmations=1, reason="seen", actor=None
         )
-        services.invoice_mark_settled(invoice_id=invoice.pk, actor=None, reason="customer in a hurry")
-        pay(invoice, 2 * due, txid="tx-twice")  # confirmed: nothing more
+        with pytest.raises(Conflict) as refused:
+            services.invoice_mark_settled(invoice_id=invoice.pk, actor=None, reason="customer in a hurry")
+        assert refused.value.code == "overpayment_confirming"
+        invoice.refresh_from_db()
+        assert invoice.status == "processing"
+        pay(invoice, 2 * due, txid="tx-twice")  # confirmed
+    invoice.refresh_from_db()
+    assert (invoice.status, invoice.exception) == ("settled", "paid_over")
     entry = CreditEntry.objects.get(account=customer)
     assert (entry.kind, entry.amount_usd) == ("overpayment", Decimal("250.00"))
-    assert selectors.credit_balance_usd(account=customer) == Decimal("250.00")
 
 
 def test_a_payment_after_staff_marked_the_invoice_settled_is_flagged(chains, customer):
