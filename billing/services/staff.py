@@ -5,6 +5,7 @@ stray transfer reviewed."""
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -12,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from billing import machine
+from billing.currencies import currency_get
 from billing.models import (
     Invoice,
     InvoiceException,
@@ -27,6 +29,9 @@ from billing.services.payments import Observation, invoice_advance, payment_obse
 from core.audit import AuditAction, audit_record
 from core.errors import Conflict, DomainError, NotFound
 from core.fields import BaseUnitsModelField
+
+# A payment's USD value is numeric(14, 2): what is worth this much or more cannot be stored.
+PAYMENT_USD_LIMIT = Decimal(10) ** 12
 
 
 def payment_record_manual(
@@ -57,6 +62,10 @@ def payment_record_manual(
     if amount <= 0 or amount > BaseUnitsModelField.MAX or confirmations < 0 or not txid.strip():
         raise DomainError(
             "invalid", "A payment needs a transaction id, a positive amount (below 2^256) and confirmations >= 0."
+        )
+    if Decimal(amount) * request.rate_usd / currency_get(request.currency).scale >= PAYMENT_USD_LIMIT:
+        raise DomainError(
+            "invalid", f"{amount} is worth more than any payment can hold: check the amount and its unit."
         )
     from billing.chains.config import manual_position, manual_txid
 

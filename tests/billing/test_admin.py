@@ -352,6 +352,28 @@ def test_record_payment_refuses_amounts_it_cannot_read_exactly(admin_client, inv
     assert not Payment.objects.exists()
 
 
+def test_record_payment_refuses_an_amount_worth_more_than_a_payment_holds(admin_client, invoice):
+    """20 billion LTC at 90 USD is 1.8e12 USD, more than a payment's value
+    (numeric(14, 2)) holds: refused with a message, not a 500."""
+    resp = admin_client.post(
+        "/admin/billing/invoice/",
+        {
+            "action": "record_payment",
+            "_selected_action": [invoice.pk],
+            "apply": "1",
+            "reason": "seen on the node",
+            "txid": "34" * 32,
+            "amount": "20000000000 LTC",
+            "confirmations": "1",
+            "output_index": "0",
+            "currency": "",
+        },
+        follow=True,
+    )
+    assert resp.status_code == 200 and "is worth more than any payment can hold" in resp.content.decode()
+    assert not Payment.objects.exists()
+
+
 def test_amount_parse_is_exact_for_wei():
     from billing.admin_forms import amount_parse
 
