@@ -167,7 +167,7 @@ def payment_observe(
             elif not obs.own_txid:
                 # Staff typed the real transaction id; this sighting cannot know it.
                 recorded = list(Payment.objects.filter(request=request, source="manual", amount=obs.amount))
-            payment = _recorded_by_hand(recorded=recorded, request=request, obs=obs) or payment
+            payment = _recorded_by_hand(recorded=recorded, request=request, obs=obs, now=now) or payment
         if payment is None:
             # Staff recording a payment by hand judge when it was sent (docs/billing.md).
             late_rate = (
@@ -254,7 +254,9 @@ def payment_observe(
         return payment
 
 
-def _recorded_by_hand(*, recorded: list[Payment], request: PaymentRequest, obs: Observation) -> Payment | None:
+def _recorded_by_hand(
+    *, recorded: list[Payment], request: PaymentRequest, obs: Observation, now: datetime
+) -> Payment | None:
     """Of the transaction's payments (`recorded`), the one staff recorded by hand
     for the transfer a watcher now sees at its own position: the same invoice
     and amount. It becomes the watcher's (its position, and its quote where
@@ -276,9 +278,15 @@ def _recorded_by_hand(*, recorded: list[Payment], request: PaymentRequest, obs: 
         manual.reason = f"{manual.reason} (recorded by hand as {manual.txid})"[:500]
     manual.txid, manual.position, manual.output_index = obs.txid, obs.key, obs.output_index
     if manual.request_id != request.pk and manual.disposition == PaymentDisposition.OPEN:
-        # Sent to another quote of the invoice than staff said: valued at that quote's rate.
-        manual.request, manual.late_rate_usd = request, None
-        manual.amount_usd = _payment_value_usd(request, int(manual.amount))
+        # Sent to another quote of the invoice than staff said (its currency, on a chain of
+        # several tokens, may differ): valued as that quote values what reaches it, a replaced
+        # quote at the lower of its rate and the market's.
+        manual.request, manual.currency = request, request.currency
+        late = _late_rate(
+            request=request, invoice=request.invoice, amount=int(manual.amount), now=now, exclude=manual.pk
+        )
+        manual.late_rate_usd = late
+        manual.amount_usd = _payment_value_usd(request, int(manual.amount), late_rate=late)
     return manual
 
 

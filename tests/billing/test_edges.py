@@ -510,6 +510,33 @@ def test_a_transfer_staff_put_on_the_wrong_quote_is_the_one_the_watcher_sees(cha
     assert seen.amount_usd == Decimal("250.00")  # the earlier quote's amount, at its rate
 
 
+def test_a_transfer_staff_put_on_the_wrong_quote_after_a_fall_is_worth_the_price_then(chains, customer, settings):
+    """The same, the coin down 20 % since the earlier quote: that quote was
+    replaced, so what reached it counts at the market's rate, not its old one."""
+    from billing.services import Observation
+
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+        first = invoice.active_request
+    later = START + timedelta(hours=1)
+    with time_machine.travel(later, tick=False):
+        services.invoices_advance_due(now=later)
+        settings.MANUAL_RATES_USD = "BTC=95000,ETH=3500,USDT=1,USDC=1,XMR=180,SOL=150,LTC=72"
+        invoice = services.invoice_requote(invoice_id=invoice.pk, account=customer)
+        txid = "2e" * 32
+        due = int(first.amount_due)
+        services.payment_record_manual(
+            invoice_number=invoice.number, txid=txid, amount=due, confirmations=1, reason="test", actor=None
+        )
+        seen = services.payment_observe(
+            observation=Observation(
+                currency="LTC", txid=txid, output_index=0, match_key=first.match_key, amount=due, confirmations=6
+            )
+        )
+    assert seen.request_id == first.pk
+    assert seen.late_rate_usd == Decimal("72") and seen.amount_usd == Decimal("200.00")
+
+
 # --- Closing an account that holds credit -------------------------------------------------------
 
 
