@@ -39,7 +39,7 @@ from billing.chains.blocks import BlockRef
 from billing.chains.spec import ChainSpec
 
 # A transaction id in hex, as staff may type it (with or without 0x, in either case).
-HEX_TXID = re.compile(r"(0x)?[0-9a-fA-F]{16,}")
+HEX_TXID = re.compile(r"(0[xX])?[0-9a-fA-F]{16,}")
 
 if TYPE_CHECKING:
     from billing.chains.machinery import ScanRun
