@@ -496,6 +496,8 @@ if not 1 <= UNPAID_HOLD_SHARE_PCT <= 100:
 # quote ended gives its GPUs back to stock (its invoice still settles if the payment
 # confirms: the order is then filled from the stock left, or credited). Without it, a
 # transfer sent with too low a fee to confirm held a host for the whole monitoring window.
+# A rental whose renewal payment is seen and confirming is suspended no sooner than this
+# long after its grace ended.
 ORDER_CONFIRMING_HOLD_MINUTES = env.int("ORDER_CONFIRMING_HOLD_MINUTES", default=120)
 UNPAID_HOLD_FLOOR_MISSES = env.int("UNPAID_HOLD_FLOOR_MISSES", default=2)
 UNPAID_HOLD_FLOOR_COOLDOWN_HOURS = env.int("UNPAID_HOLD_FLOOR_COOLDOWN_HOURS", default=24)
