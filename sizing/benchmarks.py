@@ -414,10 +414,21 @@ def _refuse(name: str, message: str) -> DomainError:
     )
 
 
+# The largest figure a result may hold: a billion (seconds, milliseconds, tokens or
+# requests a second) is past any run, and what is kept of it fits its column
+# (numeric(14, 3) seconds, numeric(14, 2) tokens a second) and a comparison's ratio.
+MAX_FIGURE = 10**9
+# Counts: requests in a PositiveIntegerField, tokens in a BigIntegerField (with room).
+MAX_REQUESTS = 2**31 - 1
+MAX_TOKENS = 10**15
+
+
 def _number(data: dict[str, Any], name: str) -> float:
     value = data[name]
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         raise _refuse(name, "a number, 0 or more")
+    if value > MAX_FIGURE:
+        raise _refuse(name, f"at most {MAX_FIGURE:,}")
     return value
 
 
@@ -447,6 +458,9 @@ def result_parse(data: Any) -> BenchResult:
             value = data[name]
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise _refuse(name, "a whole number, 0 or more")
+            most = MAX_TOKENS if name.endswith("_tokens") else MAX_REQUESTS
+            if value > most:
+                raise _refuse(name, f"at most {most:,}")
             kept[name] = value
     if kept["num_prompts"] < 1:
         raise _refuse("num_prompts", "at least 1")

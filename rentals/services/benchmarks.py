@@ -148,6 +148,12 @@ def benchmark_upload(
     now = now or timezone.now()
     try:
         size = len(json.dumps(result, separators=(",", ":"), ensure_ascii=False).encode())
+    except UnicodeEncodeError as exc:  # a lone surrogate ("\udc80" in the JSON): no file holds one
+        raise DomainError(
+            "invalid_bench_result",
+            "result: text with a lone surrogate, which no UTF-8 file holds.",
+            details={"field": "result", "fields": {"result": ["UTF-8 text"]}},
+        ) from exc
     except (ValueError, RecursionError):  # not JSON a client could send: refused as too large
         size = RESULT_MAX_BYTES + 1
     if size > RESULT_MAX_BYTES:

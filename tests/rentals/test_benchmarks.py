@@ -3,6 +3,7 @@ endpoints, with the result files vLLM 0.9.2's own bench code wrote
 (tests/fixtures/vllm_bench/README.md says how)."""
 
 import copy
+import json
 import shlex
 from datetime import timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -149,13 +150,20 @@ def test_the_trace_defaults_to_the_files_label(rental, customer_api):
         (lambda d: d.update(median_ttft_ms=None), "result.median_ttft_ms"),
         # PostgreSQL's jsonb stores no NUL: it was a 500.
         (lambda d: d.update(model_id="meta-llama/x\u0000"), "result.model_id"),
+        (lambda d: d.update(model_id="meta-llama/\udc80"), "result"),  # a lone surrogate: was "too large"
+        # Figures past any run: stored, one broke the rental's benchmark list for good (a 500).
+        (lambda d: d.update(median_tpot_ms=1e30), "result.median_tpot_ms"),
+        (lambda d: d.update(num_prompts=3_000_000_000, completed=3_000_000_000), "result.num_prompts"),
+        (lambda d: d.update(total_output_tokens=10**19), "result.total_output_tokens"),
     ],
 )
 def test_a_bad_file_gets_a_400_naming_the_field(rental, customer_api, change, field):
     data = copy.deepcopy(recorded("chat"))
     change(data)
-    resp = customer_api.post(
-        f"/api/v1/rentals/{rental.pk}/benchmarks", {"trace": "chat", "result": data}, format="json"
+    resp = customer_api.post(  # as a client sends JSON (a lone surrogate escaped, as json.dumps does)
+        f"/api/v1/rentals/{rental.pk}/benchmarks",
+        json.dumps({"trace": "chat", "result": data}),
+        content_type="application/json",
     )
     assert resp.status_code == 400
     error = resp.json()["error"]
