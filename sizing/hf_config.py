@@ -512,7 +512,12 @@ def _rope_scaled_context(cfg: dict[str, Any], native: int) -> int:
         return native
     kind = scaling.get("rope_type", scaling.get("type"))
     factor = scaling.get("factor")
-    if kind not in _STRETCHING_ROPE or isinstance(factor, bool) or not isinstance(factor, (int, float)):
+    if (
+        not isinstance(kind, str)
+        or kind not in _STRETCHING_ROPE
+        or isinstance(factor, bool)
+        or not isinstance(factor, (int, float))
+    ):
         return native
     if not 1 <= factor <= 1024:
         raise _fail("`rope_scaling.factor` is out of range.", field="rope_scaling")

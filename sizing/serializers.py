@@ -9,6 +9,7 @@ The answers' shapes, and what builds them, are in sizing/payloads.py.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
@@ -44,6 +45,30 @@ def max_utilization() -> Decimal:
 
 
 # --- Inputs -------------------------------------------------------------------
+
+
+def _unstorable(value: Any) -> str | None:
+    """What in a JSON value PostgreSQL's jsonb refuses, said in words; None when nothing."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "an infinite number"
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "a NUL character"
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return "a lone surrogate"
+        return None
+    items: list[Any] = []
+    if isinstance(value, dict):
+        items = [*value.keys(), *value.values()]
+    elif isinstance(value, list):
+        items = value
+    for item in items:
+        problem = _unstorable(item)
+        if problem:
+            return problem
+    return None
 
 
 class WorkloadInput(serializers.Serializer):
@@ -120,6 +145,12 @@ class WorkloadInput(serializers.Serializer):
             size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode(errors="surrogatepass"))
         except (ValueError, RecursionError):  # not JSON a client could send; refused as too large
             size = ARCHITECTURE_MAX_BYTES + 1
+        if size <= ARCHITECTURE_MAX_BYTES:
+            # Kept on an order as sent (jsonb): no NUL, no lone surrogate, no infinite number
+            # (1e400 reads as one), none of which PostgreSQL stores.
+            problem = _unstorable(value)
+            if problem:
+                raise serializers.ValidationError(f"A config.json here may not hold {problem}: none can be stored.")
         if size > ARCHITECTURE_MAX_BYTES:
             raise DomainError(
                 "workload_too_large",

@@ -1,5 +1,7 @@
 """The sizing endpoints: shapes, refusals, and the seed's answers through the API."""
 
+import json
+
 import pytest
 
 from catalog.models import GpuModel, Slot, SlotStatus
@@ -494,3 +496,47 @@ def test_a_lone_surrogate_in_a_config_json_is_measured_as_sent(api):
     body = '{"architecture": {"model_type": "\\ud800"}, "precision": "bf16", "context": 4096, "gpu": "l4"}'
     resp = api.post("/api/v1/sizing/check", body, content_type="application/json")
     assert resp.status_code == 400 and resp.json()["error"]["code"] != "workload_too_large", resp.json()
+
+
+@pytest.mark.parametrize(
+    ("field", "raw", "said"),
+    [
+        ("_name_or_path", '"meta-llama/x\\u0000"', "a NUL character"),
+        ("_name_or_path", '"meta-llama/\\udc80"', "a lone surrogate"),
+        # JSON's 1e400 reads as infinity: the field itself refuses it as JSON no one can write back.
+        ("initializer_range", "1e400", "valid JSON"),
+    ],
+)
+def test_a_config_json_with_what_no_database_stores_is_refused(api, chains, customer, customer_api, field, raw, said):
+    """A key the sizing does not read is kept on an order as sent (jsonb): a NUL,
+    a lone surrogate or an infinite number made the order's insert fail (a 500).
+    Refused, on the sizing endpoints and on an order, with a 400 naming it."""
+    from accounts.services import ssh_key_add
+    from tests.rentals.helpers import new_key_line
+
+    config = json.dumps(hf_config("llama-3.1-8b"))[:-1] + f', "{field}": {raw}}}'
+    body = f'{{"architecture": {config}, "precision": "bf16", "context": 4096, "gpu": "l4"}}'
+    resp = api.post("/api/v1/sizing/check", body, content_type="application/json")
+    assert resp.status_code == 400, resp.content[:500]
+    assert said in json.dumps(resp.json())
+    key = ssh_key_add(account=customer, public_key=new_key_line(), name="k")
+    workload = f'{{"architecture": {config}, "precision": "bf16", "context": 4096, "concurrency": 1}}'
+    order = (
+        '{"region": "DFW-1", "gpu": "l4", "gpu_count": 1, "term": "monthly", "terms": 1, '
+        f'"template": "vllm-0.9-ubuntu-24.04", "addons": [], "ssh_keys": [{key.pk}], "pay_currency": "LTC", '
+        f'"workload": {workload}}}'
+    )
+    resp = customer_api.post("/api/v1/orders", order, content_type="application/json")
+    assert resp.status_code == 400, resp.content[:500]
+    assert said in json.dumps(resp.json())
+
+
+def test_a_rope_type_that_is_not_a_name_is_no_500(api):
+    """`rope_scaling.rope_type` as a list or an object was looked up in a set (TypeError, a 500)."""
+    config = hf_config("llama-3.1-8b") | {"rope_scaling": {"rope_type": [], "factor": 8.0}}
+    resp = api.post(
+        "/api/v1/sizing/check",
+        {"architecture": config, "precision": "bf16", "context": 4096, "gpu": "l4"},
+        format="json",
+    )
+    assert resp.status_code in (200, 400), resp.content[:500]
