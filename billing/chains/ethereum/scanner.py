@@ -346,9 +346,13 @@ class EvmScanner:
                     t is not None and t != x for t, x in zip(traced, txids, strict=True)
                 ):
                     return min(limit, position)
-                transfers = call_traces_parse(
-                    traces, txids=txids, watched=watched, height=ref.height, block_hash=ref.hash
-                )
+                try:
+                    transfers = call_traces_parse(
+                        traces, txids=txids, watched=watched, height=ref.height, block_hash=ref.hash
+                    )
+                except ValueError as exc:  # a transaction the node could not trace (a tracer timeout)
+                    # Blind, and said so (health, back-off), rather than a crash on every run.
+                    raise ChainUnavailable(f"block {ref.height}: {exc}", reason="bad_response") from exc
             order = {txid: i for i, txid in enumerate(txids)}
             found[ref.height].extend(sorted(transfers, key=lambda t: (order.get(t.txid, 0), t.position)))
         return limit

@@ -19,6 +19,7 @@ watcher maps contracts to USDT/USDC, and records any other one for staff.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from billing.chains.blocks import BlockRef
@@ -47,8 +48,19 @@ class Transfer:
         return self.asset == ETHER
 
 
+POSITION_MAX = 64  # Payment.position and StrayTransfer.position: max_length=64
+
+
 def trace_position(trace_address: tuple[int, ...] | list[int]) -> str:
-    return "call:" + ".".join(str(int(i)) for i in trace_address)
+    """`call:0.2.1`, a call's path in its transaction; a path too long for the
+    position column (a contract calling itself some thirty levels deep to pay)
+    is named by its hash, stable from one scan to the next: `call#<hex>`. Stored
+    as it came, the payment failed its block's transaction, and the chain's
+    watcher stopped on that block for good."""
+    position = "call:" + ".".join(str(int(i)) for i in trace_address)
+    if len(position) <= POSITION_MAX:
+        return position
+    return "call#" + hashlib.sha256(position.encode()).hexdigest()[: POSITION_MAX - len("call#")]
 
 
 def log_position(log_index: int) -> str:

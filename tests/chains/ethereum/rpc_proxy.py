@@ -55,6 +55,8 @@ class RpcProxy:
     http_status: int | None = None  # answer every request with this HTTP status
     max_batch: int | None = None  # larger batches get HTTP 413
     seen: list[str] = field(default_factory=list)  # methods asked, in order
+    # Each sees a call and the node's answer to it and returns the answer to send (the same, or changed).
+    rewrites: list[Callable[[dict, dict], dict]] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = field(default=None, repr=False)
 
     @property
@@ -103,7 +105,10 @@ class RpcProxy:
                     by_id = {r.get("id"): r for r in (result if isinstance(result, list) else [result])}
                     for index, call in enumerate(calls):
                         if index not in answers:
-                            answers[index] = by_id[call.get("id")]
+                            answer = by_id[call.get("id")]
+                            for rewrite in proxy.rewrites:
+                                answer = rewrite(call, answer)
+                            answers[index] = answer
                 ordered = [answers[i] for i in range(len(calls))]
                 self._send(200, ordered if isinstance(payload, list) else ordered[0])
 

@@ -342,3 +342,51 @@ def test_fork_found_after_a_reorg(evm, node, rpc):
     assert fork is not None
     assert fork.common == stored[1]
     assert fork.orphaned == tuple(stored[2:])
+
+
+def test_a_transaction_the_node_cannot_trace_leaves_the_chain_blind_not_crashing(evm, node, proxy):
+    """debug_traceBlockByNumber answers a transaction it could not trace (a
+    tracer's timeout) with an error beside its hash: the scan stops as a node
+    fault (ChainUnavailable: health and back-off say so), not a crash that the
+    next run meets again."""
+    proxy.rules.append(method_missing("trace_block"))
+
+    def untraceable(call: dict, answer: dict) -> dict:
+        if call.get("method") == "debug_traceBlockByNumber" and answer.get("result"):
+            first = answer["result"][0]
+            return answer | {"result": [{"txHash": first.get("txHash"), "error": "execution timeout"}]}
+        return answer
+
+    proxy.rewrites.append(untraceable)
+    to = evm.address()
+    node.transact(evm.forwarder, "forward", cs(to), value=77)
+    node.mine()
+    with EthRpc(proxy.url) as client:
+        scanner = EvmScanner(client, internal=DEBUG_TRACE)
+        with pytest.raises(ChainUnavailable, match="execution timeout"):
+            read_block(scanner, node, {to})
+
+
+def test_a_call_path_too_long_for_its_column_is_named_by_its_hash():
+    """A contract that calls itself thirty levels deep to pay: `call:0.0...` would
+    not fit the position column (64), and the block's transaction failed on every
+    run. Named by the path's hash instead: short, stable, one per path."""
+    from billing.chains.ethereum.traces import call_traces_parse
+    from billing.chains.ethereum.transfers import POSITION_MAX, trace_position
+
+    assert trace_position((0, 2, 1)) == "call:0.2.1"
+    deep, deeper = (0,) * 31, (0,) * 32
+    assert len(trace_position(deep)) == POSITION_MAX and trace_position(deep).startswith("call#")
+    assert trace_position(deep) == trace_position(list(deep)) != trace_position(deeper)
+    watched = "0x" + "ab" * 20
+    frame: dict = {"type": "CALL", "to": watched, "value": hex(5)}
+    for _ in range(31):
+        frame = {"type": "CALL", "to": "0x" + "cd" * 20, "value": "0x0", "calls": [frame]}
+    [found] = call_traces_parse(
+        [{"txHash": "0x" + "ee" * 32, "result": frame}],
+        txids=["0x" + "ee" * 32],
+        watched={watched},
+        height=1,
+        block_hash="0x" + "11" * 32,
+    )
+    assert found.amount == 5 and len(found.position) <= POSITION_MAX and found.position == trace_position(deep)
