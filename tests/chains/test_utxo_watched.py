@@ -81,3 +81,31 @@ def test_an_id_not_committed_when_read_is_read_later(ltc):
     updated = machinery._watched_update(behind, "LTC")
     assert updated.newest == late_id and not updated.gaps
     assert {early.active_request.match_key, late.active_request.match_key} <= updated.keys
+
+
+def test_a_destination_issued_during_a_long_run_is_matched_in_its_later_steps(ltc, node, monkeypatch):
+    """A catch-up run reads its blocks in steps, minutes apart: an invoice issued
+    after the first step and paid in a block a later step reads is seen (the
+    scripts were read once per run, and the payment was missed for good)."""
+    from billing.chains.utxo import watcher as module
+
+    ltc.invoice()
+    ltc.scan()
+    node.mine(2)  # the run's first step reads these
+    monkeypatch.setattr(module.UtxoWatcher, "step_blocks", 1)
+    real = module.chain_advance
+    issued: list = []
+
+    def advance(*args, **kwargs):
+        step = real(*args, **kwargs)
+        if not issued:  # between the first step and the next: an invoice issued, paid and mined
+            issued.append(ltc.invoice())
+            ltc.pay(issued[0])
+            node.mine(1)
+        return step
+
+    monkeypatch.setattr(module, "chain_advance", advance)
+    report = ltc.scan()
+    assert report.blocks == 3
+    [payment] = ltc.payments(issued[0])
+    assert payment.confirmations == 1

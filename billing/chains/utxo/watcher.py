@@ -322,6 +322,9 @@ class UtxoWatcher(BlockWatcher):
         return height_at_time(run.client, at=int((oldest - FIRST_SCAN_MARGIN).timestamp()), tip_height=tip_height)
 
     def advance(self, run: ScanRun, *, recent: list[BlockRef], start_height: int | None, max_blocks: int) -> ChainStep:
+        # The set brought up to date at each step: a long catch-up run takes minutes, and a
+        # destination issued meanwhile, paid in a block a later step reads, was missed.
+        run.data["scripts"] = self.watched_scripts(run)
         step = chain_advance(
             run.client, recent=recent, scripts=run.data["scripts"], start_height=start_height, max_blocks=max_blocks
         )
