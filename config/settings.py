@@ -618,6 +618,9 @@ CONFIRMATIONS = {
     c.code: env.int(f"CONFIRMATIONS_{c.code}", default=c.confirmations) if c.confirmations_setting else c.confirmations
     for c in family_currencies()
 }
+# 0 would count a transaction still in the mempool (one a double spend may replace) as paid.
+if _unconfirmed := sorted(f"CONFIRMATIONS_{code}" for code, n in CONFIRMATIONS.items() if n < 1):
+    raise ImproperlyConfigured(f"{', '.join(_unconfirmed)}: at least 1.")
 
 # Exchange rates.
 MANUAL_RATES_USD = env.str("MANUAL_RATES_USD", default="")  # e.g. "BTC=95000,ETH=3500"

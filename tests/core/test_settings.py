@@ -70,6 +70,14 @@ def test_a_malformed_manual_rate_stops_the_start(value):
 
 
 @pytest.mark.slow
+def test_a_confirmation_count_below_one_stops_the_start():
+    """0 would count a transaction still in the mempool, one a double spend may replace, as paid."""
+    result = manage("check", env_extra={"CONFIRMATIONS_BTC": "0"})
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: CONFIRMATIONS_BTC: at least 1." in result.stderr
+
+
+@pytest.mark.slow
 def test_production_defaults_are_the_safe_ones():
     code = (
         "from django.conf import settings as s; "
