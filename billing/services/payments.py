@@ -168,6 +168,8 @@ def payment_observe(
                 # Staff typed the real transaction id; this sighting cannot know it.
                 recorded = list(Payment.objects.filter(request=request, source="manual", amount=obs.amount))
             payment = _recorded_by_hand(recorded=recorded, request=request, obs=obs, now=now) or payment
+        if payment is None and source == "watcher" and obs.block_hash:
+            payment = _moved_by_reorg(recorded=recorded, request=request, obs=obs)
         if payment is None:
             # Staff recording a payment by hand judge when it was sent (docs/billing.md).
             late_rate = (
@@ -288,6 +290,31 @@ def _recorded_by_hand(
         manual.late_rate_usd = late
         manual.amount_usd = _payment_value_usd(request, int(manual.amount), late_rate=late)
     return manual
+
+
+def _moved_by_reorg(*, recorded: list[Payment], request: PaymentRequest, obs: Observation) -> Payment | None:
+    """Of the transaction's payments (`recorded`), the one a watcher recorded in
+    another block for the same quote and amount: the transaction was mined again
+    after a reorg, where its position (a token transfer's log index in the
+    block) may differ. It takes the new position rather than count a second time
+    beside the first, which the fork left counted since its transaction is in the
+    new branch. Two transfers of one transaction in one block stay two."""
+    moved = next(
+        (
+            p
+            for p in recorded
+            if p.source == "watcher"
+            and p.request_id == request.pk
+            and int(p.amount) == obs.amount
+            and p.block_hash
+            and p.block_hash != obs.block_hash
+        ),
+        None,
+    )
+    if moved is not None:
+        log.info("payment %s mined again in block %s: now at %s", moved, obs.block_hash, obs.key)
+        moved.position, moved.output_index = obs.key, obs.output_index
+    return moved
 
 
 def _value_again_if_late(

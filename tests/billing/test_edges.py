@@ -537,6 +537,46 @@ def test_a_transfer_staff_put_on_the_wrong_quote_after_a_fall_is_worth_the_price
     assert seen.late_rate_usd == Decimal("72") and seen.amount_usd == Decimal("200.00")
 
 
+def test_a_token_transfer_mined_again_at_another_log_index_counts_once(chains, customer):
+    """A reorg: the transaction that paid 250 USDT was mined again in the new
+    branch, its Transfer log at index 3 where it was at 7. The fork left the old
+    sighting counted (its transaction is in the new branch); the new one is that
+    payment, moved, not a second one credited as an over-payment."""
+    from billing.models import Payment
+    from billing.services import Observation
+
+    def seen(position: str, block: str, amount: int, confirmations: int = 1) -> Payment:
+        payment = services.payment_observe(
+            observation=Observation(
+                currency="USDT",
+                txid="0x" + "7a" * 32,
+                output_index=int(position.split(":")[1]),
+                position=position,
+                match_key=request.match_key,
+                amount=amount,
+                confirmations=confirmations,
+                block_height=100,
+                block_hash=block,
+            )
+        )
+        assert payment is not None
+        return payment
+
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer, currency="USDT")
+        request = invoice.active_request
+        due = int(request.amount_due)
+        first = seen("log:7", "0x" + "aa" * 32, due)
+        again = seen("log:3", "0x" + "bb" * 32, due, confirmations=12)
+        # Two transfers of one transaction in one block are two payments.
+        other = seen("log:4", "0x" + "bb" * 32, due, confirmations=12)
+    assert again.pk == first.pk and (again.position, again.block_hash) == ("log:3", "0x" + "bb" * 32)
+    assert other.pk != first.pk and Payment.objects.count() == 2
+    invoice.refresh_from_db()
+    assert invoice.status == "settled"
+    assert sum(e.amount_usd for e in CreditEntry.objects.filter(account=customer)) == Decimal("250.00")  # the second
+
+
 # --- Closing an account that holds credit -------------------------------------------------------
 
 
