@@ -9,7 +9,6 @@ The answers' shapes, and what builds them, are in sizing/payloads.py.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
@@ -47,28 +46,15 @@ def max_utilization() -> Decimal:
 # --- Inputs -------------------------------------------------------------------
 
 
-def _unstorable(value: Any) -> str | None:
-    """What in a JSON value PostgreSQL's jsonb refuses, said in words; None when nothing."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "an infinite number"
+def _lone_surrogate(value: Any) -> bool:
+    """Whether a string of `value` (a key or a value, at any depth) holds a lone surrogate."""
     if isinstance(value, str):
-        if "\x00" in value:
-            return "a NUL character"
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            return "a lone surrogate"
-        return None
-    items: list[Any] = []
+        return any("\ud800" <= ch <= "\udfff" for ch in value)
     if isinstance(value, dict):
-        items = [*value.keys(), *value.values()]
-    elif isinstance(value, list):
-        items = value
-    for item in items:
-        problem = _unstorable(item)
-        if problem:
-            return problem
-    return None
+        return any(_lone_surrogate(k) or _lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_lone_surrogate(item) for item in value)
+    return False
 
 
 class WorkloadInput(serializers.Serializer):
@@ -145,12 +131,10 @@ class WorkloadInput(serializers.Serializer):
             size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode(errors="surrogatepass"))
         except (ValueError, RecursionError):  # not JSON a client could send; refused as too large
             size = ARCHITECTURE_MAX_BYTES + 1
-        if size <= ARCHITECTURE_MAX_BYTES:
-            # Kept on an order as sent (jsonb): no NUL, no lone surrogate, no infinite number
-            # (1e400 reads as one), none of which PostgreSQL stores.
-            problem = _unstorable(value)
-            if problem:
-                raise serializers.ValidationError(f"A config.json here may not hold {problem}: none can be stored.")
+        if size <= ARCHITECTURE_MAX_BYTES and _lone_surrogate(value):
+            # A JSON escape like "\udc80": no UTF-8 text carries it, the answer (which names
+            # the model by its `_name_or_path`) included, so it failed to render (a 500).
+            raise serializers.ValidationError("A config.json is UTF-8 text: a lone surrogate escape is none.")
         if size > ARCHITECTURE_MAX_BYTES:
             raise DomainError(
                 "workload_too_large",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,11 +39,16 @@ MAX_KEY_LENGTH = 255
 NOT_REMEMBERED = frozenset({400, 429})
 
 
+# What no jsonb string holds: NUL and the lone surrogates (a JSON escape like "\udc80" reads as one).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 def storable(value: Any) -> Any:
-    """`value` as JSON PostgreSQL's jsonb accepts: it stores no NUL (\\u0000) in a
-    string, and a refusal may quote a NUL the client sent; it is kept as U+FFFD."""
+    """`value` as JSON PostgreSQL's jsonb accepts: it stores no NUL (\\u0000) and
+    no lone surrogate (\\udc80) in a string, which a client may send (and a
+    refusal quote); each is kept as U+FFFD."""
     if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
+        return _UNSTORABLE.sub("\ufffd", value)
     if isinstance(value, list):
         return [storable(item) for item in value]
     if isinstance(value, dict):

@@ -41,6 +41,7 @@ from core.money import usd_str
 from rentals import machine
 from rentals.events import order_event_emit, subscribers_hold
 from rentals.models import Order, OrderLine, OrderStatus
+from rentals.services.idempotency import storable
 from rentals.services.unpaid import client_network, unpaid_limit_check
 from sizing.services import sizing_new_counted
 
@@ -273,6 +274,10 @@ def order_prepare(*, account: Any, spec: OrderSpec, client_address: str = "") ->
 def _order_write(*, account: Any, spec: OrderSpec, priced: PricedOrder, now: datetime) -> tuple[Order, list[OrderLine]]:
     """The order, every priced line snapshot onto it."""
     quote = priced.quote
+    # As jsonb and text columns store them: a config.json key the sizing does not read (its
+    # `_name_or_path`, which the launch line names) is kept as sent, a NUL or a lone surrogate
+    # in it as U+FFFD.
+    sizing = storable(priced.sizing)
     order = Order(
         account=account,
         region=priced.region,
@@ -290,9 +295,9 @@ def _order_write(*, account: Any, spec: OrderSpec, priced: PricedOrder, now: dat
             {"id": k.pk, "name": k.name, "type": k.key_type, "fingerprint": k.fingerprint, "public_key": k.public_key}
             for k in priced.keys
         ],
-        workload=spec.workload_input,
-        sizing=priced.sizing,
-        launch_command=((priced.sizing or {}).get("launch") or {}).get("command", ""),
+        workload=storable(spec.workload_input),
+        sizing=sizing,
+        launch_command=((sizing or {}).get("launch") or {}).get("command", ""),
         pay_currency=spec.pay_currency.upper(),
         subtotal_usd=quote.subtotal_usd,
         multi_gpu_discount_pct=quote.multi_gpu_discount_pct,
