@@ -479,10 +479,15 @@ def test_ether_a_balance_reading_watcher_finds_is_the_payment_staff_recorded(cha
     assert not CreditEntry.objects.filter(account=customer).exists()
 
 
-def test_a_transfer_staff_put_on_the_wrong_quote_is_the_one_the_watcher_sees(chains, customer):
+@pytest.mark.parametrize(("ltc_then", "late_rate", "worth"), [(None, None, "250.00"), ("72", "72", "200.00")])
+def test_a_transfer_staff_put_on_the_wrong_quote_is_the_one_the_watcher_sees(
+    chains, customer, settings, ltc_then, late_rate, worth
+):
     """The customer paid an earlier quote of the invoice; staff recorded the
     transaction against the current one. The watcher sees it at the earlier
-    quote's address: the same payment, moved to that quote and valued at its rate."""
+    quote's address: the same payment, moved to that quote and valued as it
+    values what reaches it: at its rate, or, the coin down 20 % since (the quote
+    was replaced), at the market's."""
     from billing.models import Payment
     from billing.services import Observation
 
@@ -492,9 +497,10 @@ def test_a_transfer_staff_put_on_the_wrong_quote_is_the_one_the_watcher_sees(cha
     later = START + timedelta(hours=1)
     with time_machine.travel(later, tick=False):
         services.invoices_advance_due(now=later)
+        if ltc_then:
+            settings.MANUAL_RATES_USD = f"BTC=95000,ETH=3500,USDT=1,USDC=1,XMR=180,SOL=150,LTC={ltc_then}"
         invoice = services.invoice_requote(invoice_id=invoice.pk, account=customer)
-        second = invoice.active_request
-        assert second.pk != first.pk
+        assert invoice.active_request.pk != first.pk
         txid = "1e" * 32
         due = int(first.amount_due)
         services.payment_record_manual(
@@ -507,34 +513,8 @@ def test_a_transfer_staff_put_on_the_wrong_quote_is_the_one_the_watcher_sees(cha
         )
     assert Payment.objects.count() == 1
     assert (seen.request_id, seen.source) == (first.pk, "watcher")
-    assert seen.amount_usd == Decimal("250.00")  # the earlier quote's amount, at its rate
-
-
-def test_a_transfer_staff_put_on_the_wrong_quote_after_a_fall_is_worth_the_price_then(chains, customer, settings):
-    """The same, the coin down 20 % since the earlier quote: that quote was
-    replaced, so what reached it counts at the market's rate, not its old one."""
-    from billing.services import Observation
-
-    with time_machine.travel(START, tick=False):
-        invoice = make_invoice(customer)
-        first = invoice.active_request
-    later = START + timedelta(hours=1)
-    with time_machine.travel(later, tick=False):
-        services.invoices_advance_due(now=later)
-        settings.MANUAL_RATES_USD = "BTC=95000,ETH=3500,USDT=1,USDC=1,XMR=180,SOL=150,LTC=72"
-        invoice = services.invoice_requote(invoice_id=invoice.pk, account=customer)
-        txid = "2e" * 32
-        due = int(first.amount_due)
-        services.payment_record_manual(
-            invoice_number=invoice.number, txid=txid, amount=due, confirmations=1, reason="test", actor=None
-        )
-        seen = services.payment_observe(
-            observation=Observation(
-                currency="LTC", txid=txid, output_index=0, match_key=first.match_key, amount=due, confirmations=6
-            )
-        )
-    assert seen.request_id == first.pk
-    assert seen.late_rate_usd == Decimal("72") and seen.amount_usd == Decimal("200.00")
+    assert seen.late_rate_usd == (Decimal(late_rate) if late_rate else None)
+    assert seen.amount_usd == Decimal(worth)
 
 
 def test_a_token_transfer_mined_again_at_another_log_index_counts_once(chains, customer):
