@@ -85,11 +85,7 @@ def _late_rate(
     live invoice lacks is the blend. `exclude`: a payment already recorded,
     valued again (it is not what the invoice holds besides)."""
     live = Fraction(0)  # of this payment, the part the quote still holds at its rate
-    grace = timedelta(seconds=settings.RATE_LOCK_GRACE_SECONDS)
-    if request.is_active and (
-        invoice.status in (InvoiceStatus.NEW, InvoiceStatus.PROCESSING)
-        or (invoice.status == InvoiceStatus.EXPIRED and now < request.expires_at + grace)
-    ):
+    if _quote_live(request=request, invoice=invoice, now=now):
         if invoice.status == InvoiceStatus.NEW and invoice.exception == InvoiceException.NONE and exclude is None:
             lacking = Fraction(1)  # nothing counted on it yet (else `paid_partial`): no query on the usual path
         else:
@@ -113,6 +109,15 @@ def _late_rate(
         market = Decimal(blended.numerator) / Decimal(blended.denominator)
     # Stored as the column keeps it (12 places), rounded down: the value is what is stored.
     return market.quantize(_RATE_PLACES, rounding=ROUND_DOWN)
+
+
+def _quote_live(*, request: PaymentRequest, invoice: Invoice, now: datetime) -> bool:
+    """Whether `request` still buys what its invoice lacks at its locked rate (_late_rate)."""
+    grace = timedelta(seconds=settings.RATE_LOCK_GRACE_SECONDS)
+    return request.is_active and (
+        invoice.status in (InvoiceStatus.NEW, InvoiceStatus.PROCESSING)
+        or (invoice.status == InvoiceStatus.EXPIRED and now < request.expires_at + grace)
+    )
 
 
 _RATE_PLACES = Decimal("1e-12")  # Payment.late_rate_usd's decimal places
@@ -389,6 +394,8 @@ def _value_again_after_uncount(*, invoice: Invoice, now: datetime) -> None:
     ).exclude(status=PaymentStatus.REMOVED)
     for other in valued_late.select_related("request"):
         request = other.request
+        if not _quote_live(request=request, invoice=invoice, now=now):
+            continue  # a closed quote is no option: what reached it keeps the value it was given
         rate = _late_rate(request=request, invoice=invoice, amount=int(other.amount), now=now, exclude=other.pk)
         if (request.rate_usd if rate is None else rate) <= (other.late_rate_usd or request.rate_usd):
             continue

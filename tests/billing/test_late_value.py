@@ -403,3 +403,26 @@ def test_a_fee_bumped_replacement_inside_the_quote_keeps_the_locked_rate(chains,
         invoice.refresh_from_db()
     assert (bumped.late_rate_usd, bumped.amount_usd) == (None, Decimal("90.00"))
     assert invoice.status == InvoiceStatus.PROCESSING and invoice.exception == "none"
+
+
+def test_a_replacement_un_counted_gives_no_closed_quote_its_old_rate_back(chains, customer, ltc_at):
+    """Coins sent to an expired invoice after the price fell were valued at the
+    market's; a small transfer sent later and replaced (un-counted) is no way to
+    have them valued again at the locked rate once the price is back."""
+    from billing.currencies import CURRENCIES
+
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+    request = invoice.active_request
+    later = START + timedelta(hours=2)
+    with time_machine.travel(later, tick=False):
+        services.invoices_advance_due(now=later)
+        ltc_at("72")
+        late = observe(request, int(LTC), txid="tx-late", now=later, confirmations=0)
+        ltc_at("90")  # back up
+        observe(request, int(LTC) // 100, txid="tx-small", now=later, confirmations=0)
+        services.payment_uncount(
+            chain=CURRENCIES["LTC"].chain, txid="tx-small", position="0", reason="replaced", now=later
+        )
+        late.refresh_from_db()
+    assert (late.late_rate_usd, late.amount_usd) == (Decimal("72"), Decimal("72.00"))
