@@ -120,10 +120,14 @@ def invoice_mark_settled(*, invoice_id: int, actor: Any, reason: str, now: datet
     # now, credited whole when it confirms, would be paid out on top of what staff settled.
     held = invoice.payments.exclude(status=PaymentStatus.REMOVED).filter(disposition=PaymentDisposition.OPEN)
     excess = payments_fraction(invoice=invoice, payments=list(held.select_related("request"))) - 1
-    if excess >= machine.over_min_for(total_usd=Fraction(invoice.total_usd)):
-        # More than the total sent: taken as its payment, the excess would be lost; credited
-        # now, it would be spendable out of a transaction that may still be replaced. Once
-        # confirmed, the invoice settles by itself and credits the excess.
+    can_settle = invoice.status in (InvoiceStatus.NEW, InvoiceStatus.PROCESSING) or (
+        invoice.status == InvoiceStatus.EXPIRED and now < invoice.monitoring_until
+    )
+    if can_settle and excess >= machine.over_min_for(total_usd=Fraction(invoice.total_usd)):
+        # More than the total sent, while the invoice can still settle by itself: taken as
+        # its payment, the excess would be lost; credited now, it would be spendable out of
+        # a transaction that may still be replaced. Once confirmed, the invoice settles by
+        # itself and credits the excess. (Past its window it cannot: staff may mark it.)
         raise Conflict(
             "overpayment_confirming",
             "More than the invoice was sent and it is still confirming: wait for its confirmations "

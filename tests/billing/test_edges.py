@@ -294,6 +294,25 @@ def test_an_invoice_paid_over_and_confirming_is_not_marked_settled(chains, custo
     assert (entry.kind, entry.amount_usd) == ("overpayment", Decimal("250.00"))
 
 
+def test_an_invoice_past_its_window_may_be_marked_settled_with_more_received(chains, customer):
+    """Past its monitoring window an invoice no longer settles by itself: staff
+    are not held off by the over-payment refusal there."""
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+        due = int(invoice.active_request.amount_due)
+        services.payment_record_manual(
+            invoice_number=invoice.number, txid="tx-stuck", amount=2 * due, confirmations=1, reason="seen", actor=None
+        )
+    after = START + timedelta(days=2)
+    with time_machine.travel(after, tick=False):
+        services.invoices_advance_due(now=after)
+        invoice.refresh_from_db()
+        assert invoice.status == "invalid"  # paid, never confirmed inside its window
+        services.invoice_mark_settled(invoice_id=invoice.pk, actor=None, reason="paid, we checked")
+        invoice.refresh_from_db()
+    assert invoice.status == "settled"
+
+
 def test_a_payment_after_staff_marked_the_invoice_settled_is_flagged(chains, customer):
     """Staff settled it on what an explorer showed, before the watcher saw the
     payment; when it is recorded, it is credited as any payment to a settled
