@@ -361,12 +361,10 @@ def payment_uncount(
         payment.confirmations = 0
         payment.save()
         if payment.disposition != PaymentDisposition.OPEN:
-            invoice.needs_attention = True
-            invoice.save(update_fields=["needs_attention"])
-            audit_record(
-                actor=None,
+            _before_staff(
+                invoice=invoice,
+                payment=payment,
                 action=AuditAction.PAYMENT_UNCOUNTED_AFTER_USE,
-                obj=payment,
                 reason=reason,
                 changes={"disposition": payment.disposition, "invoice": invoice.number},
             )
@@ -418,6 +416,15 @@ def payment_flag(*, chain: str, txid: str, position: str, reason: str, now: date
         return _flag(payment=payment, invoice=invoice, reason=reason, now=now)
 
 
+def _before_staff(
+    *, invoice: Invoice, payment: Payment, action: AuditAction, reason: str, changes: dict[str, Any]
+) -> None:
+    """The locked `invoice` put before staff (`needs_attention`) for `payment`, audited as `action`."""
+    invoice.needs_attention = True
+    invoice.save(update_fields=["needs_attention"])
+    audit_record(actor=None, action=action, obj=payment, reason=reason, changes=changes)
+
+
 def _flag(*, payment: Payment, invoice: Invoice, reason: str, now: datetime) -> bool:
     """Flag `payment` on its locked `invoice` for staff (payment_flag); False when
     it was flagged already."""
@@ -427,12 +434,10 @@ def _flag(*, payment: Payment, invoice: Invoice, reason: str, now: datetime) -> 
     if not flagged:  # flagged meanwhile by another pass
         return False
     payment.flagged_at, payment.flag_reason = now, reason[:200]
-    invoice.needs_attention = True
-    invoice.save(update_fields=["needs_attention"])
-    audit_record(
-        actor=None,
+    _before_staff(
+        invoice=invoice,
+        payment=payment,
         action=AuditAction.PAYMENT_FLAGGED,
-        obj=payment,
         reason=reason,
         changes={"invoice": invoice.number},
     )
