@@ -49,14 +49,18 @@ def address_bucket(address: str) -> str:
     return str(ip)
 
 
+def _rate_key(*, scope: str, ident: str, slot: int) -> str:
+    digest = hashlib.sha256(ident.encode()).hexdigest()[:32]
+    return f"rate:{scope}:{digest}:{slot}"
+
+
 def rate_hit(*, scope: str, ident: str, limit: int, window_seconds: int) -> int:
     """Count one request of `ident` in the current window of `scope`. Returns 0
     while the window holds at most `limit` of them, else the seconds until the
     window ends (for `Retry-After`)."""
     now = time.time()
     slot = int(now // window_seconds)
-    digest = hashlib.sha256(ident.encode()).hexdigest()[:32]
-    key = f"rate:{scope}:{digest}:{slot}"
+    key = _rate_key(scope=scope, ident=ident, slot=slot)
     cache.add(key, 0, timeout=window_seconds + 1)
     try:
         count = cache.incr(key)
@@ -66,6 +70,17 @@ def rate_hit(*, scope: str, ident: str, limit: int, window_seconds: int) -> int:
     if count <= limit:
         return 0
     return max(1, math.ceil((slot + 1) * window_seconds - now))
+
+
+def rate_give_back(*, scope: str, ident: str, window_seconds: int) -> None:
+    """Take back one count of `ident` in the current window of `scope` (rate_hit):
+    what it counted turned out to cost nothing."""
+    key = _rate_key(scope=scope, ident=ident, slot=int(time.time() // window_seconds))
+    try:
+        if cache.decr(key) < 0:
+            cache.set(key, 0, timeout=window_seconds + 1)
+    except ValueError:  # the window ended meanwhile: nothing to give back
+        pass
 
 
 def rate_limit(*, scope: str, ident: str, limit: int, window_seconds: int, message: str) -> None:

@@ -31,12 +31,13 @@ from django.utils import timezone
 from accounts.models import Account
 from core.api import error_body
 from core.errors import DomainError
-from core.throttle import rate_limit
+from core.throttle import rate_give_back, rate_limit
 from rentals.models import IdempotencyKey
 
 MAX_KEY_LENGTH = 255
 # Refusals that are not remembered: nothing was done (module docstring).
 NOT_REMEMBERED = frozenset({400, 429})
+KEYS_SCOPE = "idempotency-keys"  # new keys counted per account (IDEMPOTENCY_KEYS_PER_HOUR)
 
 
 # What no jsonb string holds: NUL and the lone surrogates (a JSON escape like "\udc80" reads as one).
@@ -92,7 +93,7 @@ def idempotent_call(
             # sending a fresh key with each of many refused requests would store rows
             # without end. Counted per account; past the limit, 429 (not remembered).
             rate_limit(
-                scope="idempotency-keys",
+                scope=KEYS_SCOPE,
                 ident=str(account.pk),
                 limit=settings.IDEMPOTENCY_KEYS_PER_HOUR,
                 window_seconds=3600,
@@ -115,7 +116,10 @@ def idempotent_call(
                 status, response = run()
         except DomainError as exc:
             if exc.status in NOT_REMEMBERED:
-                raise  # leaving the block rolls the key's row back
+                # Leaving the block rolls the key's row back: it stored nothing, so it is not counted.
+                if settings.IDEMPOTENCY_KEYS_PER_HOUR:
+                    rate_give_back(scope=KEYS_SCOPE, ident=str(account.pk), window_seconds=3600)
+                raise
             status, response = exc.status, error_body(exc.code, exc.message, exc.details)
         record.response_status = status
         record.response_body = storable(json.loads(json.dumps(response, default=str)))

@@ -266,6 +266,17 @@ def test_new_idempotency_keys_are_limited_per_account(chains, customer_api, ssh_
     again = customer_api.post("/api/v1/orders", body, format="json", HTTP_IDEMPOTENCY_KEY="fresh-0")
     assert again.status_code == 409 and again["Idempotent-Replayed"] == "true"
     cache.clear()
+    # A request refused as sent (400) stores nothing: its key is not counted either.
+    bad = order_body(ssh_key, term="fortnightly")
+    for i in range(3):
+        resp = customer_api.post("/api/v1/orders", bad, format="json", HTTP_IDEMPOTENCY_KEY=f"typo-{i}")
+        assert resp.status_code == 400, resp.json()
+    stored = [
+        customer_api.post("/api/v1/orders", body, format="json", HTTP_IDEMPOTENCY_KEY=f"next-{i}").status_code
+        for i in range(3)
+    ]
+    assert stored == [409, 409, 429]
+    cache.clear()
 
 
 def test_idempotency_forgets_a_request_refused_as_sent(chains, customer_api, ssh_key, catalog, settings):
