@@ -424,16 +424,22 @@ def test_an_order_with_a_payment_seen_cannot_be_cancelled(chains, customer_api, 
     assert resp.status_code == 409 and resp.json()["error"]["code"] == "order_has_payments"
 
 
-def test_expiry_releases_the_reservation_and_a_requote_takes_it_again(
-    chains, customer_api, ssh_key, catalog, frozen, django_capture_on_commit_callbacks, settings
-):
-    before = free("l4", "PDX-1")
+def _placed_and_lapsed(customer_api, ssh_key, frozen, capture) -> dict:
+    """2 x L4 in PDX-1 ordered, then left to expire (the expiry job run past the quote)."""
     order = customer_api.post(
         "/api/v1/orders", order_body(ssh_key, gpu="l4", region="PDX-1", gpu_count=2), format="json"
     ).json()
     frozen.shift(timedelta(minutes=31))
-    with django_capture_on_commit_callbacks(execute=True):
+    with capture(execute=True):
         billing.invoices_advance_due()
+    return order
+
+
+def test_expiry_releases_the_reservation_and_a_requote_takes_it_again(
+    chains, customer_api, ssh_key, catalog, frozen, django_capture_on_commit_callbacks, settings
+):
+    before = free("l4", "PDX-1")
+    order = _placed_and_lapsed(customer_api, ssh_key, frozen, django_capture_on_commit_callbacks)
     body = customer_api.get(f"/api/v1/orders/{order['id']}").json()
     assert (body["status"], body["invoice"]["status"]) == ("expired", "expired")
     assert free("l4", "PDX-1") == before
@@ -453,12 +459,7 @@ def test_a_lapsed_order_is_not_requoted_at_prices_since_changed(
     price; at unchanged prices the re-quote goes through as before."""
     from catalog.models import GpuModel
 
-    order = customer_api.post(
-        "/api/v1/orders", order_body(ssh_key, gpu="l4", region="PDX-1", gpu_count=2), format="json"
-    ).json()
-    frozen.shift(timedelta(minutes=31))
-    with django_capture_on_commit_callbacks(execute=True):
-        billing.invoices_advance_due()
+    order = _placed_and_lapsed(customer_api, ssh_key, frozen, django_capture_on_commit_callbacks)
     l4 = GpuModel.objects.get(slug="l4")
     was = l4.monthly_usd
     GpuModel.objects.filter(pk=l4.pk).update(monthly_usd=was + 100)

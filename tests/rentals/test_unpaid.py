@@ -15,7 +15,7 @@ from accounts.services import account_deactivate, account_delete, ssh_key_add
 from billing.models import Invoice
 from catalog.models import Slot, SlotStatus
 from rentals.models import Order, OrderStatus
-from tests.rentals.helpers import new_key_line
+from tests.rentals.helpers import committed, new_key_line
 
 pytestmark = pytest.mark.django_db
 
@@ -219,27 +219,16 @@ def test_concurrent_orders_of_one_account_cannot_pass_the_cap_together(chains, c
     assert Order.objects.filter(account=customer, status=OrderStatus.AWAITING_PAYMENT).count() == 2
 
 
-def test_a_deactivated_accounts_lapsed_order_is_not_requoted(
-    chains, catalog, caps, customer, customer_api, ssh_key, staff, django_capture_on_commit_callbacks
-):
+def test_a_deactivated_accounts_lapsed_order_is_not_requoted(chains, catalog, caps, customer, ssh_key, staff):
     """Its unpaid orders were cancelled when staff deactivated it; one that had
     lapsed before is not reserved again through its checkout link."""
-    import time_machine
-
-    from billing import services as billing
-
-    with time_machine.travel("2026-11-30 12:00:00+00:00", tick=False) as clock:
-        order = customer_api.post("/api/v1/orders", body(ssh_key, region="DFW-1"), format="json").json()
-        clock.shift(timedelta(minutes=31))
-        with django_capture_on_commit_callbacks(execute=True):
-            billing.invoices_advance_due()
-        assert Order.objects.get(pk=order["id"]).status == OrderStatus.EXPIRED
-        account_deactivate(account=customer, actor=staff, reason="abuse")
-        token = Invoice.objects.get(pk=order["invoice"]["id"]).checkout_token
-        resp = Client().post(f"/pay/{token}/requote", follow=True)
+    order = _lapsed_order(customer, ssh_key, region="DFW-1")
+    account_deactivate(account=customer, actor=staff, reason="abuse")
+    token = Invoice.objects.get(pk=order.invoice_id).checkout_token
+    resp = Client().post(f"/pay/{token}/requote", follow=True)
     assert resp.status_code == 200
     assert "This account is closed or deactivated: it can hold no order." in resp.content.decode()
-    assert Order.objects.get(pk=order["id"]).status == OrderStatus.EXPIRED
+    assert Order.objects.get(pk=order.pk).status == OrderStatus.EXPIRED
     assert reserved_by(customer) == 0
 
 
@@ -249,42 +238,26 @@ def test_an_order_waiting_on_a_deactivation_is_refused(chains, catalog, caps, cu
     deactivation lists the unpaid orders to cancel before the order commits, so
     the order, which waits on the account's lock, finds the account closed when
     it gets the lock and is refused, with nothing reserved."""
-    import threading
-
-    from django.db import connection, transaction
+    from django.db import transaction
     from rest_framework.test import APIClient
 
     from tests.waiting import wait_until
 
-    placer_pid: list[int] = []
-    outcome: dict[str, object] = {}
+    def place() -> tuple[int, str | None]:
+        client = APIClient()
+        client.force_authenticate(customer)
+        resp = client.post("/api/v1/orders", body(ssh_key, region="DFW-1", gpu="l4", gpu_count=1), format="json")
+        return resp.status_code, resp.json().get("error", {}).get("code")
 
-    def placer_waits_on_a_lock() -> bool:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", placer_pid)
-            row = cursor.fetchone()
-        return row is not None and row[0] == "Lock"
-
-    def place() -> None:
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_backend_pid()")
-                placer_pid.append(cursor.fetchone()[0])
-            client = APIClient()
-            client.force_authenticate(customer)
-            resp = client.post("/api/v1/orders", body(ssh_key, region="DFW-1", gpu="l4", gpu_count=1), format="json")
-            outcome["order"] = (resp.status_code, resp.json().get("error", {}).get("code"))
-        finally:
-            connection.close()
-
-    placer = threading.Thread(target=place)
+    pid: list[int] = []
+    outcome: dict = {}
     with transaction.atomic():
         account_deactivate(account=customer, actor=staff, reason="abuse")
-        placer.start()
-        wait_until(lambda: bool(placer_pid), what="the order to start")
-        wait_until(placer_waits_on_a_lock, what="the order to wait on the account's lock")
+        placer = _in_thread(place, pid, outcome)
+        wait_until(lambda: bool(pid), what="the order to start")
+        wait_until(lambda: _waits_on_a_lock(pid), what="the order to wait on the account's lock")
     placer.join(60)
-    assert outcome["order"] == (409, "account_inactive")
+    assert outcome["result"] == (409, "account_inactive")
     assert not Order.objects.filter(account=customer).exists()
     assert reserved_by(customer) == 0
 
@@ -302,7 +275,8 @@ def _lapsed_order(customer, ssh_key, **overrides) -> Order:
         placed = client.post("/api/v1/orders", body(ssh_key, **overrides), format="json")
         assert placed.status_code == 201, placed.json()
         clock.shift(timedelta(minutes=31))
-        billing.invoices_advance_due()
+        with committed():  # the expiry reaches the order after the commit
+            billing.invoices_advance_due()
     order = Order.objects.get(pk=placed.json()["id"])
     assert order.status == OrderStatus.EXPIRED
     return order
