@@ -968,11 +968,8 @@ def _suspend_if_due(*, rental_id: int, now: datetime) -> Rental | None:
             return None
         paying = _renewal_in_flight(rental)
         hold = timedelta(minutes=settings.ORDER_CONFIRMING_HOLD_MINUTES)
-        if paying is not None and (
-            paying.status == InvoiceStatus.SETTLED
-            or rental.paid_until is None
-            or now < rental.paid_until + grace() + hold
-        ):
+        assert rental.paid_until is not None  # _suspension_due lists paid periods only
+        if paying is not None and (paying.status == InvoiceStatus.SETTLED or now < rental.paid_until + grace() + hold):
             log.info("rental %s not suspended: renewal %s is paid and %s", rental.pk, paying.number, paying.status)
             return None
         return rental_suspend(rental_id=rental_id, reason="unpaid: the paid period and its grace are over", now=now)
