@@ -268,7 +268,9 @@ class StaffAdminSite(admin.AdminSite):
                     return HttpResponseRedirect(reverse("admin:index", current_app=self.name))
                 services.staff_otp_disable(account=account, otp_token=form.cleaned_data["otp_token"])
                 request.session.pop("otp_device_id", None)
-                messages.success(request, "Two-factor authentication is off for your account.")
+                messages.success(
+                    request, "Two-factor authentication is off for your account; its API tokens are revoked."
+                )
                 return HttpResponseRedirect(reverse("admin:two_factor", current_app=self.name))
             except DomainError as exc:
                 form.add_error("otp_token", forms.ValidationError(exc.message, code=exc.code))

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from accounts.services.passwords import _invalid_credentials, _password_attempt, _password_matches
+from accounts.services.tokens import _tokens_revoke, staff_otp_device
 from accounts.services.usernames import _login_username
 from accounts.throttling import auth_attempt_succeeded, counts_give_back
 from core.audit import AuditAction, audit_record
@@ -23,13 +24,6 @@ def staff_otp_required(*, account: Account) -> bool:
     """Whether the policy (ADMIN_OTP_REQUIRED) makes this staff account use a second factor."""
     policy = settings.ADMIN_OTP_REQUIRED
     return policy == "staff" or (policy == "superusers" and account.is_superuser)
-
-
-def staff_otp_device(*, account: Account):
-    """The account's confirmed authenticator (a TOTPDevice), or None."""
-    from django_otp.plugins.otp_totp.models import TOTPDevice
-
-    return TOTPDevice.objects.filter(user=account, confirmed=True).order_by("id").first()
 
 
 @dataclass(frozen=True)
@@ -122,7 +116,9 @@ def staff_otp_confirm(*, account: Account, otp_token: str):
 
 def staff_otp_disable(*, account: Account, otp_token: str) -> None:
     """A staff member turns their own two-factor off, with a current code.
-    Refused (`otp_required_by_policy`) when ADMIN_OTP_REQUIRED covers them."""
+    Refused (`otp_required_by_policy`) when ADMIN_OTP_REQUIRED covers them.
+    Their API tokens are revoked with it: a staff account holds tokens only
+    under a second factor (`token_obtain`)."""
     from django_otp.plugins.otp_totp.models import TOTPDevice
 
     if staff_otp_required(account=account):
@@ -138,8 +134,12 @@ def staff_otp_disable(*, account: Account, otp_token: str) -> None:
         verified = bool(token) and device.verify_token(token)  # a failure is saved by the device's throttle
         if verified:
             removed, _ = TOTPDevice.objects.filter(user=account).delete()
+            revoked = _tokens_revoke(account=account)
             audit_record(
-                actor=account, action=AuditAction.ACCOUNT_OTP_DISABLE, obj=account, changes={"devices_removed": removed}
+                actor=account,
+                action=AuditAction.ACCOUNT_OTP_DISABLE,
+                obj=account,
+                changes={"devices_removed": removed, "revoked_tokens": revoked},
             )
     if not verified:
         raise DomainError("otp_invalid", "The authentication code is wrong or has expired.")
@@ -147,8 +147,9 @@ def staff_otp_disable(*, account: Account, otp_token: str) -> None:
 
 def staff_otp_reset(*, account_id: int, actor: Account, reason: str) -> int:
     """A superuser removes another staff member's authenticator (a lost or
-    replaced phone): they log in with their password and enrol again. Returns
-    how many devices were removed."""
+    replaced phone): they log in with their password and enrol again. The
+    account's API tokens are revoked with it, as they were issued against the
+    authenticator now declared lost. Returns how many devices were removed."""
     from django_otp.plugins.otp_totp.models import TOTPDevice
 
     if not actor.is_superuser:
@@ -158,11 +159,12 @@ def staff_otp_reset(*, account_id: int, actor: Account, reason: str) -> int:
     with transaction.atomic():
         account = locked_or_404(Account.objects.all(), pk=account_id)
         removed, _ = TOTPDevice.objects.filter(user=account).delete()
+        revoked = _tokens_revoke(account=account)
         audit_record(
             actor=actor,
             action=AuditAction.ACCOUNT_OTP_RESET,
             obj=account,
-            changes={"devices_removed": removed},
+            changes={"devices_removed": removed, "revoked_tokens": revoked},
             reason=reason,
         )
     return removed

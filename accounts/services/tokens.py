@@ -17,7 +17,6 @@ from django.utils import timezone
 
 from accounts.models import Account, ApiToken
 from accounts.services.passwords import _invalid_credentials, _password_attempt, _password_matches
-from accounts.services.staff import staff_otp_device
 from accounts.services.usernames import _login_username
 from accounts.throttling import auth_attempt_succeeded, counts_give_back
 from core.audit import AuditAction, audit_record
@@ -126,6 +125,13 @@ def token_obtain(
         account.last_login = timezone.now()
         account.save(update_fields=["last_login"])
         return _token_issue(account=account, name=name or "login", scope=scope or TokenScope.FULL)
+
+
+def staff_otp_device(*, account: Account):
+    """The account's confirmed authenticator (a TOTPDevice), or None."""
+    from django_otp.plugins.otp_totp.models import TOTPDevice
+
+    return TOTPDevice.objects.filter(user=account, confirmed=True).order_by("id").first()
 
 
 def _staff_token_second_factor(*, account: Account, otp_token: str) -> None:

@@ -14,7 +14,8 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from accounts.models import Account
+from accounts.models import Account, ApiToken
+from accounts.services import token_create
 from core.models import AuditEntry
 from tests.accounts.helpers import PASSWORD, code_for, enrolled, wrong_code_for
 
@@ -182,6 +183,7 @@ def test_missing_and_wrong_codes_count_as_failures(limits, clerk):
 
 def test_staff_turn_their_own_two_factor_off_with_a_code(clerk):
     device = enrolled(clerk)
+    token = token_create(account=clerk, name="cli").token
     client = Client()
     with time_machine.travel(T0, tick=False) as clock:
         assert login(client, "clerk", code=code_for(device)).status_code == 302
@@ -191,7 +193,10 @@ def test_staff_turn_their_own_two_factor_off_with_a_code(clerk):
         resp = client.post("/admin/two-factor/", {"otp_token": code_for(device)})
         assert resp.status_code == 302
     assert not TOTPDevice.objects.filter(user=clerk).exists()
-    assert AuditEntry.objects.filter(action="account.otp_disable", actor=clerk).exists()
+    entry = AuditEntry.objects.get(action="account.otp_disable", actor=clerk)
+    # A staff account holds API tokens only under a second factor: those it had die with it.
+    token.refresh_from_db()
+    assert token.revoked_at is not None and entry.changes["revoked_tokens"] == 1
 
 
 def test_required_two_factor_cannot_be_turned_off(settings, boss):
@@ -210,6 +215,9 @@ def test_required_two_factor_cannot_be_turned_off(settings, boss):
 
 def test_a_superuser_resets_a_lost_authenticator_with_a_reason(boss, clerk):
     enrolled(clerk)
+    token_create(account=clerk, name="cli")
+    token_create(account=clerk, name="laptop")
+    kept = token_create(account=boss, name="own").token
     admin = Client()
     admin.force_login(boss)
     url = "/admin/accounts/account/"
@@ -223,6 +231,11 @@ def test_a_superuser_resets_a_lost_authenticator_with_a_reason(boss, clerk):
     assert not TOTPDevice.objects.filter(user=clerk).exists()
     entry = AuditEntry.objects.get(action="account.otp_reset")
     assert (entry.actor, entry.object_id, entry.reason) == (boss, str(clerk.pk), "phone lost, ticket 71")
+    # The tokens issued against the lost authenticator are revoked with it; no one else's.
+    assert not ApiToken.objects.filter(account=clerk, revoked_at__isnull=True).exists()
+    assert entry.changes == {"devices_removed": 1, "revoked_tokens": 2}
+    kept.refresh_from_db()
+    assert kept.revoked_at is None
     # Staff who are not superusers do not get the action.
     clerk.user_permissions.add(*Permission.objects.filter(codename__in=["view_account", "change_account"]))
     staff = Client()
