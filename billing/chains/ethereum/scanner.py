@@ -229,7 +229,7 @@ class EvmScanner:
         limit = len(blocks)  # blocks that are consistent so far
         try:
             limit = self._natives(blocks, watched, by_height, limit)
-            limit = self._tokens(refs, watched, by_height, limit)
+            limit = self._tokens(blocks, refs, watched, by_height, limit)
             if mode == BALANCE_MODE:
                 limit = self._balance(blocks, refs, base, balance_watched, by_height, limit)
             else:
@@ -301,12 +301,22 @@ class EvmScanner:
         return limit
 
     def _tokens(
-        self, refs: list[BlockRef], watched: Container[str], found: dict[int, list[Transfer]], limit: int
+        self,
+        blocks: list[dict[str, Any]],
+        refs: list[BlockRef],
+        watched: Container[str],
+        found: dict[int, list[Transfer]],
+        limit: int,
     ) -> int:
         if limit == 0:
             return 0
         first, last = refs[0].height, refs[limit - 1].height
         logs = self.logs.logs(first=first, last=last, contracts=self.token_contracts)
+        # A range answered by a node behind the one that served the blocks lacks their logs.
+        missed, unknown = self.logs.missed(blocks=blocks[:limit], logs=logs, contracts=self.token_contracts)
+        logs.extend(missed)
+        if unknown is not None:
+            limit = unknown
         hashes = {r.height: r.hash for r in refs[:limit]}
         for entry in logs:
             height = hex_int(entry["blockNumber"])

@@ -11,6 +11,17 @@ Providers cap `eth_getLogs` (a block span, a result count, a response size)
 and say so with an error: `LogReader` then splits the range in half, down to
 single blocks, and remembers the span that worked for the next ranges.
 
+A provider behind a load balancer may answer a range from a node a block or
+two behind the one that served the blocks: it returns the logs it has and
+nothing for the rest, without an error. `LogReader.missed` checks the answer
+against each block's `logsBloom` (a bloom filter has no false negatives: a
+block that holds a Transfer log of a contract has both in its bloom) and asks
+again, by block hash (EIP-234), for each block whose bloom says it may hold a
+log the range answer lacks. A node that does not know that hash answers with
+an error (EIP-234: "an error if the block hash was not found"), and the scan
+stops below that block until the next pass; a block the bloom only seemed to
+match answers with no log.
+
 ERC-721 transfers share the event signature but index the token id (four
 topics): they are not token amounts and are left alone.
 """
@@ -21,12 +32,16 @@ import logging
 from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
+from eth_bloom import BloomFilter
+
 from billing.chains.errors import ChainUnavailable, RpcError
 from billing.chains.ethereum.abi import DECIMALS_CALL, TRANSFER_TOPIC, hex_int, topic_address, uint256_decode
 from billing.chains.ethereum.rpc import EthRpc
 from billing.chains.ethereum.transfers import TOKEN, Transfer, log_position
 
 log = logging.getLogger(__name__)
+
+_TRANSFER_TOPIC_BYTES = bytes.fromhex(TRANSFER_TOPIC[2:])
 
 
 class LogReader:
@@ -40,6 +55,7 @@ class LogReader:
         self.rpc = rpc
         self.span = max(1, span)
         self.splits = 0  # ranges refused and split, for logs and tests
+        self.missed_logs = 0  # logs a range answer lacked and a block's bloom caught (`missed`)
 
     def logs(self, *, first: int, last: int, contracts: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Every Transfer log of blocks first..last (inclusive), in block order."""
@@ -69,6 +85,68 @@ class LogReader:
                 )
                 pending.extend([(middle + 1, high), (low, middle)])
         return found
+
+    def missed(
+        self,
+        *,
+        blocks: Sequence[Mapping[str, Any]],
+        logs: Sequence[Mapping[str, Any]],
+        contracts: Sequence[str] | None = None,
+    ) -> tuple[list[dict[str, Any]], int | None]:
+        """The Transfer logs of `blocks` that a range answer (`logs`, asked
+        with the same `contracts`) left out, and the index in `blocks` of the
+        first block the node did not know when asked by hash (None when it knew
+        every block asked about); see the module docstring. A block is asked
+        about when its bloom holds the Transfer topic and, with `contracts`,
+        one of them that the answer has no log of in that block, or, without,
+        when the answer has no log of that block at all."""
+        have = {(hex_int(entry["blockNumber"]), str(entry.get("address") or "").lower()) for entry in logs}
+        heights = {height for height, _ in have}
+        asked: list[int] = []
+        for index, block in enumerate(blocks):
+            if not block.get("logsBloom"):
+                continue
+            bloom = BloomFilter(int(block["logsBloom"], 16))
+            if _TRANSFER_TOPIC_BYTES not in bloom:
+                continue
+            height = hex_int(block["number"])
+            if contracts is None:
+                lacking = height not in heights
+            else:
+                lacking = any(bytes.fromhex(c[2:]) in bloom and (height, c) not in have for c in contracts)
+            if lacking:
+                asked.append(index)
+        if not asked:
+            return [], None
+        query: dict[str, Any] = {"topics": [TRANSFER_TOPIC]}
+        if contracts is not None:
+            query["address"] = list(contracts)
+        answers = self.rpc.batch(
+            [("eth_getLogs", ({**query, "blockHash": blocks[i]["hash"]},)) for i in asked], return_errors=True
+        )
+        found: list[dict[str, Any]] = []
+        for index, answer in zip(asked, answers, strict=True):
+            height = hex_int(blocks[index]["number"])
+            if isinstance(answer, RpcError):
+                log.warning(
+                    "%s does not know block %d (%s) by its hash (%s): its logs lag its blocks; scanning up to it",
+                    self.rpc.endpoint,
+                    height,
+                    blocks[index]["hash"],
+                    answer,
+                )
+                return found, index
+            new = [e for e in answer if (height, str(e.get("address") or "").lower()) not in have]
+            if new:
+                self.missed_logs += len(new)
+                log.warning(
+                    "%s left %d Transfer log(s) of block %d out of a range answer; read by the block's hash",
+                    self.rpc.endpoint,
+                    len(new),
+                    height,
+                )
+            found.extend(new)
+        return found, None
 
 
 def transfer_logs_parse(logs: Iterable[Mapping[str, Any]], *, watched: Container[str]) -> list[Transfer]:

@@ -263,6 +263,74 @@ def test_wide_log_ranges_are_split_when_refused(evm, node, proxy):
     assert scanner.logs.span <= 2  # remembered for the next ranges
 
 
+def logs_lagging_from(height: int):
+    """A provider whose range answers come from a node that has no block from
+    `height` on: it returns the logs it has and nothing for the rest, no error."""
+
+    def rewrite(call: dict, answer: dict) -> dict:
+        if call.get("method") == "eth_getLogs" and "fromBlock" in call["params"][0] and answer.get("result"):
+            return answer | {"result": [e for e in answer["result"] if int(e["blockNumber"], 16) < height]}
+        return answer
+
+    return rewrite
+
+
+def unknown_by_hash(*hashes: str):
+    """eth_getLogs by block hash (EIP-234) for `hashes` answers as a node that has not seen them."""
+
+    def rule(call: dict) -> dict | None:
+        if call.get("method") == "eth_getLogs" and call["params"][0].get("blockHash") in hashes:
+            return {"code": -32000, "message": "unknown block"}
+        return None
+
+    return rule
+
+
+@pytest.mark.parametrize("contracts", ["every", "configured"])
+def test_logs_a_lagging_provider_leaves_out_are_read_by_block_hash(evm, node, proxy, contracts):
+    """The range answer lacks the newest blocks' logs; each block's bloom says a
+    Transfer of the contract may be there, so it is asked again by its hash."""
+    to = evm.address()
+    start = node.height() + 1
+    for amount in (11, 12, 13):
+        node.token_transfer(evm.usdt, to, amount)
+        node.mine()
+    node.mine()  # a block with no transfer: its bloom does not match, it is not asked about
+    proxy.rewrites.append(logs_lagging_from(start + 1))
+    with EthRpc(proxy.url) as client:
+        scanner = EvmScanner(
+            client, internal=TRACE_BLOCK, token_contracts=[evm.usdt] if contracts == "configured" else None
+        )
+        base = BlockRef(start - 1, node.block_hash(start - 1))
+        proxy.seen.clear()
+        scans = scanner.blocks_read(heights=list(range(start, start + 4)), watched={to}, base=base)
+    assert [[t.amount for t in s.transfers] for s in scans] == [[11], [12], [13], []]
+    assert scanner.logs.missed_logs == 2
+    assert proxy.seen.count("eth_getLogs") == 3  # the range, then the two blocks it lacked
+
+
+def test_a_block_the_logs_node_does_not_know_ends_the_scan_below_it(evm, node, proxy):
+    """Asked by hash, the lagging node says it has not seen the block: the scan
+    stops below it (nothing recorded past what is known) and the next pass,
+    once the node has caught up, finds the transfer."""
+    to = evm.address()
+    start = node.height() + 1
+    for amount in (21, 22):
+        node.token_transfer(evm.usdt, to, amount)
+        node.mine()
+    proxy.rewrites.append(logs_lagging_from(start + 1))
+    proxy.rules.append(unknown_by_hash(node.block_hash(start + 1)))
+    base = BlockRef(start - 1, node.block_hash(start - 1))
+    with EthRpc(proxy.url) as client:
+        scanner = EvmScanner(client, internal=TRACE_BLOCK)
+        scans = scanner.blocks_read(heights=[start, start + 1], watched={to}, base=base)
+        assert [[t.amount for t in s.transfers] for s in scans] == [[21]]
+        proxy.rewrites.clear()
+        proxy.rules.clear()
+        after = scanner.blocks_read(heights=[start + 1], watched={to}, base=scans[-1].block)
+    assert [[t.amount for t in s.transfers] for s in after] == [[22]]
+
+
 def test_a_single_block_refused_is_an_error(evm, node, proxy):
     proxy.rules.append(logs_span_limit(0))
     node.mine()
