@@ -10,6 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from billing import machine
@@ -88,6 +89,24 @@ def payment_record_manual(
                 f"Transaction {txid} is recorded on {invoice_number} already, at {', '.join(elsewhere)}: "
                 "record it at that position to update it.",
                 details={"txid": txid, "positions": elsewhere},
+            )
+        # A watcher that saw this quote receive the amount without knowing the transaction
+        # (Ethereum's balance mode: its txid is the block's hash) recorded this transfer
+        # already; the other way round, its sighting takes over the one staff recorded.
+        seen = (
+            Payment.objects.filter(request=request, amount=amount, source="watcher", txid=F("block_hash"))
+            .exclude(status=PaymentStatus.REMOVED)
+            .exclude(txid=txid)
+            .order_by("id")
+            .first()
+        )
+        if seen is not None:
+            raise Conflict(
+                "payment_recorded_already",
+                f"The watcher recorded {amount} to this quote of {invoice_number} already, seen as a balance change in "
+                f"block {seen.block_hash} (it does not know the transaction): that is this transfer, and it "
+                "confirms there.",
+                details={"txid": seen.txid, "positions": [seen.position]},
             )
         payment = payment_observe(
             observation=Observation(

@@ -498,6 +498,45 @@ def test_ether_a_balance_reading_watcher_finds_is_the_payment_staff_recorded(cha
     assert not CreditEntry.objects.filter(account=customer).exists()
 
 
+def test_staff_recording_what_a_balance_reading_watcher_found_is_refused(chains, customer):
+    """The other way round: the watcher found the ether by its balance (the
+    block's hash for a txid) and staff then record the transaction by its own
+    id, same quote, same amount: refused as that transfer again, not a second
+    payment credited on top. Another amount is another transfer."""
+    from billing.models import Payment
+    from billing.services import Observation
+    from core.errors import Conflict
+
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer, currency="ETH")
+        request = invoice.active_request
+        due = int(request.amount_due)
+        block = "0x" + "cd" * 32
+        seen = services.payment_observe(
+            observation=Observation(
+                currency="ETH",
+                txid=block,
+                output_index=0,
+                position=f"balance:{request.match_key}",
+                match_key=request.match_key,
+                amount=due,
+                confirmations=3,
+                block_height=120,
+                block_hash=block,
+                own_txid=False,
+            )
+        )
+        assert seen is not None
+        with pytest.raises(Conflict) as refused:
+            pay(invoice, due, txid="0x" + "ab" * 32)
+        assert refused.value.code == "payment_recorded_already"
+        assert refused.value.details == {"txid": block, "positions": [f"balance:{request.match_key}"]}
+        assert block in refused.value.message
+        assert Payment.objects.count() == 1
+        other = pay(invoice, 1000, txid="0x" + "ab" * 32)
+    assert Payment.objects.count() == 2 and other.amount == 1000
+
+
 @pytest.mark.parametrize(("ltc_then", "late_rate", "worth"), [(None, None, "250.00"), ("72", "72", "200.00")])
 def test_a_transfer_staff_put_on_the_wrong_quote_is_the_one_the_watcher_sees(
     chains, customer, settings, ltc_then, late_rate, worth
