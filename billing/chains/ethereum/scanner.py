@@ -66,6 +66,17 @@ class ChainMoved(Exception):
     """An answer belongs to another block than the one read at that height."""
 
 
+class Untraceable(Exception):
+    """The node cannot trace a transaction of the first block read, run after run."""
+
+
+# Runs in a row on which the node cannot trace a transaction of the block the scan is at
+# (a tracer's timeout on a heavy transaction) before that block's ether moved by
+# contracts is read from the watched addresses' balances instead (the balance mode, for
+# that block alone). Until then the watcher is blind, and says so.
+UNTRACEABLE_RUNS = 3
+
+
 class EvmScanner:
     """Reads one EVM node for the watcher. Keep one per node for the life of the
     process: it remembers the trace mode found, the log span the provider
@@ -92,6 +103,7 @@ class EvmScanner:
         self.token_contracts = [c.lower() for c in token_contracts] if token_contracts is not None else None
         self.logs = LogReader(rpc, span=log_span)
         self.balances = BalanceReader(rpc, multicall=multicall, per_call=balances_per_call)
+        self.untraceable = ("", 0)  # the block a scan starts at whose trace fails, and on how many runs
 
     def use(self, rpc: EthRpc) -> None:
         """Talk through `rpc` from now on (a run's connection), keeping what was learnt."""
@@ -233,7 +245,12 @@ class EvmScanner:
             if mode == BALANCE_MODE:
                 limit = self._balance(blocks, refs, base, balance_watched, by_height, limit)
             else:
-                limit = self._traces(mode, blocks, refs, watched, by_height, limit)
+                try:
+                    limit = self._traces(mode, blocks, refs, watched, by_height, limit)
+                except Untraceable as exc:
+                    log.warning("%s; reading its ether moved by contracts from balances instead", exc)
+                    limit = self._balance(blocks, refs, base, balance_watched, by_height, 1)
+                    self.untraceable = ("", 0)
         except ChainMoved as exc:
             log.info("chain moved while reading blocks: %s", exc)
             self.balances.forget()
@@ -361,6 +378,12 @@ class EvmScanner:
                         traces, txids=txids, watched=watched, height=ref.height, block_hash=ref.hash
                     )
                 except ValueError as exc:  # a transaction the node could not trace (a tracer timeout)
+                    if position > 0:
+                        return position  # the blocks below it; the next step starts at it
+                    runs = self.untraceable[1] + 1 if self.untraceable[0] == ref.hash else 1
+                    self.untraceable = (ref.hash, runs)
+                    if runs >= UNTRACEABLE_RUNS:
+                        raise Untraceable(f"block {ref.height}: {exc} ({runs} runs)") from exc
                     # Blind, and said so (health, back-off), rather than a crash on every run.
                     raise ChainUnavailable(f"block {ref.height}: {exc}", reason="bad_response") from exc
             order = {txid: i for i, txid in enumerate(txids)}

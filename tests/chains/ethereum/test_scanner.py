@@ -435,6 +435,68 @@ def test_a_transaction_the_node_cannot_trace_leaves_the_chain_blind_not_crashing
             read_block(scanner, node, {to})
 
 
+def test_a_block_the_node_never_traces_is_read_from_balances_after_a_few_runs(evm, node, proxy):
+    """Run after run the node cannot trace a transaction of the block the scan
+    is at: blind for the first runs (it may be the node's load), then that
+    block's ether moved by contracts is read from balances (known by the
+    block's hash, as the balance mode does) and the scan goes on past it,
+    tracing again from the next block."""
+    from billing.chains.ethereum.scanner import UNTRACEABLE_RUNS
+
+    proxy.rules.append(method_missing("trace_block"))
+    to, later = evm.address(), evm.address()
+    node.transact(evm.forwarder, "forward", cs(to), value=77)
+    stuck = node.mine()
+    stuck_hash = node.block_hash(stuck)
+
+    def untraceable(call: dict, answer: dict) -> dict:
+        if call.get("method") == "debug_traceBlockByNumber" and int(call["params"][0], 16) == stuck:
+            first = answer["result"][0]
+            return answer | {"result": [{"txHash": first.get("txHash"), "error": "execution timeout"}]}
+        return answer
+
+    proxy.rewrites.append(untraceable)
+    node.transact(evm.forwarder, "forward", cs(later), value=88)
+    node.mine()
+    base = BlockRef(stuck - 1, node.block_hash(stuck - 1))
+    watched = {to, later}
+    with EthRpc(proxy.url) as client:
+        scanner = EvmScanner(client, internal=DEBUG_TRACE)
+        for _ in range(UNTRACEABLE_RUNS - 1):
+            with pytest.raises(ChainUnavailable, match="execution timeout"):
+                scanner.blocks_read(heights=[stuck, stuck + 1], watched=watched, base=base, balance_watched=watched)
+        [scan] = scanner.blocks_read(heights=[stuck, stuck + 1], watched=watched, base=base, balance_watched=watched)
+        [after] = scanner.blocks_read(heights=[stuck + 1], watched=watched, base=scan.block, balance_watched=watched)
+    assert summary(scan) == [("balance", to, 77, f"balance:{to}", "")]
+    assert [t.txid for t in scan.transfers] == [stuck_hash]
+    assert [(t.kind, t.to, t.amount) for t in after.transfers] == [("internal", later, 88)]  # traced again
+
+
+def test_a_block_behind_an_untraceable_one_is_read_up_to_it(evm, node, proxy):
+    """An untraceable block after others in the step: those below it are read,
+    and the next step starts at it."""
+    proxy.rules.append(method_missing("trace_block"))
+    to = evm.address()
+    node.transact(evm.forwarder, "forward", cs(to), value=55)
+    good = node.mine()
+    node.transact(evm.forwarder, "forward", cs(to), value=66)
+    stuck = node.mine()
+
+    def untraceable(call: dict, answer: dict) -> dict:
+        if call.get("method") == "debug_traceBlockByNumber" and int(call["params"][0], 16) == stuck:
+            first = answer["result"][0]
+            return answer | {"result": [{"txHash": first.get("txHash"), "error": "execution timeout"}]}
+        return answer
+
+    proxy.rewrites.append(untraceable)
+    base = BlockRef(good - 1, node.block_hash(good - 1))
+    with EthRpc(proxy.url) as client:
+        scanner = EvmScanner(client, internal=DEBUG_TRACE)
+        scans = scanner.blocks_read(heights=[good, stuck], watched={to}, base=base, balance_watched=[to])
+    assert [s.block.height for s in scans] == [good]
+    assert [t.amount for t in scans[0].transfers] == [55]
+
+
 def test_a_call_path_too_long_for_its_column_is_named_by_its_hash():
     """A contract that calls itself thirty levels deep to pay: `call:0.0...` would
     not fit the position column (64), and the block's transaction failed on every
