@@ -166,6 +166,8 @@ def payment_observe(
         # The transaction's payments, read once: this position's, or one staff recorded by hand.
         recorded = list(Payment.objects.filter(chain=chain, txid=obs.txid))
         payment = next((p for p in recorded if p.position == obs.key), None)
+        if payment is not None and source == "watcher" and _position_reused(payment=payment, request=request, obs=obs):
+            payment = None
         if source == "watcher" and (payment is None or payment.source == "manual"):
             if payment is not None:
                 recorded = [payment]
@@ -295,6 +297,32 @@ def _recorded_by_hand(
         manual.late_rate_usd = late
         manual.amount_usd = _payment_value_usd(request, int(manual.amount), late_rate=late)
     return manual
+
+
+def _position_reused(*, payment: Payment, request: PaymentRequest, obs: Observation) -> bool:
+    """Whether the payment a watcher recorded at this position in another block
+    is another transfer of the transaction: after a reorg its transfers can sit
+    at other positions (a token log's index is the block's), one where another
+    was, with another amount or destination. The payment then moves aside (its
+    position named after its old block) and is found again by its own new
+    sighting (`_moved_by_reorg`); taken for this one, it was kept with the wrong
+    amount and its own transfer was recorded a second time."""
+    if payment.source != "watcher" or not (obs.block_hash and payment.block_hash):
+        return False
+    if payment.block_hash == obs.block_hash:
+        return False
+    if int(payment.amount) == obs.amount and payment.request_id == request.pk:
+        return False
+    log.info(
+        "%s of %s is another transfer than the one now at %s in block %s",
+        payment,
+        payment.block_hash,
+        obs.key,
+        obs.block_hash,
+    )
+    payment.position = f"{payment.position}@{payment.block_hash}"[: Payment._meta.get_field("position").max_length]
+    payment.save(update_fields=["position"])
+    return True
 
 
 def _moved_by_reorg(*, recorded: list[Payment], request: PaymentRequest, obs: Observation) -> Payment | None:

@@ -615,6 +615,56 @@ def test_a_token_transfer_mined_again_at_another_log_index_counts_once(chains, c
     assert sum(e.amount_usd for e in CreditEntry.objects.filter(account=customer)) == Decimal("250.00")  # the second
 
 
+def test_a_reorg_that_shifts_two_transfers_of_one_transaction_counts_each_once(chains, customer):
+    """One transaction sent two USDT transfers to the invoice, logs 5 and 6 of
+    its block. A reorg mined it again where its logs are 6 and 7: the first
+    transfer's new index is the old index of the second. Each is the payment
+    recorded before, moved (the second first steps aside); before, the first
+    sighting was taken for the second (another amount, kept as it was) and the
+    second's own was recorded again: 30 USDT counted three times as 20 + 10 + 10."""
+    from billing.models import Payment
+    from billing.services import Observation
+
+    old_block, new_block = "0x" + "aa" * 32, "0x" + "bb" * 32
+
+    def seen(position: str, block: str, amount: int, confirmations: int = 1) -> Payment:
+        payment = services.payment_observe(
+            observation=Observation(
+                currency="USDT",
+                txid="0x" + "7c" * 32,
+                output_index=int(position.split(":")[1]),
+                position=position,
+                match_key=request.match_key,
+                amount=amount,
+                confirmations=confirmations,
+                block_height=100,
+                block_hash=block,
+            )
+        )
+        assert payment is not None
+        return payment
+
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer, currency="USDT")
+        request = invoice.active_request
+        first = seen("log:5", old_block, 20_000_000)
+        second = seen("log:6", old_block, 10_000_000)
+        first_again = seen("log:6", new_block, 20_000_000, confirmations=12)
+        second_again = seen("log:7", new_block, 10_000_000, confirmations=12)
+        # Seen once more at the same places: nothing moves.
+        assert seen("log:6", new_block, 20_000_000, confirmations=13).pk == first.pk
+        assert seen("log:7", new_block, 10_000_000, confirmations=13).pk == second.pk
+        assert (first_again.pk, second_again.pk) == (first.pk, second.pk)
+        rows = sorted(Payment.objects.values_list("position", "amount", "block_hash"))
+        assert rows == [("log:6", 20_000_000, new_block), ("log:7", 10_000_000, new_block)]
+        # And back to the first branch, the second transfer seen first this time.
+        assert seen("log:6", old_block, 10_000_000, confirmations=14).pk == second.pk
+        assert seen("log:5", old_block, 20_000_000, confirmations=14).pk == first.pk
+    rows = sorted(Payment.objects.values_list("position", "amount", "block_hash"))
+    assert rows == [("log:5", 20_000_000, old_block), ("log:6", 10_000_000, old_block)]
+
+
+# --- Closing an account that holds credit -------------------------------------------------------
 # --- Closing an account that holds credit -------------------------------------------------------
 
 
