@@ -89,25 +89,32 @@ def _walk(
     block_hash: str,
     found: list[Transfer],
 ) -> None:
-    if frame.get("error"):
-        return  # this call and everything under it reverted
-    if path and str(frame.get("type", "")).upper() in _VALUE_FRAMES:
-        to, value = (frame.get("to") or "").lower(), hex_int(frame.get("value"))
-        if value > 0 and to in watched:
-            found.append(
-                Transfer(
-                    txid=txid,
-                    position=trace_position(path),
-                    kind=INTERNAL,
-                    to=to,
-                    amount=value,
-                    sender=(frame.get("from") or "").lower(),
-                    block_height=height,
-                    block_hash=block_hash,
+    """Every value-moving call under `frame` (itself included when `path` is
+    not empty) to a watched address, depth first. Walked with a list, not by
+    recursion: a call tree is up to 1,024 calls deep (the EVM's limit), deeper
+    than Python's default recursion limit."""
+    pending: list[tuple[Mapping[str, Any], tuple[int, ...]]] = [(frame, path)]
+    while pending:
+        frame, path = pending.pop()
+        if frame.get("error"):
+            continue  # this call and everything under it reverted
+        if path and str(frame.get("type", "")).upper() in _VALUE_FRAMES:
+            to, value = (frame.get("to") or "").lower(), hex_int(frame.get("value"))
+            if value > 0 and to in watched:
+                found.append(
+                    Transfer(
+                        txid=txid,
+                        position=trace_position(path),
+                        kind=INTERNAL,
+                        to=to,
+                        amount=value,
+                        sender=(frame.get("from") or "").lower(),
+                        block_height=height,
+                        block_hash=block_hash,
+                    )
                 )
-            )
-    for index, child in enumerate(frame.get("calls") or ()):
-        _walk(child, (*path, index), txid=txid, watched=watched, height=height, block_hash=block_hash, found=found)
+        children = list(enumerate(frame.get("calls") or ()))
+        pending.extend((child, (*path, index)) for index, child in reversed(children))
 
 
 def call_traces_parse(

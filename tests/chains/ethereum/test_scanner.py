@@ -520,3 +520,33 @@ def test_a_call_path_too_long_for_its_column_is_named_by_its_hash():
         block_hash="0x" + "11" * 32,
     )
     assert found.amount == 5 and len(found.position) <= POSITION_MAX and found.position == trace_position(deep)
+
+
+def test_a_call_tree_as_deep_as_the_evm_allows_is_walked_whatever_the_recursion_limit():
+    """The EVM lets a call nest 1,024 deep; walked by recursion, such a trace
+    stopped the scan on Python's default limit of 1,000 (web3's dependencies
+    raise it on import, which nothing here should lean on). Sibling calls keep
+    their order."""
+    import sys
+
+    from billing.chains.ethereum.traces import call_traces_parse
+
+    watched = "0x" + "ab" * 20
+    frame: dict = {"type": "CALL", "to": watched, "value": hex(7)}
+    for _ in range(1023):
+        frame = {"type": "CALL", "to": "0x" + "cd" * 20, "value": "0x0", "calls": [frame]}
+    top = {"type": "CALL", "calls": [{"type": "CALL", "to": watched, "value": hex(3)}, frame]}
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        found = call_traces_parse(
+            [{"txHash": "0x" + "ee" * 32, "result": top}],
+            txids=["0x" + "ee" * 32],
+            watched={watched},
+            height=1,
+            block_hash="0x" + "11" * 32,
+        )
+    finally:
+        sys.setrecursionlimit(limit)
+    assert (found[0].amount, found[0].position) == (3, "call:0")
+    assert [t.amount for t in found] == [3, 7]
