@@ -607,12 +607,34 @@ class ScanRun:
         a payment at or below it is settled whatever its count.
         """
         updated = 0
-        pending = Payment.objects.filter(
-            chain=self.chain, status=PaymentStatus.PENDING, block_height__isnull=False
-        ).select_related("request")
+        pending = list(
+            Payment.objects.filter(
+                chain=self.chain, status=PaymentStatus.PENDING, block_height__isnull=False
+            ).select_related("request")
+        )
+        # The chain's block at each height, where one is stored (the last CHAIN_REORG_WINDOW).
+        heights = {p.block_height for p in pending}
+        stored = (
+            dict(ChainBlock.objects.filter(chain=self.chain, height__in=heights).values_list("height", "block_hash"))
+            if heights
+            else {}
+        )
         for p in pending:
             height = p.block_height
             if height is None:  # the filter leaves none out; the type does not know
+                continue
+            if p.block_hash and stored.get(height, p.block_hash) != p.block_hash:
+                # Its block left the chain and the block now at that height was recorded without
+                # it: its transaction, mined again in the new branch (so the reorg left it to that
+                # branch), no longer made this transfer (a contract that pays only before a time).
+                services.payment_uncount(
+                    chain=self.chain,
+                    txid=p.txid,
+                    position=p.position,
+                    reason=f"reorg: block {height} {p.block_hash} left the chain; not in the new branch's block",
+                    now=self.now,
+                )
+                self.report.uncounted += 1
                 continue
             confirmations = tip_height - height + 1
             final = None if final_height is None else height <= final_height

@@ -22,6 +22,19 @@ contract Forwarder {
         }
     }
 
+    /// Pays `always` `alwaysValue`, and `until` the rest only while the block is
+    /// no later than `lastBlock` (else the rest stays here): the same signed
+    /// transaction, mined again in a later block after a reorg, pays less.
+    function splitUntil(address payable always, uint256 alwaysValue, address payable until, uint256 lastBlock)
+        external
+        payable
+    {
+        _pay(always, alwaysValue);
+        if (block.number <= lastBlock) {
+            _pay(until, msg.value - alwaysValue);
+        }
+    }
+
     /// Sends msg.value to `to` through another forwarder: a transfer two calls deep.
     function forwardVia(Forwarder next, address payable to) external payable {
         next.forward{value: msg.value}(to);

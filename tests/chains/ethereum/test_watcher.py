@@ -222,6 +222,43 @@ def test_a_payment_reincluded_in_the_new_branch_is_recorded_once(eth):
     assert CreditEntry.objects.count() == 0
 
 
+def test_a_transaction_mined_again_without_a_transfer_it_made_uncounts_that_payment(eth):
+    """A contract pays two invoices, the second only up to a block. A reorg mines
+    the very same transaction again one block later: it pays the first invoice
+    and not the second. The reorg left both payments to the new branch (their
+    transaction is in it); the second, recorded in a block that left the chain
+    and in no block of the new one, is un-counted, not confirmed at its old
+    height until its invoice settled on ether that never arrived."""
+    always, until = eth.invoice("ETH"), eth.invoice("ETH")
+    last = eth.node.height() + 1  # the block the transaction is mined in
+    txid = eth.node.transact(
+        eth.evm.forwarder,
+        "splitUntil",
+        Web3.to_checksum_address(eth.address(always)),
+        eth.due(always),
+        Web3.to_checksum_address(eth.address(until)),
+        last,
+        value=eth.due(always) + eth.due(until),
+    )
+    assert eth.node.mine() == last
+    raw = eth.node.rpc("eth_getRawTransactionByHash", txid)
+    eth.scan()
+    assert eth.status(always) == eth.status(until) == (PROCESSING, NONE)
+    [lost] = eth.payments(until)
+    eth.node.mine()
+    eth.node.reorg(2, [(raw, 1)])  # the same transaction, one block later
+    report = eth.scan()
+    assert report.reorgs == 1
+    lost.refresh_from_db()
+    assert lost.status == PaymentStatus.REMOVED and "left the chain" in lost.removal_reason
+    assert eth.status(until) == (NEW, NONE)
+    [kept] = eth.payments(always)
+    assert kept.counted and kept.block_height == last + 1
+    eth.node.mine(12)
+    eth.scan()
+    assert eth.status(always) == (SETTLED, NONE) and eth.status(until) == (NEW, NONE)
+
+
 def test_a_replaced_transaction_never_counts_twice(eth):
     invoice = eth.invoice("ETH")
     payer = eth.node.accounts[7]
