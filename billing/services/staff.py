@@ -10,7 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Sum
 from django.utils import timezone
 
 from billing import machine
@@ -135,6 +135,20 @@ def invoice_mark_settled(*, invoice_id: int, actor: Any, reason: str, now: datet
     if invoice.status == InvoiceStatus.SETTLED:
         raise Conflict("invoice_settled", "This invoice is settled already.")
     before = invoice.status
+    credited = (
+        invoice.payments.exclude(status=PaymentStatus.REMOVED)
+        .filter(disposition=PaymentDisposition.CREDITED)
+        .aggregate(total=Sum("amount_usd"))["total"]
+    )
+    if credited:
+        # Paid after its window (or on an invoice closed), its money is the customer's
+        # credit already: settled now, it would be delivered and kept as credit too.
+        raise Conflict(
+            "payments_credited",
+            f"What this invoice received became the customer's credit ({credited} USD): marked settled, it "
+            "would be paid for twice. The customer can order again and pay with that credit.",
+            details={"credited_usd": str(credited)},
+        )
     # What it received is taken as its payment, confirmed or still confirming: one confirming
     # now, credited whole when it confirms, would be paid out on top of what staff settled.
     held = invoice.payments.exclude(status=PaymentStatus.REMOVED).filter(disposition=PaymentDisposition.OPEN)

@@ -313,6 +313,28 @@ def test_an_invoice_past_its_window_may_be_marked_settled_with_more_received(cha
     assert invoice.status == "settled"
 
 
+def test_an_invoice_whose_money_became_credit_is_not_marked_settled(chains, customer):
+    """Paid after its monitoring window, its money became the customer's credit:
+    marked settled on top, the order was delivered and the credit kept."""
+    from core.errors import Conflict
+
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)
+        due = int(invoice.active_request.amount_due)
+    after = START + timedelta(days=2)
+    with time_machine.travel(after, tick=False):
+        services.invoices_advance_due(now=after)
+        pay(invoice, due, txid="tx-late")
+        services.invoices_advance_due(now=after)
+        assert selectors.credit_balance_usd(account=customer) == Decimal("250.00")
+        with pytest.raises(Conflict) as refused:
+            services.invoice_mark_settled(invoice_id=invoice.pk, actor=None, reason="customer asked for the server")
+    assert refused.value.code == "payments_credited"
+    assert refused.value.details == {"credited_usd": "250.00"}
+    invoice.refresh_from_db()
+    assert invoice.status != "settled"
+
+
 def test_a_payment_after_staff_marked_the_invoice_settled_is_flagged(chains, customer):
     """Staff settled it on what an explorer showed, before the watcher saw the
     payment; when it is recorded, it is credited as any payment to a settled
