@@ -251,8 +251,10 @@ def payment_observe(
             if source == "watcher" and payment.disposition == PaymentDisposition.OPEN:
                 _value_again_if_late(payment=payment, request=request, invoice=invoice, confirmed=confirmed, now=now)
             payment.confirmations = obs.confirmations
-            payment.block_height = obs.block_height
-            payment.block_hash = obs.block_hash or ""
+            if source == "watcher" or obs.block_hash:
+                # Staff updating a payment by hand know no block: where the watcher saw it stays.
+                payment.block_height = obs.block_height
+                payment.block_hash = obs.block_hash or ""
             payment.status = PaymentStatus.CONFIRMED if confirmed else PaymentStatus.PENDING
             if confirmed and payment.confirmed_at is None:
                 payment.confirmed_at = now

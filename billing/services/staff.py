@@ -108,6 +108,25 @@ def payment_record_manual(
                 "confirms there.",
                 details={"txid": seen.txid, "positions": [seen.position]},
             )
+        # The transfer recorded already at this position: staff update it, on its own invoice,
+        # audited; one the chain dropped (replaced, double spent, orphaned) is not theirs to revive.
+        existing = Payment.objects.filter(
+            chain=currency_get(request.currency).chain, txid=txid, position=position
+        ).first()
+        if existing is not None and existing.invoice_id != invoice.pk:
+            raise Conflict(
+                "payment_recorded_already",
+                f"Transaction {txid} at {position} is recorded on invoice {existing.invoice.number}, not on "
+                f"{invoice_number}.",
+                details={"txid": txid, "positions": [position], "invoice": existing.invoice.number},
+            )
+        if existing is not None and existing.status == PaymentStatus.REMOVED:
+            raise Conflict(
+                "payment_removed",
+                f"Transaction {txid} was un-counted: {existing.removal_reason or 'it left the chain'}. A watcher counts "
+                "it again if it comes back; check the chain.",
+                details={"txid": txid, "positions": [position], "removal_reason": existing.removal_reason},
+            )
         payment = payment_observe(
             observation=Observation(
                 currency=request.currency,
@@ -123,7 +142,15 @@ def payment_record_manual(
             reason=reason,
             now=now,
         )
-    assert payment is not None
+        assert payment is not None
+        if existing is not None:
+            audit_record(
+                actor=actor,
+                action=AuditAction.PAYMENT_RECORD,
+                obj=payment,
+                reason=reason,
+                changes={"txid": txid, "amount": amount, "confirmations": [existing.confirmations, confirmations]},
+            )
     return payment
 
 

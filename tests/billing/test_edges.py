@@ -335,6 +335,56 @@ def test_an_invoice_whose_money_became_credit_is_not_marked_settled(chains, cust
     assert invoice.status != "settled"
 
 
+def test_staff_recording_a_recorded_transfer_again_updates_it_on_its_invoice_only(chains, customer):
+    """By hand, the same transfer: its confirmations raised, audited, where the
+    watcher saw it kept; one the chain dropped is not revived (it settled the
+    invoice on money that was double spent, with no audit row); one on another
+    invoice is not touched through this one."""
+    from billing.models import Payment
+    from billing.services import Observation
+    from core.errors import Conflict
+    from core.models import AuditEntry
+
+    def seen(invoice, txid: str, amount: int, confirmations: int = 1):
+        return services.payment_observe(
+            observation=Observation(
+                currency="LTC",
+                txid=txid,
+                output_index=0,
+                match_key=invoice.active_request.match_key,
+                amount=amount,
+                confirmations=confirmations,
+                block_height=500,
+                block_hash="0x" + "bb" * 32,
+            )
+        )
+
+    with time_machine.travel(START, tick=False):
+        invoice, other = make_invoice(customer), make_invoice(customer)
+        due = int(invoice.active_request.amount_due)
+        watched = seen(invoice, "aa" * 32, due)
+        updated = pay(invoice, due, txid="aa" * 32)
+        assert updated.pk == watched.pk and (updated.confirmations, updated.block_height) == (6, 500)
+        entry = AuditEntry.objects.get(action="payment.record", object_id=str(watched.pk))
+        assert entry.changes["confirmations"] == [1, 6]
+
+        dropped = seen(other, "cc" * 32, due)
+        services.payment_uncount(chain="litecoin", txid="cc" * 32, position="0", reason="replaced by a conflicting tx")
+        with pytest.raises(Conflict) as refused:
+            pay(other, due, txid="cc" * 32)
+        assert refused.value.code == "payment_removed"
+        dropped.refresh_from_db()
+        assert dropped.status == "removed"
+
+        with pytest.raises(Conflict) as elsewhere:
+            pay(other, due, txid="aa" * 32)
+        assert elsewhere.value.code == "payment_recorded_already"
+        assert elsewhere.value.details["invoice"] == invoice.number
+    assert Payment.objects.filter(invoice=other).count() == 1
+    other.refresh_from_db()
+    assert other.status == "new"
+
+
 def test_a_payment_after_staff_marked_the_invoice_settled_is_flagged(chains, customer):
     """Staff settled it on what an explorer showed, before the watcher saw the
     payment; when it is recorded, it is credited as any payment to a settled
