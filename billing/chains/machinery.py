@@ -613,7 +613,7 @@ class ScanRun:
             ).select_related("request")
         )
         # The chain's block at each height, where one is stored (the last CHAIN_REORG_WINDOW).
-        heights = {p.block_height for p in pending}
+        heights = {p.block_height for p in pending if p.block_height is not None}
         stored = (
             dict(ChainBlock.objects.filter(chain=self.chain, height__in=heights).values_list("height", "block_hash"))
             if heights
