@@ -16,6 +16,8 @@ from django.contrib.auth.forms import (
 from django.contrib.auth.models import Group
 from django.db import transaction
 from django.db.models import Exists, OuterRef
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from accounts import services
@@ -218,6 +220,10 @@ class AccountAdmin(RightsAudited, AuditedModelAdmin, UserAdmin):
         }
 
     def user_change_password(self, request, id, form_url=""):
+        if str(id) == str(request.user.pk):
+            # One's own password is changed on the page that asks for the current one (and
+            # throttles wrong guesses): set here, a stolen session could lock its owner out.
+            return HttpResponseRedirect(reverse("admin:password_change", current_app=self.admin_site.name))
         with transaction.atomic():
             response = super().user_change_password(request, id, form_url)
             if request.method == "POST" and response.status_code == 302:

@@ -206,6 +206,25 @@ def test_a_member_of_staff_cannot_take_over_another_staff_account(boss, signup):
     assert alice.check_password(new)
 
 
+def test_ones_own_password_is_not_set_without_the_current_one(boss):
+    """A member of staff (a superuser too) on their own account's reset page is
+    sent to the page that asks for the current password: set there, a stolen
+    session could lock the owner out."""
+    clerk, client = _clerk("view_account", "change_account")
+    superuser = Client()
+    superuser.force_login(boss)
+    new = "brand-new-harbour-pass-7"
+    form = {"password1": new, "password2": new, "usable_password": "true"}
+    for account, session in ((clerk, client), (boss, superuser)):
+        for resp in (
+            session.get(f"/admin/accounts/account/{account.pk}/password/"),
+            session.post(f"/admin/accounts/account/{account.pk}/password/", form),
+        ):
+            assert resp.status_code == 302 and resp["Location"] == "/admin/password_change/"
+        account.refresh_from_db()
+        assert account.check_password(PASSWORD)
+
+
 def test_groups_are_a_superusers_to_change_and_changes_are_audited(admin_client, boss):
     from django.contrib.auth.models import Group, Permission
 
