@@ -543,6 +543,12 @@ class ManualRateForm(forms.ModelForm[RateSample]):
         model = RateSample
         fields = ("currency", "usd", "valid_until", "note")
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "note" in self.fields:
+            self.fields["note"].required = True  # why, for the audit trail
+            self.fields["note"].label = "Reason"
+
 
 class EndRateForm(ReasonForm):
     pass

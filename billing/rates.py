@@ -464,9 +464,15 @@ def rate_manual_set(
     note: str = "",
 ) -> RateSample:
     """Record a staff manual rate: it is the rate of `currency` from now until
-    `valid_until`, ahead of the market sources."""
+    `valid_until`, ahead of the market sources. `note` says why (required). A
+    rate more than RATE_MANUAL_MAX_DEVIATION_PCT away from the market's of the
+    day is a superuser's to set: every quote prices by it, and every late
+    payment is valued at the lower of it and its locked rate."""
     code = _currency_code(currency, code="invalid_currency")
     now = timezone.now()
+    note = (note or "").strip()
+    if not note:
+        raise DomainError("reason_required", "Say why the manual rate is set (it is in the audit trail).")
     try:
         value = Decimal(str(usd).strip()) if not isinstance(usd, float) else None
     except InvalidOperation:
@@ -483,6 +489,14 @@ def rate_manual_set(
             "invalid_valid_until",
             "A manual rate needs a timezone-aware valid_until in the future.",
             details={"valid_until": valid_until.isoformat() if valid_until else None},
+        )
+    market = _market_of_the_day(code, now)
+    limit = Decimal(settings.RATE_MANUAL_MAX_DEVIATION_PCT)
+    if market is not None and _pct(abs(price - market), market) > limit and not getattr(actor, "is_superuser", False):
+        raise DomainError(
+            "rate_far_from_market",
+            f"{_trim(price)} USD is more than {limit}% away from the market's {market} USD today: only a superuser sets it.",
+            details={"usd": str(_trim(price)), "market_usd": str(market), "max_deviation_pct": str(limit)},
         )
     with transaction.atomic():
         sample = RateSample.objects.create(
@@ -655,6 +669,12 @@ def rate_to_value_at(*, currency: str, now: datetime) -> Decimal | None:
         return rate_current(currency=currency).usd
     except DomainError:
         pass
+    return _market_of_the_day(currency, now)
+
+
+def _market_of_the_day(currency: str, now: datetime) -> Decimal | None:
+    """The median of each market source's latest sample of the day before
+    `now`, or None when there is none."""
     latest: dict[str, Decimal] = {}
     for source, usd in (
         RateSample.objects.filter(currency=currency, observed_at__lte=now, observed_at__gt=now - timedelta(days=1))

@@ -586,6 +586,8 @@ INVOICE_MONITORING_HOURS = env.int("INVOICE_MONITORING_HOURS", default=24)
 # it was sent (an Ethereum block, a wallet's refresh). Coins a quote no longer buys anything
 # with count at the lower of the locked and the market rate, whenever they come (docs/billing.md).
 RATE_LOCK_GRACE_SECONDS = env.int("RATE_LOCK_GRACE_SECONDS", default=300)
+# A staff manual rate further than this from the market's of the day is a superuser's to set.
+RATE_MANUAL_MAX_DEVIATION_PCT = Decimal(env.str("RATE_MANUAL_MAX_DEVIATION_PCT", default="25"))
 INVOICE_UNDERPAYMENT_TOLERANCE_PCT = Decimal(env.str("INVOICE_UNDERPAYMENT_TOLERANCE_PCT", default="0.5"))
 INVOICE_NUMBER_PREFIX = env.str("INVOICE_NUMBER_PREFIX", default="GRH")
 # Quotes an invoice may have (the first, currency switches, re-quotes): each holds what it

@@ -127,6 +127,13 @@ def test_manual_rate_from_the_admin(admin_client):
     assert resp.status_code == 302, resp.content[:1000]
     sample = RateSample.objects.get(source="manual")
     assert (sample.currency, sample.usd, sample.created_by.username) == ("XMR", Decimal("170.5"), "opsperson")
+    # Without a reason it is not set: the form comes back saying so.
+    unexplained = admin_client.post(
+        "/admin/billing/ratesample/add/",
+        {"currency": "BTC", "usd": "90000", "valid_until_0": until[:10], "valid_until_1": until[11:], "note": ""},
+    )
+    assert unexplained.status_code == 200 and b"This field is required" in unexplained.content
+    assert RateSample.objects.filter(source="manual").count() == 1
 
 
 def test_billing_admin_pages_render(admin_client, invoice):

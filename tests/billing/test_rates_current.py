@@ -248,14 +248,14 @@ def test_staff_manual_rate_is_audited(staff):
 
 
 def test_the_latest_staff_manual_rate_counts(staff):
-    rate_manual_set(currency="BTC", usd="90000", valid_until=NOW + timedelta(hours=1), actor=staff)
+    rate_manual_set(currency="BTC", usd="90000", valid_until=NOW + timedelta(hours=1), actor=staff, note="test")
     sample("BTC", "manual", "93000", age=-1, valid_until=NOW + timedelta(hours=1))  # starts in a second
     assert rate_current(currency="BTC").usd == Decimal("90000")
 
 
 def test_ending_a_staff_manual_rate_returns_to_the_market(staff):
     sample("LTC", "kraken", "88.13")
-    manual = rate_manual_set(currency="LTC", usd="80", valid_until=NOW + timedelta(days=1), actor=staff)
+    manual = rate_manual_set(currency="LTC", usd="80", valid_until=NOW + timedelta(days=1), actor=staff, note="test")
     assert rate_current(currency="LTC").usd == Decimal("80")
     rate_manual_end(sample_id=manual.pk, actor=staff, reason="Market feed is back.")
     assert rate_current(currency="LTC").usd == Decimal("88.13")
@@ -283,7 +283,7 @@ def test_a_manual_sample_without_valid_until_lasts_as_long_as_a_market_one():
 
 def test_a_staff_manual_rate_overrides_the_peg(staff):
     sample("USDT", "kraken", "0.95")
-    rate_manual_set(currency="USDT", usd="0.95", valid_until=NOW + timedelta(hours=1), actor=staff)
+    rate_manual_set(currency="USDT", usd="0.95", valid_until=NOW + timedelta(hours=1), actor=staff, note="test")
     assert rate_current(currency="USDT") == Rate(currency="USDT", usd=Decimal("0.95"), source="manual", at=NOW)
 
 
@@ -300,15 +300,37 @@ def test_a_staff_manual_rate_overrides_the_peg(staff):
         ({"valid_until": NOW}, "invalid_valid_until"),
         ({"valid_until": NOW - timedelta(seconds=1)}, "invalid_valid_until"),
         ({"valid_until": datetime(2026, 12, 1, 0, 0)}, "invalid_valid_until"),
+        ({"note": " "}, "reason_required"),
     ],
 )
 def test_staff_manual_rate_validation(staff, kwargs, code):
-    args = {"currency": "BTC", "usd": "95000", "valid_until": NOW + timedelta(hours=1), "actor": staff}
+    args = {"currency": "BTC", "usd": "95000", "valid_until": NOW + timedelta(hours=1), "actor": staff, "note": "x"}
     with pytest.raises(DomainError) as caught:
         rate_manual_set(**(args | kwargs))
     assert (caught.value.code, caught.value.status) == (code, 400)
     assert not RateSample.objects.exists()
     assert not AuditEntry.objects.exists()
+
+
+def test_a_manual_rate_far_from_the_market_is_a_superusers_to_set(staff, settings):
+    """A member of staff who may add rates sets one within
+    RATE_MANUAL_MAX_DEVIATION_PCT of the market's of the day; further (a typo,
+    or a rate that lets a colluding payer settle for almost nothing) only a
+    superuser does. With no market sample of the day there is nothing to hold
+    it to."""
+    settings.RATE_MANUAL_MAX_DEVIATION_PCT = Decimal("25")
+    sample("BTC", "kraken", "90000", age=3600)
+    sample("BTC", "coingecko", "90200", age=7200)
+    until = NOW + timedelta(hours=1)
+    with pytest.raises(DomainError) as caught:
+        rate_manual_set(currency="BTC", usd="9000", valid_until=until, actor=staff, note="a zero short")
+    assert (caught.value.code, caught.value.status) == ("rate_far_from_market", 400)
+    assert caught.value.details == {"usd": "9000", "market_usd": "90100", "max_deviation_pct": "25"}
+    assert not RateSample.objects.filter(source="manual").exists()
+    assert rate_manual_set(currency="BTC", usd="70000", valid_until=until, actor=staff, note="flash crash").usd == 70000
+    boss = Account.objects.create_superuser("rates.boss", "a-long-boss-password")
+    assert rate_manual_set(currency="BTC", usd="9000", valid_until=until, actor=boss, note="halted market").usd == 9000
+    assert rate_manual_set(currency="SOL", usd="1", valid_until=until, actor=staff, note="no market today").usd == 1
 
 
 # --- Pruning ---------------------------------------------------------------------
