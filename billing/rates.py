@@ -490,7 +490,7 @@ def rate_manual_set(
             "A manual rate needs a timezone-aware valid_until in the future.",
             details={"valid_until": valid_until.isoformat() if valid_until else None},
         )
-    market = _market_of_the_day(code, now)
+    market = rate_market_of_the_day(currency=code, now=now)
     limit = Decimal(settings.RATE_MANUAL_MAX_DEVIATION_PCT)
     if market is not None and _pct(abs(price - market), market) > limit and not getattr(actor, "is_superuser", False):
         raise DomainError(
@@ -669,12 +669,13 @@ def rate_to_value_at(*, currency: str, now: datetime) -> Decimal | None:
         return rate_current(currency=currency).usd
     except DomainError:
         pass
-    return _market_of_the_day(currency, now)
+    return rate_market_of_the_day(currency=currency, now=now)
 
 
-def _market_of_the_day(currency: str, now: datetime) -> Decimal | None:
+def rate_market_of_the_day(*, currency: str, now: datetime) -> Decimal | None:
     """The median of each market source's latest sample of the day before
-    `now`, or None when there is none."""
+    `now` (staff manual rates left out), or None when there is none: what the
+    market said at a past moment, as far as the samples kept tell."""
     latest: dict[str, Decimal] = {}
     for source, usd in (
         RateSample.objects.filter(currency=currency, observed_at__lte=now, observed_at__gt=now - timedelta(days=1))

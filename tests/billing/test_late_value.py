@@ -426,3 +426,37 @@ def test_a_replacement_un_counted_gives_no_closed_quote_its_old_rate_back(chains
         )
         late.refresh_from_db()
     assert (late.late_rate_usd, late.amount_usd) == (Decimal("72"), Decimal("72.00"))
+
+
+@pytest.mark.parametrize(("market", "credited", "late_rate"), [("72", "36.00", "72"), ("100", "45.00", None)])
+def test_a_short_payment_to_an_invoice_that_expires_is_credited_as_buying_nothing(
+    chains, customer, market, credited, late_rate
+):
+    """Half the invoice sent inside the lock, once the market had fallen below
+    the locked rate, and the invoice left to expire: the half bought nothing,
+    so it is credited at the lower of the locked rate and the market's when it
+    was seen (a renewal's 24-hour lock was otherwise a free option: sent short
+    after a fall, credit at the old price). A market above the lock keeps the
+    locked rate."""
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer)  # 90.00 USD at 90 USD/LTC: 1 LTC
+    request = invoice.active_request
+    sent = START + timedelta(minutes=20)
+    for source in ("kraken", "coingecko"):
+        RateSample.objects.create(
+            currency="LTC", source=source, usd=Decimal(market), observed_at=sent - timedelta(seconds=40)
+        )
+    with time_machine.travel(sent, tick=False):
+        payment = observe(request, int(LTC) // 2, txid="tx-half", now=sent)
+        assert payment.amount_usd == Decimal("45.00") and payment.late_rate_usd is None  # inside the lock
+    closed = START + timedelta(days=2)
+    with time_machine.travel(closed, tick=False):
+        services.invoices_advance_due(now=closed)
+        services.invoices_advance_due(now=closed)
+    invoice.refresh_from_db()
+    payment.refresh_from_db()
+    assert invoice.status == InvoiceStatus.EXPIRED
+    assert payment.late_rate_usd == (Decimal(late_rate) if late_rate else None)
+    entry = CreditEntry.objects.get(payment=payment)
+    assert entry.amount_usd == Decimal(credited)
+    assert selectors.credit_balance_usd(account=customer) == Decimal(credited)
