@@ -992,15 +992,20 @@ def _renewal_in_flight(rental: Rental) -> Invoice | None:
 
 def _terminate_if_due(*, rental_id: int, now: datetime) -> Rental | None:
     """Suspended unpaid for too long: terminated (wiped), unless a renewal of it
-    is paid and confirming, which a termination would turn into credit for a
-    server gone. A payment that never confirms closes its invoice when its
-    monitoring window ends; the rental is terminated at the next run after."""
+    is settled and about to be applied, or paid and confirming: then for at most
+    ORDER_CONFIRMING_HOLD_MINUTES after the termination was due. Held for as long
+    as a payment confirmed, renewals paid with too low a fee, one after another,
+    kept the host's GPUs out of stock for good; a payment that confirms after the
+    termination is credited back."""
     with transaction.atomic():
         rental = _still_due(rental_id, _termination_due(now))
         if rental is None:
             return None
         paying = _renewal_in_flight(rental)
-        if paying is not None:
+        hold = timedelta(minutes=settings.ORDER_CONFIRMING_HOLD_MINUTES)
+        assert rental.suspended_at is not None  # _termination_due lists suspended rentals only
+        due_at = max(rental.suspended_at + terminate_after(), rental.paid_until or rental.suspended_at)
+        if paying is not None and (paying.status == InvoiceStatus.SETTLED or now < due_at + hold):
             log.info("rental %s not terminated: renewal %s is paid and %s", rental.pk, paying.number, paying.status)
             return None
         return rental_terminate(rental_id=rental_id, reason="unpaid: suspended for too long", now=now)

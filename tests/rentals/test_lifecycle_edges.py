@@ -440,6 +440,35 @@ def test_a_suspended_rental_whose_renewal_is_confirming_is_not_terminated(active
     assert not CreditEntry.objects.filter(invoice_id=renewal["id"]).exists()
 
 
+def test_a_renewal_that_never_confirms_holds_a_termination_for_a_bounded_time(active_rental, customer_api):
+    """A renewal paid with too low a fee held the termination for as long as it
+    confirmed (up to its monitoring window), and the next one as long again: the
+    host's GPUs out of stock for good at the price of a few fees. The hold ends
+    ORDER_CONFIRMING_HOLD_MINUTES after the termination was due; a payment that
+    confirms after it is credited back."""
+    from django.conf import settings
+
+    end = active_rental.paid_until
+    run_jobs_twice(end + timedelta(days=3))
+    suspended_at = Rental.objects.get(pk=active_rental.pk).suspended_at
+    deadline = suspended_at + timedelta(days=7)
+    run_jobs_twice(deadline - timedelta(hours=1))
+    with time_machine.travel(deadline - timedelta(minutes=10), tick=False):
+        resp = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json")
+        [renewal] = [r for r in resp.json()["renewal_invoices"] if r["status"] == "new"]
+        pay(renewal["number"], int(renewal["amount"]), confirmations=1, txid="tx-low-fee")
+    hold = timedelta(minutes=settings.ORDER_CONFIRMING_HOLD_MINUTES)
+    run_jobs_twice(deadline + hold - timedelta(minutes=1))
+    assert Rental.objects.get(pk=active_rental.pk).status == "suspended"
+    run_jobs_twice(deadline + hold + timedelta(minutes=1))
+    assert Rental.objects.get(pk=active_rental.pk).status == "terminated"
+    assert Invoice.objects.get(pk=renewal["id"]).status == "processing"
+    with time_machine.travel(deadline + hold + timedelta(hours=3), tick=False):
+        pay(renewal["number"], int(renewal["amount"]), confirmations=6, txid="tx-low-fee")
+    entry = CreditEntry.objects.get(invoice_id=renewal["id"])
+    assert entry.kind == "unfulfilled" and entry.amount_usd > 0
+
+
 def test_a_rental_renewed_after_the_job_listed_it_is_neither_suspended_nor_ended(active_rental, customer_api):
     from rentals.services import lifecycle
 
