@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from django.core.validators import MinValueValidator
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 
@@ -233,7 +233,18 @@ class Template(models.Model):
     """An OS image. `stack` limits it to cards of one software stack (empty: any);
     `gpus`, when set, limits it further to those cards."""
 
-    slug = models.SlugField(max_length=48, unique=True)
+    # Template slugs carry versions (`vllm-0.9-ubuntu-24.04`): a SlugField's validator
+    # refuses the dot, and staff could save no template in the admin.
+    slug = models.CharField(
+        max_length=48,
+        unique=True,
+        validators=[
+            RegexValidator(
+                r"^[a-z0-9][a-z0-9._-]*$",
+                "Lower-case letters, digits, dots, hyphens and underscores, starting with a letter or digit.",
+            )
+        ],
+    )
     name = models.CharField(max_length=64)
     description = models.TextField(blank=True)
     stack = models.CharField(max_length=8, choices=SoftwareStack.choices, blank=True)

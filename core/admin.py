@@ -215,7 +215,30 @@ class ServiceAddAdmin(admin.ModelAdmin[Any]):
 
 class AuditedModelAdmin(admin.ModelAdmin[Any]):
     """A ModelAdmin whose every add, change and delete writes an audit row with
-    the fields that changed (old and new values)."""
+    the fields that changed (old and new values). Many-to-many fields (a
+    template's cards) are saved after the row (save_related): what they gained
+    and lost is a second row, by name; `audited_many_to_many` names them (None:
+    every one on the form; a class that audits its own sets ())."""
+
+    audited_many_to_many: tuple[str, ...] | None = None
+
+    def _many_to_many(self, form: Any) -> list[str]:
+        if self.audited_many_to_many is not None:
+            return list(self.audited_many_to_many)
+        return [f.name for f in type(form.instance)._meta.many_to_many if f.name in form.fields]
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        obj = form.instance
+        names = self._many_to_many(form)
+
+        def values() -> dict[str, list[str]]:
+            return {name: sorted(str(o) for o in getattr(obj, name).all()) for name in names}
+
+        before = values() if change else {name: [] for name in names}
+        super().save_related(request, form, formsets, change)
+        diff = snapshot_diff(before, values()) if names else {}
+        if diff:
+            audit_record(actor=request.user, action=AuditAction.ADMIN_CHANGE, obj=obj, changes=diff)
 
     def save_model(self, request: HttpRequest, obj: Model, form: Any, change: bool) -> None:
         before: dict[str, Any] = {}

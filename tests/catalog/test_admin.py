@@ -32,6 +32,28 @@ def test_price_change_in_admin_is_audited_with_old_and_new_values(staff_client, 
     assert str(gpu.monthly_usd) == "1590.00"
 
 
+def test_the_cards_a_template_runs_on_are_audited_when_changed_in_admin(staff_client, catalog):
+    """A many-to-many field is saved after the row: the row's audit entry never saw
+    it, so which cards a template was offered on changed with no trace."""
+    from catalog.models import Template
+
+    template = Template.objects.filter(gpus__isnull=False).distinct().first()
+    cards = sorted(str(g) for g in template.gpus.all())
+    form = {
+        "slug": template.slug,
+        "name": template.name,
+        "description": template.description,
+        "stack": template.stack,
+        "gpus": [],  # offered on every card of its stack from now on
+        "is_active": "on" if template.is_active else "",
+    }
+    resp = staff_client.post(f"/admin/catalog/template/{template.pk}/change/", form)
+    assert resp.status_code == 302, resp.context["adminform"].form.errors
+    [entry] = AuditEntry.objects.filter(action="admin.change", object_id=str(template.pk))
+    assert entry.changes == {"gpus": [cards, []]}
+    assert not template.gpus.exists()
+
+
 def test_stock_overview_page(staff_client, catalog):
     resp = staff_client.get("/admin/catalog/stockoverview/")
     assert resp.status_code == 200
