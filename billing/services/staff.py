@@ -261,18 +261,23 @@ def _void(*, invoice: Invoice, reason: str, actor: Any, now: datetime) -> Invoic
 
 
 @transaction.atomic
-def invoice_void_lapsed(*, invoice_id: int, reason: str, now: datetime | None = None) -> Invoice:
+def invoice_void_lapsed(
+    *, invoice_id: int, reason: str, now: datetime | None = None, inside_window: bool = False
+) -> Invoice:
     """Close an expired invoice whose monitoring window has ended, paid or not
     (what arrived became credit when the window closed), so that it can no
     longer be re-quoted: what it billed is being billed again on another
-    invoice (a renewal's egress usage). One already invalid is left as it is;
-    any other state is refused (`invoice_not_lapsed`: paid or re-quoted meanwhile)."""
+    invoice (a renewal's egress usage). `inside_window`: also while its window
+    is open (what arrived and confirmed becomes credit now, what arrives later
+    is credited as on any invalid invoice). One already invalid is left as it
+    is; any other state is refused (`invoice_not_lapsed`: paid or re-quoted
+    meanwhile)."""
     reason = reason_required(reason)
     now = now or timezone.now()
     invoice = invoice_lock(invoice_id=invoice_id)
     if invoice.status == InvoiceStatus.INVALID:
         return invoice
-    if invoice.status != InvoiceStatus.EXPIRED or now < invoice.monitoring_until:
+    if invoice.status != InvoiceStatus.EXPIRED or (now < invoice.monitoring_until and not inside_window):
         raise Conflict(
             "invoice_not_lapsed",
             f"{invoice.number} is {invoice.status} and may still be paid.",

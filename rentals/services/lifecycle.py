@@ -267,9 +267,19 @@ def _usage_lines(rental: Rental, *, now: datetime) -> tuple[list[billing.LineSpe
     """Unbilled egress overage of the months whose correction window is over
     (USAGE_CORRECTION_DAYS after the month ended), at the price of when it was
     reported."""
+    # Usage a renewal billed that lapsed unpaid comes along too, its monitoring window
+    # over or not: left on it while a late payment could still settle it, a customer who
+    # let each automatic renewal lapse and asked for a new one at once paid for egress
+    # never (each renewal paid carried none, the next automatic one all of it).
+    lapsed_renewal = Q(
+        billed_invoice__status=InvoiceStatus.EXPIRED,
+        billed_invoice__renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
+    )
     reports = [
         r
-        for r in rental.usage_reports.filter(_usage_unbilled(now=now), overage_usd__gt=0).order_by("month")
+        for r in rental.usage_reports.filter(_usage_unbilled(now=now) | lapsed_renewal, overage_usd__gt=0)
+        .distinct()
+        .order_by("month")
         if _month_end(r.month) + usage_correction_window() <= now
     ]
     # A lapsed renewal that billed some of it is closed first, before the new invoice
@@ -278,7 +288,9 @@ def _usage_lines(rental: Rental, *, now: datetime) -> tuple[list[billing.LineSpe
     kept: set[int] = set()
     for lapsed in sorted({r.billed_invoice_id for r in reports if r.billed_invoice_id is not None}):
         try:
-            billing.invoice_void_lapsed(invoice_id=lapsed, reason="its usage is billed again", now=now)
+            billing.invoice_void_lapsed(
+                invoice_id=lapsed, reason="its usage is billed again", now=now, inside_window=True
+            )
         except Conflict as exc:
             log.info("rental %s: usage on invoice %s left there (%s)", rental.pk, lapsed, exc.code)
             kept.add(lapsed)

@@ -305,15 +305,18 @@ def test_usage_on_a_renewal_voided_by_termination_is_billed_on_its_own_invoice(a
 
 
 def test_usage_on_a_renewal_left_to_lapse_goes_onto_the_next_one_once(active_rental, customer_api, staff_api):
+    """A renewal asked for while the one that billed the usage has lapsed takes
+    the usage over, the lapsed one closed, inside its monitoring window too: left
+    on it while a late payment could still settle it, a customer who let each
+    automatic renewal lapse and asked for a new one at once never paid for egress
+    (each renewal paid carried none, the next automatic one all of it)."""
     _usage(staff_api, active_rental, "2026-11", "25", T0 + timedelta(days=1))
     issued = active_rental.paid_until - timedelta(days=7)
     run_jobs_twice(issued)
     auto = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="auto")
     assert [ln.code for ln in auto.lines.all()] == ["gpu", "usage:egress"]
 
-    # Lapsed (its quote held 24 hours) but inside its monitoring window: it may still be
-    # paid late, so a renewal asked for now leaves the usage on it.
-    inside = issued + timedelta(hours=30)
+    inside = issued + timedelta(hours=30)  # its quote held 24 hours; its window is open
     run_jobs_twice(inside)
     assert Invoice.objects.get(pk=auto.pk).status == "expired"
     with time_machine.travel(inside, tick=False), committed():
@@ -321,11 +324,15 @@ def test_usage_on_a_renewal_left_to_lapse_goes_onto_the_next_one_once(active_ren
     assert first.status_code == 201, first.json()
     [asked] = [r for r in first.json()["renewal_invoices"] if r["id"] != auto.pk]
     manual = Invoice.objects.get(pk=asked["id"])
-    assert [ln.code for ln in manual.lines.all()] == ["gpu"]
-    run_jobs_twice(inside + timedelta(hours=2))  # that one lapses too, unpaid
+    assert [ln.code for ln in manual.lines.all()] == ["gpu", "usage:egress"]
+    assert Invoice.objects.get(pk=auto.pk).status == "invalid"
+    assert UsageReport.objects.get().billed_invoice_id == manual.pk
+    with time_machine.travel(inside, tick=False):
+        requote = customer_api.post(f"/api/v1/invoices/{auto.pk}/requote", {}, format="json")
+    assert requote.status_code == 409 and requote.json()["error"]["code"] == "invoice_not_expired"
+    run_jobs_twice(inside + timedelta(hours=25))  # that one lapses too, unpaid
 
-    # Once the window has closed nothing settles the first: the next renewal bills the usage,
-    # and the first is closed, so that it can be neither re-quoted nor billed twice.
+    # The next renewal asked for takes it over again: the usage is billed on whichever is paid.
     after = issued + timedelta(days=3)
     run_jobs_twice(after)
     with time_machine.travel(after, tick=False), committed():
@@ -338,11 +345,7 @@ def test_usage_on_a_renewal_left_to_lapse_goes_onto_the_next_one_once(active_ren
         ("usage:egress", Decimal("20.00")),
     ]
     assert UsageReport.objects.get().billed_invoice_id == renewal.pk
-    assert Invoice.objects.get(pk=auto.pk).status == "invalid"
-    assert Invoice.objects.get(pk=manual.pk).status == "expired"  # it billed no usage: left as it was
-    with time_machine.travel(after, tick=False):
-        requote = customer_api.post(f"/api/v1/invoices/{auto.pk}/requote", {}, format="json")
-    assert requote.status_code == 409 and requote.json()["error"]["code"] == "invoice_not_expired"
+    assert Invoice.objects.get(pk=manual.pk).status == "invalid"
 
     with time_machine.travel(after + timedelta(minutes=5), tick=False):
         pay(renewal.number, int(latest["amount"]), txid="tx-renewal-with-usage")
