@@ -13,12 +13,45 @@ from django.utils import timezone
 
 from billing import signals
 from billing.currencies import CURRENCIES
-from billing.models import CreditBalance, CreditEntry, CreditKind, Invoice, InvoiceException, InvoiceStatus, Payment
+from billing.models import (
+    CreditBalance,
+    CreditEntry,
+    CreditKind,
+    Invoice,
+    InvoiceException,
+    InvoiceStatus,
+    Payment,
+    PaymentStatus,
+)
+from billing.rates import rate_market_of_the_day
 from billing.selectors import invoice_has_payments, invoice_received_usd
 from billing.services.common import invoice_lock, invoice_transition, log, reason_required
 from core.audit import AuditAction, audit_record
 from core.errors import Conflict, DomainError
-from core.money import cents
+from core.money import cents, cents_down
+
+
+def payment_value_as_buying_nothing(*, payment: Payment) -> None:
+    """A payment a watcher saw whose money bought nothing in the end (its
+    invoice ended unpaid, expired short or invalid; or it paid a renewal of a
+    rental cancelled or terminated before it could apply): it counts at the
+    lower of its quote's locked rate and the market's when it was seen, as coins
+    that buy nothing do (payments.`_late_rate`). At the locked rate, a short
+    payment left to expire, or a renewal paid while it confirmed and the rental
+    then cancelled, was a free option on the coin: sent once the price had
+    fallen below a renewal's 24-hour lock, it became credit at the old price.
+    Staff-recorded payments keep their rate, as they do at any time."""
+    if payment.source != "watcher":
+        return
+    request = payment.request
+    market = rate_market_of_the_day(currency=request.currency, now=payment.first_seen_at)
+    rate = payment.late_rate_usd or request.rate_usd
+    if market is None or market >= rate:
+        return
+    log.info("payment %s bought nothing: valued at %s USD a coin, the market's when seen", payment, market)
+    payment.late_rate_usd = market
+    payment.amount_usd = cents_down(Decimal(int(payment.amount)) * market / CURRENCIES[request.currency].scale)
+    payment.save(update_fields=["late_rate_usd", "amount_usd"])
 
 
 def _balance_lock(account_id: int) -> CreditBalance:
@@ -183,7 +216,9 @@ def credit_refund_record(
 
 
 @transaction.atomic
-def invoice_credit_unfulfilled(*, invoice_id: int, reason: str, keep_usd: Decimal = Decimal(0)) -> CreditEntry | None:
+def invoice_credit_unfulfilled(
+    *, invoice_id: int, reason: str, keep_usd: Decimal = Decimal(0), bought_nothing: bool = False
+) -> CreditEntry | None:
     """A settled invoice whose subject can no longer be delivered (paid too late
     for stock that is gone, a renewal of a rental ended meanwhile): what it
     received becomes account credit, once. What it received (invoice_received_usd):
@@ -193,13 +228,19 @@ def invoice_credit_unfulfilled(*, invoice_id: int, reason: str, keep_usd: Decima
     on late coins worth less than their quote; nothing where staff marked it
     settled with nothing received (staff credit by hand what came some other way).
     `keep_usd`: the part of it that paid for something delivered all the same (a
-    renewal's egress usage), kept from what is credited back."""
+    renewal's egress usage), kept from what is credited back. `bought_nothing`:
+    the customer's own doing (a renewal paid for a rental they cancelled, or
+    let be terminated): its payments count as buying nothing
+    (payment_value_as_buying_nothing), not at their quote's rate."""
     invoice = invoice_lock(invoice_id=invoice_id)
     if invoice.status != InvoiceStatus.SETTLED:
         raise Conflict("invoice_not_settled", "Only a settled invoice can be credited back.")
     existing = invoice.credit_entries.filter(kind=CreditKind.UNFULFILLED).first()
     if existing is not None:
         return existing
+    if bought_nothing:
+        for payment in invoice.payments.exclude(status=PaymentStatus.REMOVED).select_related("request"):
+            payment_value_as_buying_nothing(payment=payment)
     received = invoice_received_usd(invoice=invoice) - keep_usd
     if received <= 0:
         log.info("%s cannot be delivered and received nothing to credit back (%s)", invoice.number, reason)

@@ -29,10 +29,10 @@ from billing.models import (
     PaymentStatus,
     StrayTransfer,
 )
-from billing.rates import rate_market_of_the_day, rate_to_value_at
+from billing.rates import rate_to_value_at
 from billing.selectors import payment_share, payments_fraction
 from billing.services.common import confirmations_required, invoice_lock, invoice_transition, log, tolerance
-from billing.services.credit import credit_post
+from billing.services.credit import credit_post, payment_value_as_buying_nothing
 from core.audit import AuditAction, audit_record
 from core.money import cents, cents_down
 
@@ -502,7 +502,7 @@ def invoice_advance(*, invoice: Invoice, now: datetime) -> None:
     for pid in decision.credit:
         payment = payments[pid]
         if decision.status != InvoiceStatus.SETTLED:
-            _value_as_buying_nothing(payment=payment)
+            payment_value_as_buying_nothing(payment=payment)
         if payment.amount_usd == 0:
             # Worth less than a cent at its rate: no ledger row can hold it.
             log.info("payment %s on %s is worth 0.00 USD: closed without credit", payment, invoice.number)
@@ -532,28 +532,6 @@ def invoice_advance(*, invoice: Invoice, now: datetime) -> None:
                 reason=f"Paid over {invoice.number}",
             )
     invoice_transition(invoice=invoice, status=decision.status, exception=decision.exception, now=now, via="payment")
-
-
-def _value_as_buying_nothing(*, payment: Payment) -> None:
-    """A payment a watcher saw that is credited from an invoice that ended
-    unpaid (expired short, or invalid) bought nothing: it counts at the lower of
-    its quote's locked rate and the market's when it was seen, as coins that buy
-    nothing do (`_late_rate`). Valued at the locked rate while it seemed to pay
-    part of the invoice, a partial payment was a free option on the coin: sent
-    short once the price had fallen below a renewal's 24-hour lock, and left to
-    expire, it became credit at the old price. Staff-recorded payments keep
-    their rate, as they do at any time."""
-    if payment.source != "watcher":
-        return
-    request = payment.request
-    market = rate_market_of_the_day(currency=request.currency, now=payment.first_seen_at)
-    rate = payment.late_rate_usd or request.rate_usd
-    if market is None or market >= rate:
-        return
-    log.info("payment %s bought nothing: credited at %s USD a coin, the market's when seen", payment, market)
-    payment.late_rate_usd = market
-    payment.amount_usd = _payment_value_usd(request, int(payment.amount), late_rate=market)
-    payment.save(update_fields=["late_rate_usd", "amount_usd"])
 
 
 def invoices_advance_due(*, now: datetime | None = None) -> int:

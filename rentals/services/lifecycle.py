@@ -525,6 +525,7 @@ def renewal_apply(*, invoice_id: int, now: datetime | None = None) -> RentalPeri
                 invoice_id=invoice_id,
                 reason=f"Rental {rental.pk} was {ended} before this renewal was paid",
                 keep_usd=used,
+                bought_nothing=True,
             )
             return None
         resumed = rental.status == RentalStatus.SUSPENDED

@@ -404,6 +404,53 @@ def test_a_renewal_with_usage_paid_after_a_cancel_keeps_the_usage_and_credits_th
     assert not Invoice.objects.filter(renewal__rental=active_rental, renewal__kind="usage").exists()
 
 
+def test_a_renewal_paid_while_its_rental_is_cancelled_is_credited_as_buying_nothing(active_rental, customer_api):
+    """The renewal is paid, in full, a day into its 24-hour quote once the coin
+    has fallen 20 %, and the rental cancelled while the payment confirms: the
+    renewal buys nothing and is credited at the market's rate when the coins
+    were seen, not at the old price (the same free option as a short payment
+    left to expire)."""
+    from billing import services
+    from billing.models import RateSample
+    from billing.services import Observation
+
+    issued = active_rental.paid_until - timedelta(days=7)
+    run_jobs_twice(issued)
+    renewal = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="auto")
+    request = renewal.active_request
+    seen_at = issued + timedelta(hours=20)
+    for source in ("kraken", "coingecko"):
+        RateSample.objects.create(
+            currency=request.currency,
+            source=source,
+            usd=request.rate_usd * Decimal("0.8"),
+            observed_at=seen_at - timedelta(seconds=30),
+        )
+
+    def seen(confirmations: int) -> None:
+        with committed():
+            services.payment_observe(
+                observation=Observation(
+                    currency=request.currency,
+                    txid="tx-watched",
+                    output_index=0,
+                    match_key=request.match_key,
+                    amount=int(request.amount_due),
+                    confirmations=confirmations,
+                ),
+                now=seen_at,
+            )
+
+    with time_machine.travel(seen_at, tick=False):
+        seen(1)
+        with committed():
+            assert customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel").status_code == 200
+        seen(6)
+    assert Invoice.objects.get(pk=renewal.pk).status == "settled"
+    entry = CreditEntry.objects.get(invoice_id=renewal.pk)
+    assert (entry.kind, entry.amount_usd) == ("unfulfilled", Decimal("200.00"))
+
+
 def test_a_usage_invoice_of_its_own_that_lapses_keeps_its_usage(active_rental, customer_api, staff_api):
     # Billed again each time it lapsed, a customer who never pays would be sent one after another.
     with time_machine.travel(T0 + timedelta(hours=1), tick=False):
