@@ -75,7 +75,7 @@ class RightsAudited:
     row's own (save_related), which the row's audit entry does not see. What a
     save grants or takes away, by name (`rights`), is audited here."""
 
-    audited_many_to_many: tuple[str, ...] = ()  # AuditedModelAdmin's own would count them again
+    audited_many_to_many: tuple[str, ...] | None = ()  # AuditedModelAdmin's own would count them again
 
     def rights(self, obj) -> dict[str, list[str]]:
         raise NotImplementedError
