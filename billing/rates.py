@@ -672,10 +672,27 @@ def rate_to_value_at(*, currency: str, now: datetime) -> Decimal | None:
     return rate_market_of_the_day(currency=currency, now=now)
 
 
-def rate_market_of_the_day(*, currency: str, now: datetime) -> Decimal | None:
-    """The median of each market source's latest sample of the day before
-    `now` (staff manual rates left out), or None when there is none: what the
-    market said at a past moment, as far as the samples kept tell."""
+def rate_market_at(*, currency: str, now: datetime) -> Decimal | None:
+    """What the market said a coin was worth at a past moment, to value money
+    that bought nothing by: the median of each market source's latest sample of
+    the day before `now`, as a quote would have read it: a stablecoin within
+    STABLECOIN_DEPEG_PCT of its peg is worth the peg, and sources further apart
+    than RATE_MAX_SPREAD_PCT tell nothing (one of them is wrong): None, as when
+    there is no sample."""
+    latest = _latest_of_the_day(currency, now)
+    if not latest:
+        return None
+    usd, middle = _median(latest)
+    max_spread = Decimal(getattr(settings, "RATE_MAX_SPREAD_PCT", DEFAULT_MAX_SPREAD_PCT))
+    if _pct(max(middle) - min(middle), usd) > max_spread:
+        return None
+    if CURRENCIES[currency].stable and _pct(abs(usd - PEG_USD), PEG_USD) <= Decimal(settings.STABLECOIN_DEPEG_PCT):
+        return PEG_USD
+    return _trim(usd)
+
+
+def _latest_of_the_day(currency: str, now: datetime) -> list[Decimal]:
+    """Each market source's latest sample of the day before `now` (staff manual rates left out)."""
     latest: dict[str, Decimal] = {}
     for source, usd in (
         RateSample.objects.filter(currency=currency, observed_at__lte=now, observed_at__gt=now - timedelta(days=1))
@@ -684,6 +701,14 @@ def rate_market_of_the_day(*, currency: str, now: datetime) -> Decimal | None:
         .values_list("source", "usd")[:500]
     ):
         latest.setdefault(source, usd)
+    return list(latest.values())
+
+
+def rate_market_of_the_day(*, currency: str, now: datetime) -> Decimal | None:
+    """The median of each market source's latest sample of the day before
+    `now` (staff manual rates left out), or None when there is none: what the
+    market said at a past moment, as far as the samples kept tell."""
+    latest = _latest_of_the_day(currency, now)
     if not latest:
         return None
-    return _trim(_median(list(latest.values()))[0])
+    return _trim(_median(latest)[0])

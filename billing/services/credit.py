@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -21,30 +22,40 @@ from billing.models import (
     InvoiceException,
     InvoiceStatus,
     Payment,
+    PaymentDisposition,
     PaymentStatus,
 )
-from billing.rates import rate_market_of_the_day
-from billing.selectors import invoice_has_payments, invoice_received_usd
+from billing.rates import rate_market_at
+from billing.selectors import invoice_has_payments, invoice_received_usd, payments_fraction
 from billing.services.common import invoice_lock, invoice_transition, log, reason_required
 from core.audit import AuditAction, audit_record
 from core.errors import Conflict, DomainError
 from core.money import cents, cents_down
 
 
-def payment_value_as_buying_nothing(*, payment: Payment) -> None:
+def payment_value_as_buying_nothing(
+    *, payment: Payment, markets: dict[tuple[str, datetime], Any] | None = None
+) -> None:
     """A payment a watcher saw whose money bought nothing in the end (its
-    invoice ended unpaid, expired short or invalid; or it paid a renewal of a
-    rental cancelled or terminated before it could apply): it counts at the
-    lower of its quote's locked rate and the market's when it was seen, as coins
+    invoice expired short; or it paid a renewal of a rental its customer
+    cancelled before it could apply): it counts at the lower of its quote's
+    locked rate and the market's when it was seen (rate_market_at), as coins
     that buy nothing do (payments.`_late_rate`). At the locked rate, a short
     payment left to expire, or a renewal paid while it confirmed and the rental
     then cancelled, was a free option on the coin: sent once the price had
     fallen below a renewal's 24-hour lock, it became credit at the old price.
-    Staff-recorded payments keep their rate, as they do at any time."""
+    Staff-recorded payments keep their rate, as they do at any time. `markets`:
+    rates read already (outputs of one transaction share one sighting time)."""
     if payment.source != "watcher":
         return
     request = payment.request
-    market = rate_market_of_the_day(currency=request.currency, now=payment.first_seen_at)
+    key = (request.currency, payment.first_seen_at)
+    if markets is not None and key in markets:
+        market = markets[key]
+    else:
+        market = rate_market_at(currency=request.currency, now=payment.first_seen_at)
+        if markets is not None:
+            markets[key] = market
     rate = payment.late_rate_usd or request.rate_usd
     if market is None or market >= rate:
         return
@@ -239,9 +250,24 @@ def invoice_credit_unfulfilled(
     if existing is not None:
         return existing
     if bought_nothing:
-        for payment in invoice.payments.exclude(status=PaymentStatus.REMOVED).select_related("request"):
-            payment_value_as_buying_nothing(payment=payment)
-    received = invoice_received_usd(invoice=invoice) - keep_usd
+        applied = list(
+            invoice.payments.exclude(status=PaymentStatus.REMOVED)
+            .filter(disposition=PaymentDisposition.APPLIED)
+            .select_related("request")
+        )
+        markets: dict[tuple[str, datetime], Any] = {}
+        for payment in applied:
+            payment_value_as_buying_nothing(payment=payment, markets=markets)
+        # Uncapped, less what was credited already as an over-payment (at the quote's rate,
+        # when it settled): what all of it was worth when seen, in credit, once.
+        share = payments_fraction(invoice=invoice, payments=applied)
+        cents_paid = share * Fraction(invoice.total_usd) * 100
+        worth = Decimal(cents_paid.numerator // cents_paid.denominator) / 100
+        over = sum((e.amount_usd for e in invoice.credit_entries.filter(kind=CreditKind.OVERPAYMENT)), Decimal(0))
+        spent = -sum((e.amount_usd for e in invoice.credit_entries.filter(kind=CreditKind.INVOICE_PAYMENT)), Decimal(0))
+        received = min(invoice.total_usd, worth - over + spent) - keep_usd
+    else:
+        received = invoice_received_usd(invoice=invoice) - keep_usd
     if received <= 0:
         log.info("%s cannot be delivered and received nothing to credit back (%s)", invoice.number, reason)
         return None

@@ -499,10 +499,12 @@ def invoice_advance(*, invoice: Invoice, now: datetime) -> None:
     )
     if decision.apply:
         Payment.objects.filter(pk__in=decision.apply).update(disposition=PaymentDisposition.APPLIED)
+    markets: dict[tuple[str, datetime], Any] = {}
     for pid in decision.credit:
         payment = payments[pid]
-        if decision.status != InvoiceStatus.SETTLED:
-            payment_value_as_buying_nothing(payment=payment)
+        if decision.status == InvoiceStatus.EXPIRED:
+            # Expired short: it bought nothing (an invoice staff marked invalid keeps its rate).
+            payment_value_as_buying_nothing(payment=payment, markets=markets)
         if payment.amount_usd == 0:
             # Worth less than a cent at its rate: no ledger row can hold it.
             log.info("payment %s on %s is worth 0.00 USD: closed without credit", payment, invoice.number)

@@ -271,13 +271,18 @@ def invoice_void_lapsed(
     is open (what arrived and confirmed becomes credit now, what arrives later
     is credited as on any invalid invoice). One already invalid is left as it
     is; any other state is refused (`invoice_not_lapsed`: paid or re-quoted
-    meanwhile)."""
+    meanwhile, or a payment to it seen inside its window and still open: it
+    may yet settle it)."""
     reason = reason_required(reason)
     now = now or timezone.now()
     invoice = invoice_lock(invoice_id=invoice_id)
     if invoice.status == InvoiceStatus.INVALID:
         return invoice
-    if invoice.status != InvoiceStatus.EXPIRED or (now < invoice.monitoring_until and not inside_window):
+    confirming = (
+        now < invoice.monitoring_until
+        and invoice.payments.exclude(status=PaymentStatus.REMOVED).filter(disposition=PaymentDisposition.OPEN).exists()
+    )
+    if invoice.status != InvoiceStatus.EXPIRED or (now < invoice.monitoring_until and not inside_window) or confirming:
         raise Conflict(
             "invoice_not_lapsed",
             f"{invoice.number} is {invoice.status} and may still be paid.",

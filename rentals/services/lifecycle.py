@@ -263,23 +263,25 @@ def _usage_unbilled(*, now: datetime) -> Q:
     )
 
 
-def _usage_lines(rental: Rental, *, now: datetime) -> tuple[list[billing.LineSpec], list[UsageReport]]:
+def _usage_lines(
+    rental: Rental, *, now: datetime, lapsed_too: bool = False
+) -> tuple[list[billing.LineSpec], list[UsageReport]]:
     """Unbilled egress overage of the months whose correction window is over
     (USAGE_CORRECTION_DAYS after the month ended), at the price of when it was
     reported."""
-    # Usage a renewal billed that lapsed unpaid comes along too, its monitoring window
-    # over or not: left on it while a late payment could still settle it, a customer who
-    # let each automatic renewal lapse and asked for a new one at once paid for egress
-    # never (each renewal paid carried none, the next automatic one all of it).
+    # `lapsed_too` (a renewal being issued): usage a renewal billed that lapsed unpaid comes
+    # along, its monitoring window over or not (unless a payment to it is confirming): left
+    # on it while a late payment could still settle it, a customer who let each automatic
+    # renewal lapse and asked for a new one at once paid for egress never (each renewal
+    # paid carried none, the next automatic one all of it).
     lapsed_renewal = Q(
         billed_invoice__status=InvoiceStatus.EXPIRED,
         billed_invoice__renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
     )
+    due = _usage_unbilled(now=now) | lapsed_renewal if lapsed_too else _usage_unbilled(now=now)
     reports = [
         r
-        for r in rental.usage_reports.filter(_usage_unbilled(now=now) | lapsed_renewal, overage_usd__gt=0)
-        .distinct()
-        .order_by("month")
+        for r in rental.usage_reports.filter(due, overage_usd__gt=0).distinct().order_by("month")
         if _month_end(r.month) + usage_correction_window() <= now
     ]
     # A lapsed renewal that billed some of it is closed first, before the new invoice
@@ -289,7 +291,7 @@ def _usage_lines(rental: Rental, *, now: datetime) -> tuple[list[billing.LineSpe
     for lapsed in sorted({r.billed_invoice_id for r in reports if r.billed_invoice_id is not None}):
         try:
             billing.invoice_void_lapsed(
-                invoice_id=lapsed, reason="its usage is billed again", now=now, inside_window=True
+                invoice_id=lapsed, reason="its usage is billed again", now=now, inside_window=lapsed_too
             )
         except Conflict as exc:
             log.info("rental %s: usage on invoice %s left there (%s)", rental.pk, lapsed, exc.code)
@@ -426,7 +428,7 @@ def renewal_issue(*, rental_id: int, now: datetime | None = None) -> Renewal | N
         if _open_renewal(rental) is not None:
             return None
         lines = order_lines_for_terms(order=rental.order, terms=rental.renewal_terms)
-        usage, reports = _usage_lines(rental, now=now)
+        usage, reports = _usage_lines(rental, now=now, lapsed_too=True)
         return _renewal_invoice(
             rental=rental,
             kind=RenewalKind.AUTO,
@@ -475,7 +477,7 @@ def rental_renew_now(
                 details={"invoice": open_invoice.pk, "number": open_invoice.number},
             )
         lines = order_lines_for_terms(order=rental.order, terms=terms)
-        usage, reports = _usage_lines(rental, now=now)
+        usage, reports = _usage_lines(rental, now=now, lapsed_too=True)
         deadline = rental.paid_until + grace() if rental.paid_until and rental.status == RentalStatus.ACTIVE else None
         renewal = _renewal_invoice(
             rental=rental,
@@ -525,7 +527,8 @@ def renewal_apply(*, invoice_id: int, now: datetime | None = None) -> RentalPeri
                 invoice_id=invoice_id,
                 reason=f"Rental {rental.pk} was {ended} before this renewal was paid",
                 keep_usd=used,
-                bought_nothing=True,
+                # The customer's own doing when they cancelled; a termination may be the shop's.
+                bought_nothing=rental.cancelled_at is not None,
             )
             return None
         resumed = rental.status == RentalStatus.SUSPENDED

@@ -333,6 +333,26 @@ def test_a_manual_rate_far_from_the_market_is_a_superusers_to_set(staff, setting
     assert rate_manual_set(currency="SOL", usd="1", valid_until=until, actor=staff, note="no market today").usd == 1
 
 
+def test_the_market_at_a_past_moment_reads_as_a_quote_would():
+    """rate_market_at (money that bought nothing is valued by it): each source's
+    latest sample of the day before; a stablecoin on its peg is the peg; sources
+    too far apart tell nothing."""
+    from billing.rates import rate_market_at
+
+    sample("LTC", "kraken", "80", age=7200)
+    sample("LTC", "kraken", "72", age=600)
+    sample("LTC", "coingecko", "72.2", age=900)
+    sample("LTC", "kraken", "60", age=-60)  # after the moment asked about
+    assert rate_market_at(currency="LTC", now=NOW) == Decimal("72.1")
+    sample("USDT", "kraken", "0.9998", age=60)
+    sample("USDT", "coingecko", "1.0001", age=60)
+    assert rate_market_at(currency="USDT", now=NOW) == Decimal("1.00")
+    sample("BTC", "kraken", "90000", age=60)
+    sample("BTC", "coingecko", "45000", age=60)  # one of them is wrong
+    assert rate_market_at(currency="BTC", now=NOW) is None
+    assert rate_market_at(currency="SOL", now=NOW) is None
+
+
 # --- Pruning ---------------------------------------------------------------------
 
 

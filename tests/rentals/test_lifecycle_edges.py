@@ -354,6 +354,41 @@ def test_usage_on_a_renewal_left_to_lapse_goes_onto_the_next_one_once(active_ren
     assert UsageReport.objects.get().billed_invoice_id == renewal.pk
 
 
+def test_usage_on_a_lapsed_renewal_with_a_payment_confirming_stays_on_it(active_rental, customer_api, staff_api):
+    """The lapsed renewal was paid late, inside its window, and the payment
+    confirms: a renewal asked for meanwhile leaves the usage on it (voided, the
+    payment would become credit instead of settling it)."""
+    from billing import services
+    from billing.services import Observation
+
+    _usage(staff_api, active_rental, "2026-11", "25", T0 + timedelta(days=1))
+    issued = active_rental.paid_until - timedelta(days=7)
+    run_jobs_twice(issued)
+    auto = Invoice.objects.get(renewal__rental=active_rental, renewal__kind="auto")
+    inside = issued + timedelta(hours=30)
+    run_jobs_twice(inside)
+    assert Invoice.objects.get(pk=auto.pk).status == "expired"
+    request = auto.active_request
+    with time_machine.travel(inside, tick=False), committed():
+        services.payment_observe(
+            observation=Observation(
+                currency=request.currency,
+                txid="tx-late-confirming",
+                output_index=0,
+                match_key=request.match_key,
+                amount=int(request.amount_due),
+                confirmations=0,
+            ),
+            now=inside,
+        )
+        resp = customer_api.post(f"/api/v1/rentals/{active_rental.pk}/renew", {}, format="json")
+    assert resp.status_code == 201, resp.json()
+    [asked] = [r for r in resp.json()["renewal_invoices"] if r["id"] != auto.pk]
+    assert [ln.code for ln in Invoice.objects.get(pk=asked["id"]).lines.all()] == ["gpu"]
+    assert UsageReport.objects.get().billed_invoice_id == auto.pk
+    assert Invoice.objects.get(pk=auto.pk).status != "invalid"
+
+
 def test_usage_on_a_lapsed_renewal_re_quoted_that_moment_stays_on_it(
     active_rental, customer_api, staff_api, monkeypatch
 ):
@@ -404,12 +439,17 @@ def test_a_renewal_with_usage_paid_after_a_cancel_keeps_the_usage_and_credits_th
     assert not Invoice.objects.filter(renewal__rental=active_rental, renewal__kind="usage").exists()
 
 
-def test_a_renewal_paid_while_its_rental_is_cancelled_is_credited_as_buying_nothing(active_rental, customer_api):
+@pytest.mark.parametrize(("times", "unfulfilled", "overpaid"), [(1, "200.00", None), (2, "150.00", "250.00")])
+def test_a_renewal_paid_while_its_rental_is_cancelled_is_credited_as_buying_nothing(
+    active_rental, customer_api, times, unfulfilled, overpaid
+):
     """The renewal is paid, in full, a day into its 24-hour quote once the coin
     has fallen 20 %, and the rental cancelled while the payment confirms: the
     renewal buys nothing and is credited at the market's rate when the coins
     were seen, not at the old price (the same free option as a short payment
-    left to expire)."""
+    left to expire). Paid twice over, the over-payment was credited at the
+    quote's rate when it settled: what is credited back on cancel is what all
+    of it was worth less that, so the whole is credit at the market's rate."""
     from billing import services
     from billing.models import RateSample
     from billing.services import Observation
@@ -435,7 +475,7 @@ def test_a_renewal_paid_while_its_rental_is_cancelled_is_credited_as_buying_noth
                     txid="tx-watched",
                     output_index=0,
                     match_key=request.match_key,
-                    amount=int(request.amount_due),
+                    amount=times * int(request.amount_due),
                     confirmations=confirmations,
                 ),
                 now=seen_at,
@@ -447,8 +487,10 @@ def test_a_renewal_paid_while_its_rental_is_cancelled_is_credited_as_buying_noth
             assert customer_api.post(f"/api/v1/rentals/{active_rental.pk}/cancel").status_code == 200
         seen(6)
     assert Invoice.objects.get(pk=renewal.pk).status == "settled"
-    entry = CreditEntry.objects.get(invoice_id=renewal.pk)
-    assert (entry.kind, entry.amount_usd) == ("unfulfilled", Decimal("200.00"))
+    entries = {e.kind: e.amount_usd for e in CreditEntry.objects.filter(invoice_id=renewal.pk)}
+    assert entries.get("unfulfilled") == Decimal(unfulfilled)
+    assert entries.get("overpayment") == (Decimal(overpaid) if overpaid else None)
+    assert credit_balance_usd(account=active_rental.account) == Decimal("200.00") * times
 
 
 def test_a_usage_invoice_of_its_own_that_lapses_keeps_its_usage(active_rental, customer_api, staff_api):
