@@ -633,6 +633,7 @@ class ScanRun:
                     position=p.position,
                     reason=f"reorg: block {height} {p.block_hash} left the chain; not in the new branch's block",
                     now=self.now,
+                    block_hash=p.block_hash,
                 )
                 self.report.uncounted += 1
                 continue

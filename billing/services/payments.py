@@ -372,10 +372,12 @@ def _value_again_if_late(
 
 
 def payment_uncount(
-    *, chain: str, txid: str, position: str, reason: str, now: datetime | None = None
+    *, chain: str, txid: str, position: str, reason: str, now: datetime | None = None, block_hash: str | None = None
 ) -> Payment | None:
     """A payment left the chain (orphaned block, replaced or dropped transaction):
-    it no longer counts. Money already applied or credited is flagged for staff."""
+    it no longer counts. Money already applied or credited is flagged for staff.
+    `block_hash`: only while it is still recorded in that block (a run that
+    overlapped may have moved it to the new branch meanwhile)."""
     now = now or timezone.now()
     found = Payment.objects.filter(chain=chain, txid=txid, position=position).first()
     if found is None or found.status == PaymentStatus.REMOVED:
@@ -383,7 +385,7 @@ def payment_uncount(
     with transaction.atomic():
         invoice = invoice_lock(invoice_id=found.invoice_id)
         payment = Payment.objects.get(pk=found.pk)
-        if payment.status == PaymentStatus.REMOVED:
+        if payment.status == PaymentStatus.REMOVED or (block_hash is not None and payment.block_hash != block_hash):
             return payment
         payment.status = PaymentStatus.REMOVED
         payment.removed_at = now

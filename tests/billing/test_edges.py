@@ -736,6 +736,38 @@ def test_a_reorg_that_shifts_two_transfers_of_one_transaction_counts_each_once(c
     assert rows == [("log:5", 20_000_000, old_block), ("log:6", 10_000_000, old_block)]
 
 
+def test_a_payment_un_counted_for_a_block_is_left_alone_once_recorded_in_another(chains, customer):
+    """The confirmation refresh un-counts a payment whose block left the chain;
+    a run that overlapped may have recorded it in the new branch meanwhile: the
+    un-count names the block it read and leaves a payment recorded elsewhere."""
+    from billing.services import Observation
+
+    with time_machine.travel(START, tick=False):
+        invoice = make_invoice(customer, currency="USDT")
+        request = invoice.active_request
+        payment = services.payment_observe(
+            observation=Observation(
+                currency="USDT",
+                txid="0x" + "7d" * 32,
+                output_index=2,
+                position="log:2",
+                match_key=request.match_key,
+                amount=int(request.amount_due),
+                confirmations=1,
+                block_height=100,
+                block_hash="0x" + "bb" * 32,
+            )
+        )
+        kept = services.payment_uncount(
+            chain="ethereum", txid=payment.txid, position="log:2", reason="reorg", block_hash="0x" + "aa" * 32
+        )
+        assert kept.status == "pending"
+        gone = services.payment_uncount(
+            chain="ethereum", txid=payment.txid, position="log:2", reason="reorg", block_hash="0x" + "bb" * 32
+        )
+    assert gone.status == "removed"
+
+
 # --- Closing an account that holds credit -------------------------------------------------------
 # --- Closing an account that holds credit -------------------------------------------------------
 

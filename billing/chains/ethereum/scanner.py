@@ -76,6 +76,11 @@ class Untraceable(Exception):
 # that block alone). Until then the watcher is blind, and says so.
 UNTRACEABLE_RUNS = 3
 
+# Block hash -> runs in a row its trace failed at a scan's start, in this process. Kept
+# outside the scanner: a failed run drops the process's scanners (`process_state_clear`),
+# and the count would start again at every run.
+_untraceable: dict[str, int] = {}
+
 
 class EvmScanner:
     """Reads one EVM node for the watcher. Keep one per node for the life of the
@@ -103,7 +108,6 @@ class EvmScanner:
         self.token_contracts = [c.lower() for c in token_contracts] if token_contracts is not None else None
         self.logs = LogReader(rpc, span=log_span)
         self.balances = BalanceReader(rpc, multicall=multicall, per_call=balances_per_call)
-        self.untraceable = ("", 0)  # the block a scan starts at whose trace fails, and on how many runs
 
     def use(self, rpc: EthRpc) -> None:
         """Talk through `rpc` from now on (a run's connection), keeping what was learnt."""
@@ -250,7 +254,7 @@ class EvmScanner:
                 except Untraceable as exc:
                     log.warning("%s; reading its ether moved by contracts from balances instead", exc)
                     limit = self._balance(blocks, refs, base, balance_watched, by_height, 1)
-                    self.untraceable = ("", 0)
+                    _untraceable.pop(refs[0].hash, None)
         except ChainMoved as exc:
             log.info("chain moved while reading blocks: %s", exc)
             self.balances.forget()
@@ -380,8 +384,9 @@ class EvmScanner:
                 except ValueError as exc:  # a transaction the node could not trace (a tracer timeout)
                     if position > 0:
                         return position  # the blocks below it; the next step starts at it
-                    runs = self.untraceable[1] + 1 if self.untraceable[0] == ref.hash else 1
-                    self.untraceable = (ref.hash, runs)
+                    runs = _untraceable.get(ref.hash, 0) + 1
+                    _untraceable.clear()  # one block at a time: the one the scan is stuck at
+                    _untraceable[ref.hash] = runs
                     if runs >= UNTRACEABLE_RUNS:
                         raise Untraceable(f"block {ref.height}: {exc} ({runs} runs)") from exc
                     # Blind, and said so (health, back-off), rather than a crash on every run.

@@ -29,6 +29,7 @@ topics): they are not token amounts and are left alone.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -42,6 +43,9 @@ from billing.chains.ethereum.transfers import TOKEN, Transfer, log_position
 log = logging.getLogger(__name__)
 
 _TRANSFER_TOPIC_BYTES = bytes.fromhex(TRANSFER_TOPIC[2:])
+# How nodes say they do not know a block hash: geth "unknown block", reth and others
+# "block not found", Nethermind "... could not be found".
+_UNKNOWN_BLOCK = re.compile(r"unknown block|not found|could not be found|does not exist", re.IGNORECASE)
 
 
 class LogReader:
@@ -128,6 +132,13 @@ class LogReader:
         for index, answer in zip(asked, answers, strict=True):
             height = hex_int(blocks[index]["number"])
             if isinstance(answer, RpcError):
+                if not _UNKNOWN_BLOCK.search(str(answer)):
+                    # Not "no such block" (a parameter it does not take, a limit): blind, and
+                    # said so in health, rather than a scan cut short at that block for good.
+                    raise ChainUnavailable(
+                        f"{self.rpc.endpoint} refused eth_getLogs by block hash for block {height}: {answer}",
+                        reason="bad_response",
+                    )
                 log.warning(
                     "%s does not know block %d (%s) by its hash (%s): its logs lag its blocks; scanning up to it",
                     self.rpc.endpoint,

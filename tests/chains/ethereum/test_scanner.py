@@ -275,15 +275,30 @@ def logs_lagging_from(height: int):
     return rewrite
 
 
-def unknown_by_hash(*hashes: str):
+def unknown_by_hash(*hashes: str, message: str = "unknown block"):
     """eth_getLogs by block hash (EIP-234) for `hashes` answers as a node that has not seen them."""
 
     def rule(call: dict) -> dict | None:
         if call.get("method") == "eth_getLogs" and call["params"][0].get("blockHash") in hashes:
-            return {"code": -32000, "message": "unknown block"}
+            return {"code": -32000, "message": message}
         return None
 
     return rule
+
+
+def test_a_log_read_by_hash_refused_for_another_reason_is_a_node_fault(evm, node, proxy):
+    """Refused for something else than an unknown block (a parameter the node
+    does not take): blind, and said so, not a scan cut short there for good."""
+    to = evm.address()
+    start = node.height() + 1
+    node.token_transfer(evm.usdt, to, 31)
+    node.mine()
+    proxy.rewrites.append(logs_lagging_from(start))
+    proxy.rules.append(unknown_by_hash(node.block_hash(start), message="invalid params: blockHash"))
+    with EthRpc(proxy.url) as client:
+        scanner = EvmScanner(client, internal=TRACE_BLOCK)
+        with pytest.raises(ChainUnavailable, match="refused eth_getLogs by block hash"):
+            scanner.blocks_read(heights=[start], watched={to}, base=BlockRef(start - 1, node.block_hash(start - 1)))
 
 
 @pytest.mark.parametrize("contracts", ["every", "configured"])

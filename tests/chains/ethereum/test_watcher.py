@@ -342,6 +342,38 @@ def test_a_provider_refusing_wide_log_ranges(eth, settings, proxy):
     assert "eth_getLogs" in proxy.seen
 
 
+def test_a_block_the_node_never_traces_is_read_from_balances_after_three_runs(eth, settings, proxy):
+    """Through the watcher's runs, each of which drops its scanners when it
+    fails: blind on the first runs (said so in health), then the block's ether
+    moved by contracts is read from balances, and the payment is credited."""
+    from billing.chains.ethereum.scanner import UNTRACEABLE_RUNS
+
+    settings.ETH_RPC_URL = proxy.url
+    settings.ETH_INTERNAL_TRANSFERS = "debug_trace"
+    watcher_for(currency="ETH").process_state_clear()
+    invoice = eth.invoice("ETH")
+    eth.pay_through_contract(invoice)
+    stuck = eth.node.height()
+
+    def untraceable(call: dict, answer: dict) -> dict:
+        if call.get("method") == "debug_traceBlockByNumber" and int(call["params"][0], 16) == stuck:
+            first = answer["result"][0]
+            return answer | {"result": [{"txHash": first.get("txHash"), "error": "execution timeout"}]}
+        return answer
+
+    proxy.rewrites.append(untraceable)
+    eth.node.mine(3)
+    for _ in range(UNTRACEABLE_RUNS - 1):
+        report = chain_scan(currency="ETH", force=True)
+        assert "execution timeout" in report.error
+        assert eth.status(invoice) == (NEW, NONE)
+    report = chain_scan(currency="ETH", force=True)
+    assert not report.error and report.recorded == 1
+    [payment] = eth.payments(invoice)
+    assert payment.position == f"balance:{eth.address(invoice).lower()}" and payment.txid == payment.block_hash
+    assert eth.status(invoice) == (SETTLED, NONE)
+
+
 class Killed(Exception):
     pass
 
