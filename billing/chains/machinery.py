@@ -653,6 +653,7 @@ class ScanRun:
                     block_height=height,
                     block_hash=p.block_hash,
                     final=final,
+                    matures_at_height=p.matures_at_height,
                 ),
                 now=self.now,
             )

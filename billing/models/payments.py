@@ -56,6 +56,12 @@ class Payment(models.Model):
     confirmations = models.PositiveIntegerField(default=0)
     block_height = models.PositiveBigIntegerField(null=True, blank=True)
     block_hash = models.CharField(max_length=128, blank=True)
+    matures_at_height = models.BigIntegerField(  # no CHECK: adding one would scan the table
+        null=True,
+        blank=True,
+        help_text="A coinbase output (a miner paid from a block's reward): it cannot be spent, and does not "
+        "settle, before the chain's tip reaches this height, whatever the confirmation policy says.",
+    )
     status = models.CharField(max_length=16, choices=PaymentStatus.choices, default=PaymentStatus.PENDING)
     disposition = models.CharField(max_length=16, choices=PaymentDisposition.choices, default=PaymentDisposition.OPEN)
     source = models.CharField(max_length=16, default="watcher", help_text="watcher or manual")

@@ -47,6 +47,8 @@ class Observation:
     whatever `confirmations` says; None applies CONFIRMATIONS_<currency>.
     `own_txid` is False where the watcher knows the transfer but not the
     transaction that made it (Ethereum's balance mode: the block's hash).
+    `matures_at_height`: a coinbase output, unspendable until the tip reaches
+    that height: not confirmed before, whatever `confirmations` says.
     """
 
     currency: str
@@ -60,6 +62,7 @@ class Observation:
     position: str = ""
     final: bool | None = None
     own_txid: bool = True
+    matures_at_height: int | None = None
 
     @property
     def key(self) -> str:
@@ -163,6 +166,9 @@ def payment_observe(
             confirmed = obs.final and obs.confirmations >= 1
         else:
             confirmed = obs.confirmations >= confirmations_required(currency=obs.currency)
+        if obs.matures_at_height is not None and confirmed:
+            tip = (obs.block_height or 0) + obs.confirmations - 1
+            confirmed = obs.block_height is not None and tip >= obs.matures_at_height
         # The transaction's payments, read once: this position's, or one staff recorded by hand.
         recorded = list(Payment.objects.filter(chain=chain, txid=obs.txid))
         payment = next((p for p in recorded if p.position == obs.key), None)
@@ -207,6 +213,7 @@ def payment_observe(
                 confirmations=obs.confirmations,
                 block_height=obs.block_height,
                 block_hash=obs.block_hash or "",
+                matures_at_height=obs.matures_at_height,
                 status=PaymentStatus.CONFIRMED if confirmed else PaymentStatus.PENDING,
                 source=source,
                 first_seen_at=now,

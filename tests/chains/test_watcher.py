@@ -105,6 +105,34 @@ def test_zero_conf_is_processing_and_the_policy_settles_it(ltc, node):
     assert Payment.objects.count() == 1
 
 
+def test_a_coinbase_output_settles_only_once_it_can_be_spent(ltc, node):
+    """A miner pays an invoice straight from a block's reward. The policy's 6
+    confirmations are not enough: the coins cannot be spent before 100
+    (COINBASE_MATURITY), and an orphaned block's coinbase never comes back. The
+    invoice is processing until then, and settles at the 100th."""
+    from billing.chains.utxo.scanner import COINBASE_MATURITY
+
+    invoice = ltc.invoice()
+    [block] = node.mine(1, address=invoice.active_request.address)
+    ltc.scan()
+    [payment] = ltc.payments(invoice)
+    height = node.height()
+    assert (payment.block_hash, payment.matures_at_height) == (block, height + COINBASE_MATURITY - 1)
+    node.mine(10)
+    ltc.scan()
+    payment.refresh_from_db()
+    assert payment.confirmations == 11 and payment.status == PaymentStatus.PENDING
+    assert status(ltc, invoice)[0] == InvoiceStatus.PROCESSING
+    node.mine(COINBASE_MATURITY - 12)
+    ltc.scan()
+    assert status(ltc, invoice)[0] == InvoiceStatus.PROCESSING  # 99 confirmations
+    node.mine(1)
+    ltc.scan()
+    payment.refresh_from_db()
+    assert payment.confirmations == COINBASE_MATURITY and payment.status == PaymentStatus.CONFIRMED
+    assert status(ltc, invoice)[0] == InvoiceStatus.SETTLED
+
+
 def test_the_confirmation_policy_is_a_setting(ltc, node, settings):
     settings.CONFIRMATIONS = {**settings.CONFIRMATIONS, "LTC": 2}
     invoice = ltc.invoice()

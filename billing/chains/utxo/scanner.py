@@ -104,6 +104,7 @@ class Observation:
     amount: int  # base units (satoshi, litoshi)
     block_height: int | None = None
     block_hash: str | None = None
+    coinbase: bool = False  # an output of a block's coinbase: spendable only COINBASE_MATURITY blocks on
 
     @property
     def confirmed(self) -> bool:
@@ -210,11 +211,18 @@ class ChainTip:
 # --- blocks ----------------------------------------------------------------------
 
 
+# Confirmations a coinbase output needs before it can be spent: the network rule
+# COINBASE_MATURITY = 100 (Litecoin Core's src/consensus/consensus.h, kept from Bitcoin Core).
+COINBASE_MATURITY = 100
+
+
 def _outputs(
     tx: dict[str, Any], scripts: Container[str], *, decimals: int, height: int | None, block_hash: str | None
 ) -> tuple[Observation, ...]:
     found: list[Observation] = []
     txid = tx["txid"]
+    # `getblock <hash> 2` gives a coinbase transaction's input a "coinbase" field, no "txid".
+    coinbase = any("coinbase" in i for i in tx.get("vin", ()))
     for out in tx.get("vout", ()):
         script = out.get("scriptPubKey", {}).get("hex")
         if script is not None and script in scripts:
@@ -226,6 +234,7 @@ def _outputs(
                     amount=coins_to_base_units(out["value"], decimals=decimals),
                     block_height=height,
                     block_hash=block_hash,
+                    coinbase=coinbase,
                 )
             )
     return tuple(found)

@@ -64,6 +64,7 @@ from billing.chains.utxo import CHAINS, p2p
 from billing.chains.utxo import family as utxo_family
 from billing.chains.utxo.rpc import BitcoinRpc, RpcError
 from billing.chains.utxo.scanner import (
+    COINBASE_MATURITY,
     RPC_NOT_FOUND,
     BlockRef,
     BlockScan,
@@ -224,6 +225,11 @@ def _payment_observation(family: Family, o: Observation, *, confirmations: int) 
         confirmations=confirmations,
         block_height=o.block_height,
         block_hash=o.block_hash or "",
+        # A miner paid from a block's reward: not settled before it can be spent (an orphaned
+        # block's coinbase never comes back, so counted earlier it could be gone for good).
+        matures_at_height=(
+            o.block_height + COINBASE_MATURITY - 1 if o.coinbase and o.block_height is not None else None
+        ),
     )
 
 
