@@ -44,8 +44,10 @@ log = logging.getLogger(__name__)
 
 _TRANSFER_TOPIC_BYTES = bytes.fromhex(TRANSFER_TOPIC[2:])
 # How nodes say they do not know a block hash: geth "unknown block", reth and others
-# "block not found", Nethermind "... could not be found".
-_UNKNOWN_BLOCK = re.compile(r"unknown block|not found|could not be found|does not exist", re.IGNORECASE)
+# "block not found" or "header not found", Nethermind "block ... could not be found". A
+# method the node lacks (-32601, "the method ... does not exist") is not one of them.
+_UNKNOWN_BLOCK = re.compile(r"unknown block|(block|header)\b.*\b(not found|could not be found)", re.IGNORECASE)
+METHOD_NOT_FOUND = -32601
 
 
 class LogReader:
@@ -132,7 +134,7 @@ class LogReader:
         for index, answer in zip(asked, answers, strict=True):
             height = hex_int(blocks[index]["number"])
             if isinstance(answer, RpcError):
-                if not _UNKNOWN_BLOCK.search(str(answer)):
+                if answer.code == METHOD_NOT_FOUND or not _UNKNOWN_BLOCK.search(answer.message):
                     # Not "no such block" (a parameter it does not take, a limit): blind, and
                     # said so in health, rather than a scan cut short at that block for good.
                     raise ChainUnavailable(

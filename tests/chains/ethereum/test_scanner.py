@@ -286,15 +286,19 @@ def unknown_by_hash(*hashes: str, message: str = "unknown block"):
     return rule
 
 
-def test_a_log_read_by_hash_refused_for_another_reason_is_a_node_fault(evm, node, proxy):
+@pytest.mark.parametrize(
+    "message", ["invalid params: blockHash", "the method eth_getLogs does not exist/is not available"]
+)
+def test_a_log_read_by_hash_refused_for_another_reason_is_a_node_fault(evm, node, proxy, message):
     """Refused for something else than an unknown block (a parameter the node
-    does not take): blind, and said so, not a scan cut short there for good."""
+    does not take, a method it lacks): blind, and said so, not a scan cut short
+    there for good."""
     to = evm.address()
     start = node.height() + 1
     node.token_transfer(evm.usdt, to, 31)
     node.mine()
     proxy.rewrites.append(logs_lagging_from(start))
-    proxy.rules.append(unknown_by_hash(node.block_hash(start), message="invalid params: blockHash"))
+    proxy.rules.append(unknown_by_hash(node.block_hash(start), message=message))
     with EthRpc(proxy.url) as client:
         scanner = EvmScanner(client, internal=TRACE_BLOCK)
         with pytest.raises(ChainUnavailable, match="refused eth_getLogs by block hash"):
