@@ -623,11 +623,14 @@ class ScanRun:
             height = p.block_height
             if height is None:  # the filter leaves none out; the type does not know
                 continue
+            # Keep the lease as the blocks' steps do: a run that lost it must not write what it
+            # read before another run recorded the new branch.
+            self.renew()
             if p.block_hash and stored.get(height, p.block_hash) != p.block_hash:
                 # Its block left the chain and the block now at that height was recorded without
                 # it: its transaction, mined again in the new branch (so the reorg left it to that
                 # branch), no longer made this transfer (a contract that pays only before a time).
-                services.payment_uncount(
+                gone = services.payment_uncount(
                     chain=self.chain,
                     txid=p.txid,
                     position=p.position,
@@ -635,7 +638,8 @@ class ScanRun:
                     now=self.now,
                     block_hash=p.block_hash,
                 )
-                self.report.uncounted += 1
+                if gone is not None and gone.status == PaymentStatus.REMOVED:
+                    self.report.uncounted += 1
                 continue
             confirmations = tip_height - height + 1
             final = None if final_height is None else height <= final_height

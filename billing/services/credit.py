@@ -240,9 +240,10 @@ def invoice_credit_unfulfilled(
     settled with nothing received (staff credit by hand what came some other way).
     `keep_usd`: the part of it that paid for something delivered all the same (a
     renewal's egress usage), kept from what is credited back. `bought_nothing`:
-    the customer's own doing (a renewal paid for a rental they cancelled, or
-    let be terminated): its payments count as buying nothing
-    (payment_value_as_buying_nothing), not at their quote's rate."""
+    the customer's own doing (a renewal paid for a rental they cancelled): its
+    payments count as buying nothing (payment_value_as_buying_nothing), not at
+    their quote's rate, and what it credited already as an over-payment is taken
+    from what comes back."""
     invoice = invoice_lock(invoice_id=invoice_id)
     if invoice.status != InvoiceStatus.SETTLED:
         raise Conflict("invoice_not_settled", "Only a settled invoice can be credited back.")
@@ -258,8 +259,8 @@ def invoice_credit_unfulfilled(
         markets: dict[tuple[str, datetime], Any] = {}
         for payment in applied:
             payment_value_as_buying_nothing(payment=payment, markets=markets)
-        # Uncapped, less what was credited already as an over-payment (at the quote's rate,
-        # when it settled): what all of it was worth when seen, in credit, once.
+        # Uncapped, less what was credited already as an over-payment (at the rate it was
+        # valued at when it settled): what all of it was worth when seen, in credit, once.
         share = payments_fraction(invoice=invoice, payments=applied)
         cents_paid = share * Fraction(invoice.total_usd) * 100
         worth = Decimal(cents_paid.numerator // cents_paid.denominator) / 100

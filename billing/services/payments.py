@@ -166,12 +166,16 @@ def payment_observe(
             confirmed = obs.final and obs.confirmations >= 1
         else:
             confirmed = obs.confirmations >= confirmations_required(currency=obs.currency)
-        if obs.matures_at_height is not None and confirmed:
-            tip = (obs.block_height or 0) + obs.confirmations - 1
-            confirmed = obs.block_height is not None and tip >= obs.matures_at_height
         # The transaction's payments, read once: this position's, or one staff recorded by hand.
         recorded = list(Payment.objects.filter(chain=chain, txid=obs.txid))
         payment = next((p for p in recorded if p.position == obs.key), None)
+        matures = (
+            obs.matures_at_height if obs.matures_at_height is not None else getattr(payment, "matures_at_height", None)
+        )
+        if matures is not None and confirmed:
+            # A coinbase output: not before it can be spent, whatever the count.
+            tip = (obs.block_height or 0) + obs.confirmations - 1
+            confirmed = obs.block_height is not None and tip >= matures
         if payment is not None and source == "watcher" and _position_reused(payment=payment, request=request, obs=obs):
             payment = None
         if source == "watcher" and (payment is None or payment.source == "manual"):
@@ -258,6 +262,8 @@ def payment_observe(
             if source == "watcher" and payment.disposition == PaymentDisposition.OPEN:
                 _value_again_if_late(payment=payment, request=request, invoice=invoice, confirmed=confirmed, now=now)
             payment.confirmations = obs.confirmations
+            if obs.matures_at_height is not None:
+                payment.matures_at_height = obs.matures_at_height
             if source == "watcher" or obs.block_hash:
                 # Staff updating a payment by hand know no block: where the watcher saw it stays.
                 payment.block_height = obs.block_height
@@ -511,8 +517,9 @@ def invoice_advance(*, invoice: Invoice, now: datetime) -> None:
     markets: dict[tuple[str, datetime], Any] = {}
     for pid in decision.credit:
         payment = payments[pid]
-        if decision.status == InvoiceStatus.EXPIRED:
-            # Expired short: it bought nothing (an invoice staff marked invalid keeps its rate).
+        if decision.status != InvoiceStatus.SETTLED and invoice.exception != InvoiceException.MARKED:
+            # Expired short, or voided by the system (a lapsed renewal whose usage moved on): it
+            # bought nothing. An invoice staff marked invalid keeps its payments' rates.
             payment_value_as_buying_nothing(payment=payment, markets=markets)
         if payment.amount_usd == 0:
             # Worth less than a cent at its rate: no ledger row can hold it.

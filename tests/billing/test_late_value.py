@@ -460,3 +460,29 @@ def test_a_short_payment_to_an_invoice_that_expires_is_credited_as_buying_nothin
     entry = CreditEntry.objects.get(payment=payment)
     assert entry.amount_usd == Decimal(credited)
     assert selectors.credit_balance_usd(account=customer) == Decimal(credited)
+
+
+def test_a_short_payment_on_an_invoice_the_system_voids_is_credited_as_buying_nothing(chains, customer):
+    """The same short payment, on a lapsed invoice closed by the system (its
+    renewal's usage moved to a new one) before the periodic job credited it:
+    voided, it bought nothing all the same. One staff mark invalid keeps its
+    rate (their judgment)."""
+    with time_machine.travel(START, tick=False):
+        invoice, marked = make_invoice(customer), make_invoice(customer)
+    sent = START + timedelta(minutes=20)
+    for source in ("kraken", "coingecko"):
+        RateSample.objects.create(
+            currency="LTC", source=source, usd=Decimal("72"), observed_at=sent - timedelta(seconds=40)
+        )
+    with time_machine.travel(sent, tick=False):
+        half = observe(invoice.active_request, int(LTC) // 2, txid="tx-half-voided", now=sent)
+        other = observe(marked.active_request, int(LTC) // 2, txid="tx-half-marked", now=sent)
+    expired = START + timedelta(hours=1)
+    with time_machine.travel(expired, tick=False):
+        services.invoices_advance_due(now=expired)
+    closed = START + timedelta(days=2)  # its window over, the periodic job not run yet
+    with time_machine.travel(closed, tick=False):
+        services.invoice_void_lapsed(invoice_id=invoice.pk, reason="its usage is billed again", now=closed)
+        services.invoice_mark_invalid(invoice_id=marked.pk, actor=None, reason="wrong customer", now=closed)
+    assert CreditEntry.objects.get(payment=half).amount_usd == Decimal("36.00")
+    assert CreditEntry.objects.get(payment=other).amount_usd == Decimal("45.00")

@@ -506,3 +506,30 @@ def test_a_reorg_deeper_than_the_stored_blocks_is_walked_back_to_its_fork(ltc, n
         assert ltc.state().block_hash == new_branch[-1]
     finally:
         node.reconsider(old_branch[0])
+
+
+def test_a_coinbase_output_staff_recorded_first_keeps_its_maturity_once_the_watcher_sees_it(ltc, node):
+    """Staff recorded the output by hand before the watcher saw it: the
+    watcher's sighting takes it over with the height it matures at, and the
+    refresh keeps it pending until then."""
+    from billing.chains.utxo.scanner import COINBASE_MATURITY, coins_to_base_units
+
+    invoice = ltc.invoice()
+    [block] = node.mine(1, address=invoice.active_request.address)
+    coinbase = node.rpc.call("getblock", block, 2)["tx"][0]
+    vout = next(o["n"] for o in coinbase["vout"] if o["scriptPubKey"]["hex"] == invoice.active_request.match_key)
+    services.payment_record_manual(
+        invoice_number=invoice.number,
+        txid=coinbase["txid"],
+        amount=coins_to_base_units(coinbase["vout"][vout]["value"], decimals=8),
+        confirmations=1,
+        reason="seen on an explorer",
+        actor=None,
+        output_index=vout,
+    )
+    ltc.scan()
+    node.mine(10)
+    ltc.scan()
+    [payment] = ltc.payments(invoice)
+    assert payment.matures_at_height == node.height() - 10 + COINBASE_MATURITY - 1
+    assert payment.status == PaymentStatus.PENDING and payment.confirmations == 11

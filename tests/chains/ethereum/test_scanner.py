@@ -275,21 +275,26 @@ def logs_lagging_from(height: int):
     return rewrite
 
 
-def unknown_by_hash(*hashes: str, message: str = "unknown block"):
+def unknown_by_hash(*hashes: str, message: str = "unknown block", code: int = -32000):
     """eth_getLogs by block hash (EIP-234) for `hashes` answers as a node that has not seen them."""
 
     def rule(call: dict) -> dict | None:
         if call.get("method") == "eth_getLogs" and call["params"][0].get("blockHash") in hashes:
-            return {"code": -32000, "message": message}
+            return {"code": code, "message": message}
         return None
 
     return rule
 
 
 @pytest.mark.parametrize(
-    "message", ["invalid params: blockHash", "the method eth_getLogs does not exist/is not available"]
+    ("message", "code"),
+    [
+        ("invalid params: blockHash", -32602),
+        ("the method eth_getLogs does not exist/is not available", -32000),
+        ("block not found", -32601),  # a method the node lacks, whatever its words
+    ],
 )
-def test_a_log_read_by_hash_refused_for_another_reason_is_a_node_fault(evm, node, proxy, message):
+def test_a_log_read_by_hash_refused_for_another_reason_is_a_node_fault(evm, node, proxy, message, code):
     """Refused for something else than an unknown block (a parameter the node
     does not take, a method it lacks): blind, and said so, not a scan cut short
     there for good."""
@@ -298,7 +303,7 @@ def test_a_log_read_by_hash_refused_for_another_reason_is_a_node_fault(evm, node
     node.token_transfer(evm.usdt, to, 31)
     node.mine()
     proxy.rewrites.append(logs_lagging_from(start))
-    proxy.rules.append(unknown_by_hash(node.block_hash(start), message=message))
+    proxy.rules.append(unknown_by_hash(node.block_hash(start), message=message, code=code))
     with EthRpc(proxy.url) as client:
         scanner = EvmScanner(client, internal=TRACE_BLOCK)
         with pytest.raises(ChainUnavailable, match="refused eth_getLogs by block hash"):
