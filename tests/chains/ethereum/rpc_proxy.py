@@ -48,6 +48,22 @@ def logs_span_limit(max_blocks: int) -> Rule:
     return rule
 
 
+def trace_fails(height: int | None = None) -> Callable[[dict, dict], dict]:
+    """A rewrite: debug_traceBlockByNumber of block `height` (any block when None)
+    answers that the node could not trace its first transaction, as Geth's
+    tracer does on a timeout."""
+
+    def rewrite(call: dict, answer: dict) -> dict:
+        if call.get("method") != "debug_traceBlockByNumber" or not answer.get("result"):
+            return answer
+        if height is not None and int(call["params"][0], 16) != height:
+            return answer
+        first = answer["result"][0]
+        return answer | {"result": [{"txHash": first.get("txHash"), "error": "execution timeout"}]}
+
+    return rewrite
+
+
 @dataclass
 class RpcProxy:
     target: str

@@ -14,7 +14,7 @@ from billing.chains.ethereum.abi import MULTICALL3_ADDRESS
 from billing.chains.ethereum.rpc import EthRpc
 from billing.chains.ethereum.scanner import BALANCE_MODE, EvmScanner
 from billing.chains.ethereum.traces import DEBUG_TRACE, TRACE_BLOCK
-from tests.chains.ethereum.rpc_proxy import logs_span_limit, method_missing
+from tests.chains.ethereum.rpc_proxy import logs_span_limit, method_missing, trace_fails
 
 pytestmark = pytest.mark.chain
 
@@ -443,13 +443,7 @@ def test_a_transaction_the_node_cannot_trace_leaves_the_chain_blind_not_crashing
     next run meets again."""
     proxy.rules.append(method_missing("trace_block"))
 
-    def untraceable(call: dict, answer: dict) -> dict:
-        if call.get("method") == "debug_traceBlockByNumber" and answer.get("result"):
-            first = answer["result"][0]
-            return answer | {"result": [{"txHash": first.get("txHash"), "error": "execution timeout"}]}
-        return answer
-
-    proxy.rewrites.append(untraceable)
+    proxy.rewrites.append(trace_fails())
     to = evm.address()
     node.transact(evm.forwarder, "forward", cs(to), value=77)
     node.mine()
@@ -473,13 +467,7 @@ def test_a_block_the_node_never_traces_is_read_from_balances_after_a_few_runs(ev
     stuck = node.mine()
     stuck_hash = node.block_hash(stuck)
 
-    def untraceable(call: dict, answer: dict) -> dict:
-        if call.get("method") == "debug_traceBlockByNumber" and int(call["params"][0], 16) == stuck:
-            first = answer["result"][0]
-            return answer | {"result": [{"txHash": first.get("txHash"), "error": "execution timeout"}]}
-        return answer
-
-    proxy.rewrites.append(untraceable)
+    proxy.rewrites.append(trace_fails(stuck))
     node.transact(evm.forwarder, "forward", cs(later), value=88)
     node.mine()
     base = BlockRef(stuck - 1, node.block_hash(stuck - 1))
@@ -506,13 +494,7 @@ def test_a_block_behind_an_untraceable_one_is_read_up_to_it(evm, node, proxy):
     node.transact(evm.forwarder, "forward", cs(to), value=66)
     stuck = node.mine()
 
-    def untraceable(call: dict, answer: dict) -> dict:
-        if call.get("method") == "debug_traceBlockByNumber" and int(call["params"][0], 16) == stuck:
-            first = answer["result"][0]
-            return answer | {"result": [{"txHash": first.get("txHash"), "error": "execution timeout"}]}
-        return answer
-
-    proxy.rewrites.append(untraceable)
+    proxy.rewrites.append(trace_fails(stuck))
     base = BlockRef(good - 1, node.block_hash(good - 1))
     with EthRpc(proxy.url) as client:
         scanner = EvmScanner(client, internal=DEBUG_TRACE)

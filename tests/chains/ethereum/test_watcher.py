@@ -27,7 +27,7 @@ from billing.models import (
 )
 from billing.selectors import credit_balance_usd
 from billing.tasks import chain_scan as chain_scan_task
-from tests.chains.ethereum.rpc_proxy import logs_span_limit
+from tests.chains.ethereum.rpc_proxy import logs_span_limit, trace_fails
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 
@@ -355,13 +355,7 @@ def test_a_block_the_node_never_traces_is_read_from_balances_after_three_runs(et
     eth.pay_through_contract(invoice)
     stuck = eth.node.height()
 
-    def untraceable(call: dict, answer: dict) -> dict:
-        if call.get("method") == "debug_traceBlockByNumber" and int(call["params"][0], 16) == stuck:
-            first = answer["result"][0]
-            return answer | {"result": [{"txHash": first.get("txHash"), "error": "execution timeout"}]}
-        return answer
-
-    proxy.rewrites.append(untraceable)
+    proxy.rewrites.append(trace_fails(stuck))
     eth.node.mine(3)
     for _ in range(UNTRACEABLE_RUNS - 1):
         report = chain_scan(currency="ETH", force=True)
