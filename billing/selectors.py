@@ -102,20 +102,25 @@ def payment_share(*, payment: Payment, request: PaymentRequest, total: Fraction)
     )
 
 
-def invoice_received_usd(*, invoice: Invoice) -> Decimal:
+def invoice_received_usd(*, invoice: Invoice, net_of_overpayment: bool = False) -> Decimal:
     """What an invoice received toward its total, in USD: what its applied
     payments pay of it as the state machine counts them (payments_fraction, each
     at the rate it counts at), rounded down to the cent, and the credit spent
-    on it; at most its total (beyond it is the over-payment, credited on its own)."""
+    on it; at most its total (beyond it is the over-payment, credited on its own).
+    `net_of_overpayment`: all its applied payments pay, less what was credited
+    already as its over-payment (at the rate they counted at then): after they
+    were valued again lower, the part of them not yet credited."""
     applied = invoice.payments.filter(disposition=PaymentDisposition.APPLIED).exclude(status=PaymentStatus.REMOVED)
-    share = min(Fraction(1), payments_fraction(invoice=invoice, payments=list(applied.select_related("request"))))
+    share = payments_fraction(invoice=invoice, payments=list(applied.select_related("request")))
+    if not net_of_overpayment:
+        share = min(Fraction(1), share)
     cents_paid = share * Fraction(invoice.total_usd) * 100
     paid = Decimal(cents_paid.numerator // cents_paid.denominator) / 100  # exact, rounded down to the cent
-    spent = -sum(
-        (e.amount_usd for e in invoice.credit_entries.filter(kind=CreditKind.INVOICE_PAYMENT)),
-        Decimal(0),
-    )
-    return min(invoice.total_usd, paid + spent)
+    kinds = [CreditKind.INVOICE_PAYMENT, CreditKind.OVERPAYMENT] if net_of_overpayment else [CreditKind.INVOICE_PAYMENT]
+    # Credit spent on it is a debit (negative: taking it away adds it), an over-payment
+    # credited a positive entry (taken away).
+    less = sum((e.amount_usd for e in invoice.credit_entries.filter(kind__in=kinds)), Decimal(0))
+    return min(invoice.total_usd, paid - less)
 
 
 def invoice_paid_fraction(*, invoice: Invoice) -> Fraction:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from fractions import Fraction
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -26,7 +25,7 @@ from billing.models import (
     PaymentStatus,
 )
 from billing.rates import rate_market_at
-from billing.selectors import invoice_has_payments, invoice_received_usd, payments_fraction
+from billing.selectors import invoice_has_payments, invoice_received_usd
 from billing.services.common import invoice_lock, invoice_transition, log, reason_required
 from core.audit import AuditAction, audit_record
 from core.errors import Conflict, DomainError
@@ -259,16 +258,9 @@ def invoice_credit_unfulfilled(
         markets: dict[tuple[str, datetime], Any] = {}
         for payment in applied:
             payment_value_as_buying_nothing(payment=payment, markets=markets)
-        # Uncapped, less what was credited already as an over-payment (at the rate it was
-        # valued at when it settled): what all of it was worth when seen, in credit, once.
-        share = payments_fraction(invoice=invoice, payments=applied)
-        cents_paid = share * Fraction(invoice.total_usd) * 100
-        worth = Decimal(cents_paid.numerator // cents_paid.denominator) / 100
-        over = sum((e.amount_usd for e in invoice.credit_entries.filter(kind=CreditKind.OVERPAYMENT)), Decimal(0))
-        spent = -sum((e.amount_usd for e in invoice.credit_entries.filter(kind=CreditKind.INVOICE_PAYMENT)), Decimal(0))
-        received = min(invoice.total_usd, worth - over + spent) - keep_usd
-    else:
-        received = invoice_received_usd(invoice=invoice) - keep_usd
+    # Valued again, what all of it was worth when seen comes back as credit once: less what
+    # was credited already as its over-payment.
+    received = invoice_received_usd(invoice=invoice, net_of_overpayment=bought_nothing) - keep_usd
     if received <= 0:
         log.info("%s cannot be delivered and received nothing to credit back (%s)", invoice.number, reason)
         return None

@@ -169,9 +169,9 @@ def payment_observe(
         # The transaction's payments, read once: this position's, or one staff recorded by hand.
         recorded = list(Payment.objects.filter(chain=chain, txid=obs.txid))
         payment = next((p for p in recorded if p.position == obs.key), None)
-        matures = (
-            obs.matures_at_height if obs.matures_at_height is not None else getattr(payment, "matures_at_height", None)
-        )
+        matures = obs.matures_at_height
+        if matures is None and payment is not None:
+            matures = payment.matures_at_height
         if matures is not None and confirmed:
             # A coinbase output: not before it can be spent, whatever the count.
             tip = (obs.block_height or 0) + obs.confirmations - 1
