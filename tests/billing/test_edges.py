@@ -33,6 +33,27 @@ def make_invoice(account, total="250.00", currency="LTC", payable=("test", 1)):
     )
 
 
+def token_log_seen(request, txid: str, position: str, block: str, amount: int, confirmations: int):
+    """A USDT watcher's sighting of a Transfer log at `position` ("log:N") in `block`."""
+    from billing.services import Observation
+
+    payment = services.payment_observe(
+        observation=Observation(
+            currency="USDT",
+            txid=txid,
+            output_index=int(position.split(":")[1]),
+            position=position,
+            match_key=request.match_key,
+            amount=amount,
+            confirmations=confirmations,
+            block_height=100,
+            block_hash=block,
+        )
+    )
+    assert payment is not None
+    return payment
+
+
 def pay(invoice, amount: int, txid: str):
     return services.payment_record_manual(
         invoice_number=invoice.number, txid=txid, amount=amount, confirmations=6, reason="test", actor=None
@@ -653,24 +674,9 @@ def test_a_token_transfer_mined_again_at_another_log_index_counts_once(chains, c
     sighting counted (its transaction is in the new branch); the new one is that
     payment, moved, not a second one credited as an over-payment."""
     from billing.models import Payment
-    from billing.services import Observation
 
     def seen(position: str, block: str, amount: int, confirmations: int = 1) -> Payment:
-        payment = services.payment_observe(
-            observation=Observation(
-                currency="USDT",
-                txid="0x" + "7a" * 32,
-                output_index=int(position.split(":")[1]),
-                position=position,
-                match_key=request.match_key,
-                amount=amount,
-                confirmations=confirmations,
-                block_height=100,
-                block_hash=block,
-            )
-        )
-        assert payment is not None
-        return payment
+        return token_log_seen(request, "0x" + "7a" * 32, position, block, amount, confirmations)
 
     with time_machine.travel(START, tick=False):
         invoice = make_invoice(customer, currency="USDT")
@@ -695,26 +701,11 @@ def test_a_reorg_that_shifts_two_transfers_of_one_transaction_counts_each_once(c
     sighting was taken for the second (another amount, kept as it was) and the
     second's own was recorded again: 30 USDT counted three times as 20 + 10 + 10."""
     from billing.models import Payment
-    from billing.services import Observation
 
     old_block, new_block = "0x" + "aa" * 32, "0x" + "bb" * 32
 
     def seen(position: str, block: str, amount: int, confirmations: int = 1) -> Payment:
-        payment = services.payment_observe(
-            observation=Observation(
-                currency="USDT",
-                txid="0x" + "7c" * 32,
-                output_index=int(position.split(":")[1]),
-                position=position,
-                match_key=request.match_key,
-                amount=amount,
-                confirmations=confirmations,
-                block_height=100,
-                block_hash=block,
-            )
-        )
-        assert payment is not None
-        return payment
+        return token_log_seen(request, "0x" + "7c" * 32, position, block, amount, confirmations)
 
     with time_machine.travel(START, tick=False):
         invoice = make_invoice(customer, currency="USDT")
