@@ -2,6 +2,7 @@
 
 import gc
 import multiprocessing
+import os
 
 # Reached through nginx alone: gunicorn closes a connection on the worker's event
 # loop, waiting up to 2 s for the client to close its side, so a client that
@@ -9,7 +10,24 @@ import multiprocessing
 # connections (docs/operations.md, Workers). nginx closes at once.
 bind = "127.0.0.1:8000"
 workers = max(2, multiprocessing.cpu_count())
-threads = 4
+
+
+def _web_threads() -> int:
+    """WEB_THREADS, each worker's threads: 2 unless set, a whole number from 1 to 64.
+
+    Two, not four: on the 2-core machine of make bench, two threads per worker
+    placed more orders a second than four in each of five alternating pairs of
+    runs, for less of the machine's CPU an order (docs/operations.md, Workers).
+    A deployment whose requests wait longer on something else (a database on
+    another machine) may want more."""
+    raw = os.environ.get("WEB_THREADS", "").strip() or "2"
+    value = int(raw) if raw.isdigit() else 0
+    if not 1 <= value <= 64:
+        raise SystemExit(f"WEB_THREADS is {raw!r}; expected a whole number from 1 to 64 (default 2).")
+    return value
+
+
+threads = _web_threads()
 worker_class = "gthread"
 # A worker holds at most this many connections; the rest wait in the listen
 # backlog for whichever worker frees one first. Without a bound a worker accepts
