@@ -379,6 +379,36 @@ def test_a_scan_asked_for_during_a_run_is_made_right_after_it(ltc, node, monkeyp
     assert runs == [1, 2, 3]  # nothing asked meanwhile: one run
 
 
+def test_the_confirmation_refresh_keeps_the_lease_as_it_goes(ltc, node, monkeypatch):
+    """The refresh renews the run's lease once a pending payment, as the block steps
+    do after each block: over many payments it outlasted the lease, and another
+    run could take the chain while this one still wrote confirmations."""
+    real, renewals = machinery.chain_run, []
+
+    def counting_renewals(watcher, *, renew, **kwargs):
+        def counted():
+            renewals.append(1)
+            return renew()
+
+        return real(watcher, renew=counted, **kwargs)
+
+    monkeypatch.setattr(machinery, "chain_run", counting_renewals)
+    node.mine(1)
+    ltc.scan()
+    renewals.clear()
+    ltc.scan()  # no block, no payment pending
+    alone = len(renewals)
+    invoices = [ltc.invoice() for _ in range(3)]
+    for invoice in invoices:
+        ltc.pay(invoice)
+    node.mine(1)
+    ltc.scan()
+    assert all(p.status == PaymentStatus.PENDING and p.block_height for i in invoices for p in ltc.payments(i))
+    renewals.clear()
+    ltc.scan()  # no block: the refresh alone, over the three
+    assert len(renewals) == alone + 3
+
+
 def test_a_cursor_moved_by_another_scanner_stops_this_one(ltc, node):
     invoice = ltc.invoice()
     ltc.pay(invoice)

@@ -248,7 +248,7 @@ def test_a_transaction_mined_again_without_a_transfer_it_made_uncounts_that_paym
     eth.node.mine()
     eth.node.reorg(2, [(raw, 1)])  # the same transaction, one block later
     report = eth.scan()
-    assert report.reorgs == 1
+    assert (report.reorgs, report.uncounted) == (1, 1)  # un-counted by the refresh, not by the reorg
     lost.refresh_from_db()
     assert lost.status == PaymentStatus.REMOVED and "left the chain" in lost.removal_reason
     assert eth.status(until) == (NEW, NONE)
