@@ -240,7 +240,13 @@ def _watched_update(watched: WatchedSet, currency: str) -> WatchedSet:
     newest = max(watched.newest, *found)
     for i in found:
         gaps.pop(i, None)
-    gaps.update({i: clock for i in range(watched.newest + 1, newest + 1) if i not in found})
+    # As a full read: the GAP_WINDOW ids below the newest, however far the ids jumped (a
+    # sequence moved on, many inserts rolled back); older ones wait for the next full read.
+    # Unbounded, one jump of 70,000 ids made a query of as many parameters, past PostgreSQL's
+    # 65,535: every run failed until the next full read.
+    lowest = max(watched.newest + 1, newest - GAP_WINDOW + 1)
+    gaps = {i: at for i, at in gaps.items() if i >= newest - GAP_WINDOW + 1}
+    gaps.update({i: clock for i in range(lowest, newest + 1) if i not in found})
     keys = watched.keys | {key for _, code, key in rows if code == currency}
     return WatchedSet(keys, newest, gaps, watched.loaded_at)
 

@@ -83,6 +83,24 @@ def test_an_id_not_committed_when_read_is_read_later(ltc):
     assert {early.active_request.match_key, late.active_request.match_key} <= updated.keys
 
 
+def test_ids_that_jumped_far_ahead_are_gaps_only_within_the_window(ltc):
+    """Ids far above the newest read (a sequence moved on; many inserts rolled back)
+    are asked for again only within GAP_WINDOW below the newest, as a full read
+    does: one gap each made a run's query of more parameters than PostgreSQL takes,
+    and every run failed until the next full read."""
+    from billing.models import PaymentRequest
+
+    invoice = ltc.invoice()
+    newest = invoice.active_request.pk
+    far, clock = newest - 100_000, time.monotonic()
+    updated = machinery._watched_update(machinery.WatchedSet(frozenset(), far, {far: clock}, clock), "LTC")
+    assert updated.newest == newest and invoice.active_request.match_key in updated.keys
+    present = set(PaymentRequest.objects.values_list("id", flat=True))
+    window = range(newest - machinery.GAP_WINDOW + 1, newest)
+    assert sorted(updated.gaps) == [i for i in window if i not in present]  # the old gap at `far` dropped
+    machinery._watched_update(updated, "LTC")  # the next run asks for them, in one query
+
+
 def test_a_destination_issued_during_a_long_run_is_matched_in_its_later_steps(ltc, node, monkeypatch):
     """A catch-up run reads its blocks in steps, minutes apart: an invoice issued
     after the first step and paid in a block a later step reads is seen (the
