@@ -242,8 +242,8 @@ def _watched_update(watched: WatchedSet, currency: str) -> WatchedSet:
         gaps.pop(i, None)
     # As a full read: the GAP_WINDOW ids below the newest, however far the ids jumped (a
     # sequence moved on, many inserts rolled back); older ones wait for the next full read.
-    # Unbounded, one jump of 70,000 ids made a query of as many parameters, past PostgreSQL's
-    # 65,535: every run failed until the next full read.
+    # Unbounded, a jump of more ids than PostgreSQL takes parameters (65,535) made every run's
+    # query fail until the next full read.
     lowest = max(watched.newest + 1, newest - GAP_WINDOW + 1)
     gaps = {i: at for i, at in gaps.items() if i >= newest - GAP_WINDOW + 1}
     gaps.update({i: clock for i in range(lowest, newest + 1) if i not in found})
