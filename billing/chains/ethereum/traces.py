@@ -64,19 +64,24 @@ def parity_traces_parse(
         txid = frame["transactionHash"]
         if to not in watched or _failed_under(path, failed.get(txid, set())):
             continue
-        found.append(
-            Transfer(
-                txid=txid,
-                position=trace_position(path),
-                kind=INTERNAL,
-                to=to,
-                amount=value,
-                sender=(sender or "").lower(),
-                block_height=height,
-                block_hash=block_hash,
-            )
-        )
+        found.append(_internal(txid, path, to=to, amount=value, sender=sender, height=height, block_hash=block_hash))
     return found
+
+
+def _internal(
+    txid: str, path: tuple[int, ...], *, to: str, amount: int, sender: str | None, height: int, block_hash: str
+) -> Transfer:
+    """The internal transfer at call `path` of `txid` (either trace format)."""
+    return Transfer(
+        txid=txid,
+        position=trace_position(path),
+        kind=INTERNAL,
+        to=to,
+        amount=amount,
+        sender=(sender or "").lower(),
+        block_height=height,
+        block_hash=block_hash,
+    )
 
 
 def _walk(
@@ -102,15 +107,8 @@ def _walk(
             to, value = (frame.get("to") or "").lower(), hex_int(frame.get("value"))
             if value > 0 and to in watched:
                 found.append(
-                    Transfer(
-                        txid=txid,
-                        position=trace_position(path),
-                        kind=INTERNAL,
-                        to=to,
-                        amount=value,
-                        sender=(frame.get("from") or "").lower(),
-                        block_height=height,
-                        block_hash=block_hash,
+                    _internal(
+                        txid, path, to=to, amount=value, sender=frame.get("from"), height=height, block_hash=block_hash
                     )
                 )
         children = list(enumerate(frame.get("calls") or ()))
