@@ -550,13 +550,34 @@ def test_an_ether_transaction_typed_without_0x_is_the_one_the_watcher_sees(chain
     assert not CreditEntry.objects.filter(account=customer).exists()
 
 
+def balance_sighting(request, amount: int, *, block: str, confirmations: int, **seen):
+    """An Ethereum watcher's balance-mode sighting at `request`'s address: the block's
+    hash for a txid, since the transfer was made inside a contract."""
+    from billing.services import Observation
+
+    payment = services.payment_observe(
+        observation=Observation(
+            currency="ETH",
+            txid=block,
+            output_index=0,
+            position=f"balance:{request.match_key}",
+            match_key=request.match_key,
+            amount=amount,
+            confirmations=confirmations,
+            own_txid=False,
+            **seen,
+        )
+    )
+    assert payment is not None
+    return payment
+
+
 def test_ether_a_balance_reading_watcher_finds_is_the_payment_staff_recorded(chains, customer):
     """A transfer made inside a contract, found by reading balances, carries the
     block's hash, not its transaction's: staff recorded it by the transaction's
     id, the watcher's sighting is that payment (same quote, same amount), not a
     second one credited on top."""
     from billing.models import Payment
-    from billing.services import Observation
 
     with time_machine.travel(START, tick=False):
         invoice = make_invoice(customer, currency="ETH")
@@ -564,25 +585,8 @@ def test_ether_a_balance_reading_watcher_finds_is_the_payment_staff_recorded(cha
         due = int(request.amount_due)
         recorded = pay(invoice, due, txid="0x" + "ab" * 32)
         block = "0x" + "cd" * 32
-
-        def balance_reading(confirmations: int) -> Payment:
-            payment = services.payment_observe(
-                observation=Observation(
-                    currency="ETH",
-                    txid=block,
-                    output_index=0,
-                    position=f"balance:{request.match_key}",
-                    match_key=request.match_key,
-                    amount=due,
-                    confirmations=confirmations,
-                    own_txid=False,
-                )
-            )
-            assert payment is not None
-            return payment
-
-        seen = balance_reading(3)
-        again = balance_reading(12)
+        seen = balance_sighting(request, due, block=block, confirmations=3)
+        again = balance_sighting(request, due, block=block, confirmations=12)
     assert Payment.objects.count() == 1 and seen.pk == again.pk == recorded.pk
     assert (again.txid, again.position, again.confirmations) == (block, f"balance:{request.match_key}", 12)
     assert ("0x" + "ab" * 32) in again.reason
@@ -597,7 +601,6 @@ def test_staff_recording_what_a_balance_reading_watcher_found_is_refused(chains,
     id, same quote, same amount: refused as that transfer again, not a second
     payment credited on top. Another amount is another transfer."""
     from billing.models import Payment
-    from billing.services import Observation
     from core.errors import Conflict
 
     with time_machine.travel(START, tick=False):
@@ -605,21 +608,7 @@ def test_staff_recording_what_a_balance_reading_watcher_found_is_refused(chains,
         request = invoice.active_request
         due = int(request.amount_due)
         block = "0x" + "cd" * 32
-        seen = services.payment_observe(
-            observation=Observation(
-                currency="ETH",
-                txid=block,
-                output_index=0,
-                position=f"balance:{request.match_key}",
-                match_key=request.match_key,
-                amount=due,
-                confirmations=3,
-                block_height=120,
-                block_hash=block,
-                own_txid=False,
-            )
-        )
-        assert seen is not None
+        balance_sighting(request, due, block=block, confirmations=3, block_height=120, block_hash=block)
         with pytest.raises(Conflict) as refused:
             pay(invoice, due, txid="0x" + "ab" * 32)
         assert refused.value.code == "payment_recorded_already"
