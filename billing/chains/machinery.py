@@ -629,13 +629,11 @@ class ScanRun:
             height = p.block_height
             if height is None:  # the filter leaves none out; the type does not know
                 continue
-            # Keep the lease as the blocks' steps do: a run that lost it must not write what it
-            # read before another run recorded the new branch.
-            self.renew()
             if p.block_hash and stored.get(height, p.block_hash) != p.block_hash:
                 # Its block left the chain and the block now at that height was recorded without
                 # it: its transaction, mined again in the new branch (so the reorg left it to that
                 # branch), no longer made this transfer (a contract that pays only before a time).
+                self.renew()  # before each write, as the blocks' steps renew after each block
                 gone = services.payment_uncount(
                     chain=self.chain,
                     txid=p.txid,
@@ -651,6 +649,7 @@ class ScanRun:
             final = None if final_height is None else height <= final_height
             if confirmations < 1 or (confirmations == p.confirmations and not final):
                 continue
+            self.renew()
             services.payment_observe(
                 observation=services.Observation(
                     currency=p.currency,

@@ -380,9 +380,10 @@ def test_a_scan_asked_for_during_a_run_is_made_right_after_it(ltc, node, monkeyp
 
 
 def test_the_confirmation_refresh_keeps_the_lease_as_it_goes(ltc, node, monkeypatch):
-    """The refresh renews the run's lease once a pending payment, as the block steps
-    do after each block: over many payments it outlasted the lease, and another
-    run could take the chain while this one still wrote confirmations."""
+    """The refresh renews the run's lease before each payment it writes, as the
+    block steps do after each block: over many payments it outlasted the lease, and
+    another run could take the chain while this one still wrote confirmations. A
+    payment with nothing new to write costs no renewal."""
     real, renewals = machinery.chain_run, []
 
     def counting_renewals(watcher, *, renew, **kwargs):
@@ -395,8 +396,9 @@ def test_the_confirmation_refresh_keeps_the_lease_as_it_goes(ltc, node, monkeypa
     monkeypatch.setattr(machinery, "chain_run", counting_renewals)
     node.mine(1)
     ltc.scan()
+    node.mine(1)
     renewals.clear()
-    ltc.scan()  # no block, no payment pending
+    ltc.scan()  # one block, no payment pending
     alone = len(renewals)
     invoices = [ltc.invoice() for _ in range(3)]
     for invoice in invoices:
@@ -405,8 +407,12 @@ def test_the_confirmation_refresh_keeps_the_lease_as_it_goes(ltc, node, monkeypa
     ltc.scan()
     assert all(p.status == PaymentStatus.PENDING and p.block_height for i in invoices for p in ltc.payments(i))
     renewals.clear()
-    ltc.scan()  # no block: the refresh alone, over the three
+    ltc.scan()  # no block: nothing new to write
+    assert renewals == []
+    node.mine(1)
+    ltc.scan()  # one block, and the three's new confirmations written
     assert len(renewals) == alone + 3
+    assert all(p.confirmations == 2 for i in invoices for p in ltc.payments(i))
 
 
 def test_a_cursor_moved_by_another_scanner_stops_this_one(ltc, node):
