@@ -243,7 +243,7 @@ def usage_correction_window() -> timedelta:
     return timedelta(days=settings.USAGE_CORRECTION_DAYS)
 
 
-def _usage_unbilled(*, now: datetime) -> Q:
+def _usage_unbilled(*, now: datetime, lapsed_too: bool = False) -> Q:
     """Usage not billed yet, or billed on a renewal that will never be paid: one
     voided since (by a cancel or a termination), or one that expired unpaid and
     whose monitoring window has closed (no payment settles it any more;
@@ -251,16 +251,16 @@ def _usage_unbilled(*, now: datetime) -> Q:
     was used all the same, so it is billed again, on the next invoice that bills
     usage: the customer's next renewal, or a usage invoice of its own when the
     rental is ending. A usage invoice of its own that lapses keeps it (it may be
-    re-quoted and paid): billing it again would issue one after another."""
-    return (
-        Q(billed_invoice__isnull=True)
-        | Q(billed_invoice__status=InvoiceStatus.INVALID)
-        | Q(
-            billed_invoice__status=InvoiceStatus.EXPIRED,
-            billed_invoice__monitoring_until__lte=now,
-            billed_invoice__renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
-        )
+    re-quoted and paid): billing it again would issue one after another.
+    `lapsed_too`: a renewal that expired unpaid counts whether its monitoring
+    window has closed or not (_usage_lines says when)."""
+    lapsed = Q(
+        billed_invoice__status=InvoiceStatus.EXPIRED,
+        billed_invoice__renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
     )
+    if not lapsed_too:
+        lapsed &= Q(billed_invoice__monitoring_until__lte=now)
+    return Q(billed_invoice__isnull=True) | Q(billed_invoice__status=InvoiceStatus.INVALID) | lapsed
 
 
 def _usage_lines(
@@ -274,14 +274,11 @@ def _usage_lines(
     # on it while a late payment could still settle it, a customer who let each automatic
     # renewal lapse and asked for a new one at once paid for egress never (each renewal
     # paid carried none, the next automatic one all of it).
-    lapsed_renewal = Q(
-        billed_invoice__status=InvoiceStatus.EXPIRED,
-        billed_invoice__renewal__kind__in=[RenewalKind.AUTO, RenewalKind.MANUAL],
-    )
-    due = _usage_unbilled(now=now) | lapsed_renewal if lapsed_too else _usage_unbilled(now=now)
     reports = [
         r
-        for r in rental.usage_reports.filter(due, overage_usd__gt=0).distinct().order_by("month")
+        for r in rental.usage_reports.filter(
+            _usage_unbilled(now=now, lapsed_too=lapsed_too), overage_usd__gt=0
+        ).order_by("month")
         if _month_end(r.month) + usage_correction_window() <= now
     ]
     # A lapsed renewal that billed some of it is closed first, before the new invoice
