@@ -638,8 +638,7 @@ def rate_current(*, currency: str) -> Rate:
         return Rate(currency=code, usd=PEG_USD, source=SOURCE_PEG, at=at)
 
     usd, middle = _median([s.usd for s in fresh])
-    max_spread = Decimal(getattr(settings, "RATE_MAX_SPREAD_PCT", DEFAULT_MAX_SPREAD_PCT))
-    spread = _pct(max(middle) - min(middle), usd)
+    max_spread, spread = _max_spread_pct(), _spread_pct(usd, middle)
     if spread > max_spread:
         # With two sources the median is their mean: if they disagree this much
         # one of them is wrong, and there is no telling which.
@@ -679,20 +678,30 @@ def rate_market_at(*, currency: str, now: datetime) -> Decimal | None:
     STABLECOIN_DEPEG_PCT of its peg is worth the peg, and sources further apart
     than RATE_MAX_SPREAD_PCT tell nothing (one of them is wrong): None, as when
     there is no sample."""
-    latest = _latest_of_the_day(currency, now)
-    if not latest:
+    day = _median_of_the_day(currency, now)
+    if day is None:
         return None
-    usd, middle = _median(latest)
-    max_spread = Decimal(getattr(settings, "RATE_MAX_SPREAD_PCT", DEFAULT_MAX_SPREAD_PCT))
-    if _pct(max(middle) - min(middle), usd) > max_spread:
+    usd, middle = day
+    if _spread_pct(usd, middle) > _max_spread_pct():
         return None
     if CURRENCIES[currency].stable and _pct(abs(usd - PEG_USD), PEG_USD) <= Decimal(settings.STABLECOIN_DEPEG_PCT):
         return PEG_USD
     return _trim(usd)
 
 
-def _latest_of_the_day(currency: str, now: datetime) -> list[Decimal]:
-    """Each market source's latest sample of the day before `now` (staff manual rates left out)."""
+def _max_spread_pct() -> Decimal:
+    return Decimal(getattr(settings, "RATE_MAX_SPREAD_PCT", DEFAULT_MAX_SPREAD_PCT))
+
+
+def _spread_pct(usd: Decimal, middle: list[Decimal]) -> Decimal:
+    """How far apart the samples a median `usd` was taken from (`middle`) are, in percent of it."""
+    return _pct(max(middle) - min(middle), usd)
+
+
+def _median_of_the_day(currency: str, now: datetime) -> tuple[Decimal, list[Decimal]] | None:
+    """The median of each market source's latest sample of the day before `now`
+    (staff manual rates left out), and the middle sample(s) it is made of (_median);
+    None when there is none."""
     latest: dict[str, Decimal] = {}
     for source, usd in (
         RateSample.objects.filter(currency=currency, observed_at__lte=now, observed_at__gt=now - timedelta(days=1))
@@ -701,14 +710,12 @@ def _latest_of_the_day(currency: str, now: datetime) -> list[Decimal]:
         .values_list("source", "usd")[:500]
     ):
         latest.setdefault(source, usd)
-    return list(latest.values())
+    return _median(list(latest.values())) if latest else None
 
 
 def rate_market_of_the_day(*, currency: str, now: datetime) -> Decimal | None:
     """The median of each market source's latest sample of the day before
     `now` (staff manual rates left out), or None when there is none: what the
     market said at a past moment, as far as the samples kept tell."""
-    latest = _latest_of_the_day(currency, now)
-    if not latest:
-        return None
-    return _trim(_median(latest)[0])
+    day = _median_of_the_day(currency, now)
+    return None if day is None else _trim(day[0])
