@@ -25,7 +25,8 @@ caller's lease (billing.chains.watchers takes it):
   back to the fork point, in one transaction.
 - `run.confirmations_refresh(tip_height=..., final_height=...)`: payments in
   blocks brought up to date with the tip (and the finalized block, for a
-  finality-tag policy).
+  finality-tag policy); a payment, confirming or confirmed, whose block left
+  the chain and whose transfer the new branch's block does not carry, un-counted.
 
 `BlockWatcher` is the block walk block chains share (UTXO, EVM): follow the
 node from the stored cursor a step of blocks at a time, apply forks (walking
@@ -47,7 +48,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Max, Min, Q
+from django.db.models import Exists, F, Max, Min, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from billing import services
@@ -667,8 +668,45 @@ class ScanRun:
                 now=self.now,
             )
             updated += 1
+        self._confirmed_left_uncount()
         self.report.confirmations_updated += updated
         return updated
+
+    def _confirmed_left_uncount(self) -> None:
+        """Un-count confirmed payments whose block a reorg deeper than the policy took
+        and whose transaction the new branch mined again without the transfer it made.
+
+        The reorg left them to the new branch (`fork_apply`'s `again`), whose blocks this
+        run recorded: a transfer still made is recorded again there with its new block, so
+        what still names another block than the stored one at its height is gone. Read
+        for the stored heights only (the last CHAIN_REORG_WINDOW), through the
+        (chain, block_height) index; none, as a rule. Money already applied or credited
+        is put before staff (`payment_uncount`)."""
+        stored = ChainBlock.objects.filter(chain=self.chain)
+        left = (
+            Payment.objects.filter(
+                chain=self.chain,
+                status=PaymentStatus.CONFIRMED,
+                block_height__gte=Subquery(stored.order_by("height").values("height")[:1]),
+            )
+            .exclude(block_hash="")
+            .filter(Exists(stored.filter(height=OuterRef("block_height")).exclude(block_hash=OuterRef("block_hash"))))
+        )
+        for p in left.only("txid", "position", "block_height", "block_hash"):
+            self.renew()
+            gone = services.payment_uncount(
+                chain=self.chain,
+                txid=p.txid,
+                position=p.position,
+                reason=(
+                    f"reorg: block {p.block_height} {p.block_hash} left the chain after the payment was confirmed; "
+                    "not in the new branch's block"
+                ),
+                now=self.now,
+                block_hash=p.block_hash,
+            )
+            if gone is not None and gone.status == PaymentStatus.REMOVED:
+                self.report.uncounted += 1
 
 
 # --- One run ------------------------------------------------------------------------------------

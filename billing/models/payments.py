@@ -82,7 +82,13 @@ class Payment(models.Model):
 
     class Meta:
         ordering = ["first_seen_at", "id"]
-        indexes = [models.Index(fields=["chain", "status"]), models.Index(fields=["txid"])]
+        indexes = [
+            models.Index(fields=["chain", "status"]),
+            models.Index(fields=["txid"]),
+            # The confirmation refresh's check of the stored blocks' payments (the last
+            # CHAIN_REORG_WINDOW heights), confirmed ones included: billing/chains/machinery.py.
+            models.Index(fields=["chain", "block_height"], name="payment_chain_height"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["chain", "txid", "position"], name="payment_recorded_once"),
             models.CheckConstraint(condition=Q(amount__gt=0), name="payment_amount_positive"),

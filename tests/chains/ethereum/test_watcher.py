@@ -259,6 +259,50 @@ def test_a_transaction_mined_again_without_a_transfer_it_made_uncounts_that_paym
     assert eth.status(always) == (SETTLED, NONE) and eth.status(until) == (NEW, NONE)
 
 
+def test_a_confirmed_payment_whose_transfer_a_reorg_past_the_policy_took_is_uncounted_for_staff(eth):
+    """The same contract and transaction, the reorg deeper than the policy: the second
+    invoice had settled on its payment (confirmed and applied) when the transaction is
+    mined again one block later, paying the first only. The reorg leaves both payments
+    to the new branch; the one its block does not carry is un-counted, not kept
+    confirmed in a block the chain no longer has, and its invoice is put before staff."""
+    from core.models import AuditAction, AuditEntry
+
+    always, until = eth.invoice("ETH"), eth.invoice("ETH")
+    last = eth.node.height() + 1
+    txid = eth.node.transact(
+        eth.evm.forwarder,
+        "splitUntil",
+        Web3.to_checksum_address(eth.address(always)),
+        eth.due(always),
+        Web3.to_checksum_address(eth.address(until)),
+        last,
+        value=eth.due(always) + eth.due(until),
+    )
+    assert eth.node.mine() == last
+    raw = eth.node.rpc("eth_getRawTransactionByHash", txid)
+    eth.node.mine(2)  # 3 confirmations: the policy here
+    eth.scan()
+    assert eth.status(always) == eth.status(until) == (SETTLED, NONE)
+    [lost] = eth.payments(until)
+    assert (lost.status, lost.disposition) == (PaymentStatus.CONFIRMED, PaymentDisposition.APPLIED)
+    assert not eth.reload(until).needs_attention
+    eth.node.reorg(3, [(raw, 1)])  # every block from the payment's on: the transaction one block later
+    report = eth.scan()
+    assert (report.reorgs, report.uncounted) == (1, 1)
+    lost.refresh_from_db()
+    assert lost.status == PaymentStatus.REMOVED
+    assert lost.removal_reason.startswith(f"reorg: block {last} ") and "after the payment was confirmed" in (
+        lost.removal_reason
+    )
+    assert eth.reload(until).needs_attention
+    [entry] = AuditEntry.objects.filter(action=AuditAction.PAYMENT_UNCOUNTED_AFTER_USE, object_id=str(lost.pk))
+    assert entry.reason == lost.removal_reason
+    [kept] = eth.payments(always)
+    assert kept.counted and kept.block_height == last + 1 and not eth.reload(always).needs_attention
+    again = eth.scan()  # nothing left to find: un-counted once
+    assert (again.uncounted, AuditEntry.objects.filter(object_id=str(lost.pk)).count()) == (0, 1)
+
+
 def test_a_replaced_transaction_never_counts_twice(eth):
     invoice = eth.invoice("ETH")
     payer = eth.node.accounts[7]
