@@ -119,7 +119,9 @@ class ChainFamily(ABC):
 class ScanReport:
     """What one run did. `skipped` says why it did nothing ("busy": another
     worker holds the chain's lease; "backoff": the node failed recently;
-    "not_watched"); `error` is the node's failure, when the run failed."""
+    "not_watched"), or why it stopped early ("lease_lost": it stalled past its
+    lease and another run took the chain; what it committed stands); `error` is
+    the node's failure, when the run failed."""
 
     currency: str
     chain: str

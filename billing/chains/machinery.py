@@ -83,6 +83,12 @@ class CursorMoved(Exception):
     """Another scanner moved the cursor under this one: stop, it is doing the work."""
 
 
+class LeaseLost(Exception):
+    """The run's lease ran out and another run took the chain (this one stalled longer
+    than the lease: a slow node, a long pause): stop before the next step, the other
+    run is doing the work."""
+
+
 # --- ChainState -------------------------------------------------------------------------
 
 
@@ -376,9 +382,11 @@ class ScanRun:
         return chain_state(self.chain)
 
     def renew(self) -> None:
-        """Keep the lease: called after every block and every long step."""
-        if self._renew is not None:
-            self._renew()
+        """Keep the lease: called after every block and every long step, and before each
+        write of a long step. LeaseLost when another run holds it now (the renewal
+        answered False): what this run committed stands, nothing more is written."""
+        if self._renew is not None and self._renew() is False:
+            raise LeaseLost(f"{self.chain}: the run's lease was taken by another run; stopping")
 
     def line(self, text: str) -> None:
         # A step's progress: for the operator watching `scan_chain`, not the log of every pass.
@@ -754,6 +762,10 @@ def chain_run(
     except CursorMoved as exc:
         watcher.process_state_clear()
         report.skipped = "busy"
+        log.warning("%s", exc)
+    except LeaseLost as exc:
+        watcher.process_state_clear()
+        report.skipped = "lease_lost"
         log.warning("%s", exc)
     except (ChainUnavailable, RpcError) as exc:
         watcher.process_state_clear()

@@ -415,6 +415,44 @@ def test_the_confirmation_refresh_keeps_the_lease_as_it_goes(ltc, node, monkeypa
     assert all(p.confirmations == 2 for i in invoices for p in ltc.payments(i))
 
 
+def test_a_run_whose_lease_another_run_took_stops_after_what_it_committed(ltc, node, monkeypatch):
+    """A run that stalled past its lease (a slow node, a long pause) while another
+    run took the chain stops at its next renewal: the block it committed stands,
+    it records nothing more, and the chain is left to the holder; once the lease
+    is free again a run goes on from that block and finds the payment."""
+    from core.models import Lease
+
+    real, renewals = machinery.chain_run, []
+
+    def taken_after_the_first_block(watcher, *, renew, **kwargs):
+        def renewing():
+            renewals.append(1)
+            if len(renewals) == 1:  # while this run stalled, its lease expired and another took it
+                Lease.objects.filter(name="chain_scan:litecoin").update(owner="another-worker")
+            return renew()
+
+        return real(watcher, renew=renewing, **kwargs)
+
+    node.mine(1)
+    ltc.scan()
+    start = ltc.state().height
+    invoice = ltc.invoice()
+    node.mine(1)
+    ltc.pay(invoice)
+    node.mine(2)  # the payment in block start + 2
+    monkeypatch.setattr(machinery, "chain_run", taken_after_the_first_block)
+    report = ltc.scan()
+    assert (report.skipped, report.blocks, report.recorded) == ("lease_lost", 1, 0)
+    assert ltc.state().height == start + 1 and not ltc.payments(invoice)
+    assert "skipped (lease_lost)" in report.summary()
+    monkeypatch.setattr(machinery, "chain_run", real)
+    assert ltc.scan().skipped == "busy"  # the other run holds the chain
+    Lease.objects.filter(name="chain_scan:litecoin").update(expires_at=timezone.now() - timedelta(seconds=1))
+    report = ltc.scan()
+    assert (report.skipped, report.blocks, report.recorded) == ("", 2, 1)
+    assert ltc.state().height == start + 3 and status(ltc, invoice)[0] == InvoiceStatus.PROCESSING
+
+
 def test_a_cursor_moved_by_another_scanner_stops_this_one(ltc, node):
     invoice = ltc.invoice()
     ltc.pay(invoice)
