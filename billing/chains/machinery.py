@@ -676,7 +676,10 @@ class ScanRun:
                 now=self.now,
             )
             updated += 1
-        self._confirmed_left_uncount()
+        if self.report.blocks or self.report.reorgs:
+            # Only blocks recorded can leave a confirmed payment in a block the chain no
+            # longer has; one missed by a run that stopped early is found at the next block.
+            self._confirmed_left_uncount()
         self.report.confirmations_updated += updated
         return updated
 
