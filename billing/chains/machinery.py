@@ -537,6 +537,7 @@ class ScanRun:
         of the others the node holds unconfirmed again (they count with 0
         confirmations instead of being un-counted).
         """
+        self.renew()  # before the fork's writes, as before each block's
         orphaned = {b.hash: b for b in fork.orphaned}
         hit = list(
             Payment.objects.filter(chain=self.chain, block_hash__in=list(orphaned))
@@ -695,13 +696,17 @@ class ScanRun:
         is put before staff (`payment_uncount`)."""
         stored = ChainBlock.objects.filter(chain=self.chain)
         left = (
+            # Driven from the stored blocks (at most CHAIN_REORG_WINDOW rows): the heights
+            # as a subquery, not a range, so the plan does not depend on guessing how many
+            # of the chain's confirmed payments lie above the lowest one.
             Payment.objects.filter(
                 chain=self.chain,
                 status=PaymentStatus.CONFIRMED,
-                block_height__gte=Subquery(stored.order_by("height").values("height")[:1]),
+                block_height__in=Subquery(stored.values("height")),
             )
             .exclude(block_hash="")
             .filter(Exists(stored.filter(height=OuterRef("block_height")).exclude(block_hash=OuterRef("block_hash"))))
+            .order_by()
         )
         for p in left.only("txid", "position", "block_height", "block_hash"):
             self.renew()
