@@ -222,14 +222,10 @@ def test_a_payment_reincluded_in_the_new_branch_is_recorded_once(eth):
     assert CreditEntry.objects.count() == 0
 
 
-def test_a_transaction_mined_again_without_a_transfer_it_made_uncounts_that_payment(eth):
-    """A contract pays two invoices, the second only up to a block. A reorg mines
-    the very same transaction again one block later: it pays the first invoice
-    and not the second. The reorg left both payments to the new branch (their
-    transaction is in it); the second, recorded in a block that left the chain
-    and in no block of the new one, is un-counted, not confirmed at its old
-    height until its invoice settled on ether that never arrived."""
-    always, until = eth.invoice("ETH"), eth.invoice("ETH")
+def _paid_by_split_until(eth, always, until) -> tuple[int, str]:
+    """One transaction through the test forwarder paying `always`, and `until` only
+    if it is mined no later than the block it is mined in now: (that block's height,
+    the signed transaction, to mine it again later)."""
     last = eth.node.height() + 1  # the block the transaction is mined in
     txid = eth.node.transact(
         eth.evm.forwarder,
@@ -241,7 +237,18 @@ def test_a_transaction_mined_again_without_a_transfer_it_made_uncounts_that_paym
         value=eth.due(always) + eth.due(until),
     )
     assert eth.node.mine() == last
-    raw = eth.node.rpc("eth_getRawTransactionByHash", txid)
+    return last, eth.node.rpc("eth_getRawTransactionByHash", txid)
+
+
+def test_a_transaction_mined_again_without_a_transfer_it_made_uncounts_that_payment(eth):
+    """A contract pays two invoices, the second only up to a block. A reorg mines
+    the very same transaction again one block later: it pays the first invoice
+    and not the second. The reorg left both payments to the new branch (their
+    transaction is in it); the second, recorded in a block that left the chain
+    and in no block of the new one, is un-counted, not confirmed at its old
+    height until its invoice settled on ether that never arrived."""
+    always, until = eth.invoice("ETH"), eth.invoice("ETH")
+    last, raw = _paid_by_split_until(eth, always, until)
     eth.scan()
     assert eth.status(always) == eth.status(until) == (PROCESSING, NONE)
     [lost] = eth.payments(until)
@@ -268,18 +275,7 @@ def test_a_confirmed_payment_whose_transfer_a_reorg_past_the_policy_took_is_unco
     from core.models import AuditAction, AuditEntry
 
     always, until = eth.invoice("ETH"), eth.invoice("ETH")
-    last = eth.node.height() + 1
-    txid = eth.node.transact(
-        eth.evm.forwarder,
-        "splitUntil",
-        Web3.to_checksum_address(eth.address(always)),
-        eth.due(always),
-        Web3.to_checksum_address(eth.address(until)),
-        last,
-        value=eth.due(always) + eth.due(until),
-    )
-    assert eth.node.mine() == last
-    raw = eth.node.rpc("eth_getRawTransactionByHash", txid)
+    last, raw = _paid_by_split_until(eth, always, until)
     eth.node.mine(2)  # 3 confirmations: the policy here
     eth.scan()
     assert eth.status(always) == eth.status(until) == (SETTLED, NONE)
