@@ -690,11 +690,13 @@ def model_cost(*, workload: Workload, gpu_count: int) -> Any:
         kv_bytes_per_token_layer=kv_cache_bytes_per_token_layer(
             arch=arch, kv_precision=workload.kv_precision, kv_heads=kv_heads_per_gpu(arch=arch, gpu_count=gpu_count)
         ),
-        full_layers=arch.full_attention_layers,
+        full_layers=arch.full_attention_layers - (arch.chunked_attention_layers if arch.attention_chunk else 0),
         sliding_layers=arch.sliding_window_layers,
         window=arch.sliding_window,
         attention_width=arch.attention_heads * arch.head_dim // gpu_count,
         head_dim=arch.head_dim,
+        chunked_layers=arch.chunked_attention_layers if arch.attention_chunk else 0,
+        chunk=arch.attention_chunk,
     )
 
 
@@ -759,7 +761,7 @@ def throughput_compute(
 
     perf = at(c)
     alone = perf if c == 1 or not single else at(1)
-    kv_read = int(kv_read_bytes(model, prompt + output / 2))
+    kv_read = int(kv_read_bytes(model, prompt + output / 2, positions=(prompt, prompt + output)))
     return Throughput(
         concurrency=c,
         aggregate_tokens_per_s=int(perf.output_tokens_per_s),

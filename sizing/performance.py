@@ -141,7 +141,7 @@ class ModelCost:
     experts_per_token: int
     params_per_token: int  # multiply-adds per token in the linear layers (active ones)
     kv_bytes_per_token_layer: int
-    full_layers: int
+    full_layers: int  # layers attending to the whole context
     sliding_layers: int
     window: int | None
     attention_width: int  # query heads per GPU x head dim
@@ -150,6 +150,9 @@ class ModelCost:
     # Of shared_bytes, the quantized linear layers' weights and scales (not the 16-bit LM
     # head, norms or biases): what the format's GEMM kernel reads (Hardware.kernel_bytes_s).
     kernel_bytes: int = 0
+    # Llama 4: layers that attend within chunks of `chunk` tokens (not in full_layers).
+    chunked_layers: int = 0
+    chunk: int | None = None
 
 
 @dataclass(frozen=True)
@@ -226,11 +229,32 @@ def experts_touched(*, tokens: float, experts: int, per_token: int) -> float:
     return experts * (1 - (1 - per_token / experts) ** tokens)
 
 
-def kv_read_bytes(model: ModelCost, context: float) -> float:
-    """KV bytes one GPU reads per decode step for a sequence at `context` tokens."""
+def chunk_span(chunk: int, low: float, high: float) -> float:
+    """Mean tokens a chunked-attention layer attends for a query at a position
+    spread evenly over [low, high]: those of its own chunk up to it, the position
+    modulo the chunk (vLLM's chunked local attention splits each sequence into
+    chunk-aligned virtual sequences: `make_local_attention_virtual_batches` in
+    `vllm/v1/attention/backends/utils.py`). A single position when low == high."""
+
+    def below(x: float) -> float:  # the integral of (p mod chunk) dp from 0 to x
+        whole, part = divmod(x, chunk)
+        return whole * chunk * chunk / 2 + part * part / 2
+
+    if high <= low:  # one position: the tokens of its chunk so far, a whole chunk at its end
+        return (low - 1) % chunk + 1 if low >= 1 else 0.0
+    return (below(high) - below(low)) / (high - low)
+
+
+def kv_read_bytes(model: ModelCost, context: float, *, positions: tuple[float, float] | None = None) -> float:
+    """KV bytes one GPU reads per decode step for a sequence at `context` tokens
+    (mean); `positions`: the range the decoding sequences' positions spread over,
+    for the chunked layers (default: all at `context`)."""
     tokens = model.full_layers * context
     if model.sliding_layers:
         tokens += model.sliding_layers * min(context, model.window or context)
+    if model.chunked_layers and model.chunk:
+        low, high = positions or (context, context)
+        tokens += model.chunked_layers * chunk_span(model.chunk, low, high)
     return tokens * model.kv_bytes_per_token_layer
 
 
@@ -264,9 +288,11 @@ class _Stepper:
     tokens ride along, so the terms that do not change are worked out once."""
 
     __slots__ = (
+        "attended",
         "attention_per_token",
         "bandwidth",
-        "context",
+        "chunk",
+        "chunked",
         "expert_bytes",
         "expert_per_token",
         "experts",
@@ -286,7 +312,7 @@ class _Stepper:
         "vector",
     )
 
-    def __init__(self, model: ModelCost, hw: Hardware, context: float):
+    def __init__(self, model: ModelCost, hw: Hardware, context: float, positions: tuple[float, float] | None = None):
         self.experts, self.per_token = model.experts, model.experts_per_token
         self.shared_bytes, self.expert_bytes = model.shared_bytes, model.expert_bytes
         self.linear_per_token = 2 * model.params_per_token
@@ -301,8 +327,16 @@ class _Stepper:
         self.kernel_s = 0.0
         if hw.kernel_bytes_s and model.kernel_bytes:
             self.kernel_s = max(0.0, model.kernel_bytes / hw.kernel_bytes_s - model.kernel_bytes / hw.bandwidth)
-        self.kv_per_sequence = kv_read_bytes(model, context)
+        self.kv_per_sequence = kv_read_bytes(model, context, positions=positions)
         self.attention_per_token = 4 * model.layers * model.attention_width
+        # Chunked layers (Llama 4) attend within their chunk: the tokens a decoding query
+        # attends, over all layers, and the same for a prompt's tokens in parts().
+        self.chunked, self.chunk = (model.chunked_layers, model.chunk) if model.chunk else (0, None)
+        self.attended = context
+        if self.chunked and self.chunk:
+            low, high = positions or (context, context)
+            span = chunk_span(self.chunk, low, high)
+            self.attended = (context * (model.layers - self.chunked) + span * self.chunked) / model.layers
         self.vector = hw.vector_flops or hw.flops
         self.prefill_rate = hw.attention_flops or hw.flops
         self.layers = model.layers
@@ -314,7 +348,6 @@ class _Stepper:
         if hw.gpu_count > 1:
             n = hw.gpu_count
             self.reduce = (n, model.hidden, 2 * model.layers, hw.link_latency_s, hw.small_link_bytes_s, hw.link_bytes_s)
-        self.context = context
 
     def parts(self, decode: float, prefill: float, prompt: float) -> tuple:
         """Step's fields, in its order, for `decode` sequences and `prefill` prompt
@@ -330,8 +363,12 @@ class _Stepper:
         memory_s = weight_bytes / self.bandwidth + self.kernel_s
         linear_s = max(memory_s, compute_s)
         kv_bytes = decode * self.kv_per_sequence
-        decode_flops = self.attention_per_token * decode * self.context
-        prefill_flops = self.attention_per_token * prefill * prompt / 2
+        decode_flops = self.attention_per_token * decode * self.attended
+        prompt_attended = prompt / 2
+        if self.chunked and self.chunk and prompt > self.chunk:
+            span = chunk_span(self.chunk, 0, prompt)
+            prompt_attended = (prompt / 2 * (self.layers - self.chunked) + span * self.chunked) / self.layers
+        prefill_flops = self.attention_per_token * prefill * prompt_attended
         attention_s = max(kv_bytes / self.bandwidth, decode_flops / self.vector) + prefill_flops / self.prefill_rate
         if self.heads is not None:
             attention_s += decode * self.layers * self.heads * self.head_s
@@ -526,7 +563,9 @@ def serve(*, model: ModelCost, hw: Hardware, serving: Serving, grids: bool = Fal
     prompt = serving.input_tokens
     if cap <= 0:
         raise ValueError("not one request fits in the KV cache")
-    stepper = _Stepper(model, hw, prompt + serving.output_tokens / 2)
+    stepper = _Stepper(
+        model, hw, prompt + serving.output_tokens / 2, positions=(prompt, prompt + serving.output_tokens)
+    )
     backlog = 0.0  # requests in the engine waiting for their prefill when prompts are the bottleneck
     if decode_steps <= 0:
         d = 0.0

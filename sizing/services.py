@@ -530,6 +530,19 @@ def attention_dp_kv_tokens(*, workload: Workload, budget: Budget, gpu_count: int
     )
 
 
+def _chunked_decode_reason(*, chunk: int, low: int, high: int, ratio: float) -> str:
+    return (
+        "TensorRT-LLM applies Llama 4's chunked attention to context requests only (the `[Chunked Attention]` note "
+        "in `tensorrt_llm/_torch/modules/attention.py`): its generation steps are not held to the chunk, while vLLM's "
+        "chunked layers attend within it (`make_local_attention_virtual_batches` in "
+        "`vllm/v1/attention/backends/utils.py`, built by 0.9.2's FlashAttention backend and 0.34.0's chunked local "
+        "attention). At this row's "
+        f"decode positions ({low:,}-{high:,} tokens, past the {chunk:,}-token chunk) TensorRT-LLM reads {ratio:.1f}x "
+        "the KV cache vLLM reads per sequence and step: more than the band's 1.10x, so its figure is no ceiling for "
+        "vLLM's and the row is listed apart by this rule, computed from the config alone, whatever its prediction."
+    )
+
+
 def _attention_dp_reason(n: int, gpu: str, pairs: list[tuple[int, int]]) -> str:
     trt = sorted(p[0] for p in pairs)
     vllm = sorted(p[1] for p in pairs)
@@ -558,7 +571,7 @@ def sizing_accuracy(*, path: Path = BENCHMARKS_FILE) -> list[AccuracyRow]:
         model_cost,
     )
     from .hf_config import architecture_from_hf_config
-    from .performance import Serving, finite_run_rate, footprint_tokens, serve
+    from .performance import Serving, finite_run_rate, footprint_tokens, kv_read_bytes, serve
     from .seed import published_config
 
     data = json.loads(path.read_text())
@@ -631,6 +644,20 @@ def sizing_accuracy(*, path: Path = BENCHMARKS_FILE) -> list[AccuracyRow]:
             if held * BANDS["trtllm"][1] < perf.in_flight:
                 dp_held[(row["model"], count, row["gpu"])].append((held, perf.in_flight))
                 apart = _ATTENTION_DP
+        if (
+            row["source"] == "trtllm"
+            and cost.chunked_layers
+            and cost.chunk
+            and prompt + output > cost.chunk
+            and not apart
+        ):
+            # TensorRT-LLM's generation reads every chunked layer's whole context; vLLM its chunk.
+            positions = (prompt, prompt + output)
+            ours = kv_read_bytes(cost, prompt + output / 2, positions=positions)
+            whole = replace(cost, full_layers=cost.full_layers + cost.chunked_layers, chunked_layers=0)
+            theirs = kv_read_bytes(whole, prompt + output / 2)
+            if theirs > ours * float(BANDS["trtllm"][1]):
+                apart = _chunked_decode_reason(chunk=cost.chunk, low=prompt, high=prompt + output, ratio=theirs / ours)
         predicted = perf.e2e_p50_s if "latency_s" in row else perf.output_tokens_per_s
         # Every request sent at once: the published rate is the whole run's, rounds and
         # the short last round included, not the steady state's.

@@ -98,3 +98,26 @@ def test_attention_dp_keeps_all_but_the_routed_experts_whole():
         # Maverick's attention, 24 dense MLPs, shared experts and embedding whole on each of
         # eight H100s leave TensorRT-LLM about a third of the vLLM line's KV room.
         assert low < attention_dp_kv_tokens(workload=w, budget=b, gpu_count=8) / vllm < high
+
+
+def test_llama_4_rows_past_the_chunk_are_listed_apart_by_what_each_engine_reads():
+    # TensorRT-LLM's generation is not held to Llama 4's chunk; vLLM's is. On the rows
+    # whose decode positions pass the 8,192-token chunk (20000/2000) TensorRT-LLM reads
+    # more than 1.10x the KV vLLM reads, so those rows are listed apart, whatever their
+    # prediction; rows inside the chunk are untouched by the rule.
+    rows = sizing_accuracy()
+    by_rule = [r for r in rows if "[Chunked Attention]" in r.separately]
+    assert {(r.row["model"], r.row["gpu"], r.row["gpu_count"]) for r in by_rule} == {
+        ("llama-4-scout", "b200", 1),
+        ("llama-4-scout", "h200-sxm", 4),
+        ("llama-4-maverick", "b200", 8),
+    }
+    assert all((r.row["input_tokens"], r.row["output_tokens"]) == (20000, 2000) for r in by_rule)
+    assert all("reads 2.4x the KV cache vLLM reads" in r.separately for r in by_rule)
+    assert any(r.within for r in by_rule)  # Maverick's on 8 x B200: the rule does not read the ratio
+    llama4 = [r for r in rows if r.row["model"].startswith("llama-4")]
+    inside_the_chunk = [r for r in llama4 if r.row["input_tokens"] + r.row["output_tokens"] <= 8192]
+    assert inside_the_chunk and not [r for r in inside_the_chunk if "[Chunked Attention]" in r.separately]
+    # A dense model's long rows are held as ever.
+    dense = [r for r in rows if r.row["model"] == "llama-3.3-70b" and r.row["input_tokens"] == 20000]
+    assert dense and not any(r.separately for r in dense)

@@ -14,10 +14,12 @@ from sizing.performance import (
     _decoding,
     _rates,
     _Stepper,
+    chunk_span,
     default_lengths,
     experts_touched,
     finite_run_rate,
     in_flight_cap,
+    kv_read_bytes,
     serve,
     step,
 )
@@ -242,3 +244,33 @@ def test_the_decoding_search_ends_early_on_the_float_all_halvings_find(
     most = min(float(cap), batched_tokens * decode_steps / (input_tokens + decode_steps))
     stepper = _Stepper(cost, hw, input_tokens + output_tokens / 2)
     assert _decoding(stepper, serving, cap, most) == bisected(stepper, serving, cap, most)
+
+
+def test_a_chunked_layer_attends_the_part_of_its_chunk_up_to_the_query():
+    # vLLM's chunked local attention (Llama 4): a query attends its own chunk up to itself.
+    assert chunk_span(8192, 5000, 5000) == 5000  # inside the first chunk: the whole context
+    assert chunk_span(8192, 8192, 8192) == 8192  # the chunk's last position
+    assert chunk_span(8192, 8193, 8193) == 1  # the next chunk's first
+    assert chunk_span(8192, 20000, 20000) == 20000 - 2 * 8192
+    # Positions spread over a range: the mean, exactly (20,000-22,000: 3,616-5,616).
+    assert chunk_span(8192, 20000, 22000) == pytest.approx((20000 + 22000) / 2 - 2 * 8192)
+    assert chunk_span(8192, 0, 8192 * 10) == pytest.approx(8192 / 2)  # across many chunks: half a chunk
+    assert chunk_span(8192, 0, 4096) == pytest.approx(2048)  # the first chunk: as a full layer
+
+
+def test_llama_4_decode_past_the_chunk_reads_the_full_layers_whole_and_the_chunked_ones_in_part():
+    w = workload(slug="llama-4-scout", precision="fp8", kv_precision="fp8", context=32768)
+    cost = model_cost(workload=w, gpu_count=1)
+    assert (cost.chunk, cost.chunked_layers, cost.full_layers) == (8192, 36, 12)
+    per = cost.kv_bytes_per_token_layer
+    assert kv_read_bytes(cost, 4000) == 48 * 4000 * per  # inside the first chunk: every layer alike
+    read = kv_read_bytes(cost, 21000, positions=(20000, 22000))
+    assert read == pytest.approx((12 * 21000 + 36 * 4616) * per)
+    # The step's attention reads and computes that much, not the whole context in every layer.
+    hw = card_hardware(workload=w, card=card("h200-sxm"), gpu_count=1)
+    whole = replace(cost, full_layers=48, chunked_layers=0)
+    chunked = _Stepper(cost, hw, 21000, positions=(20000, 22000)).parts(64, 0, 20000)
+    full = _Stepper(whole, hw, 21000, positions=(20000, 22000)).parts(64, 0, 20000)
+    assert chunked[4] < full[4] and chunked[2] < full[2] / 2
+    # Below the chunk nothing changes.
+    assert _Stepper(cost, hw, 3000).parts(64, 0, 2000) == _Stepper(whole, hw, 3000).parts(64, 0, 2000)
