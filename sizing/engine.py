@@ -134,6 +134,7 @@ class Release:
     fp8_kv_v0: frozenset[str]
     graphs_inside: bool
     chunk_held: bool
+    chunk_global: frozenset[str]  # families whose default attention backend attends chunked layers globally
     defaults: tuple[CardDefaults, ...]  # largest cards first; the last is the fallback
 
 
@@ -166,6 +167,7 @@ def _releases() -> tuple[str, str, dict[str, Release]]:
             fp8_kv_v0=frozenset(row["fp8_kv_falls_back_to_v0"]),
             graphs_inside=row["cuda_graphs_inside_utilization"],
             chunk_held=row["chunked_attention_held_per_chunk"],
+            chunk_global=frozenset(row["chunked_attention_global_on"]),
             defaults=tuple(rules),
         )
     return data["template"], data["newest"], out
@@ -210,6 +212,14 @@ def falls_back_to_v0(*, workload: Workload, card: Card) -> bool:
     """vLLM 0.9 keeps an FP8 KV cache on its V1 engine only on Hopper and ROCm:
     elsewhere it starts its V0 engine instead."""
     return workload.kv_precision == "fp8" and card_family(card) in release_get(workload.engine_version).fp8_kv_v0
+
+
+def chunked_attention_kept(*, workload: Workload, card: Card) -> bool:
+    """Whether vLLM attends Llama 4's chunked layers within their chunk on this card:
+    V1 with a backend that builds the chunks' virtual batches; not on V0 (the FP8 KV
+    fallback) nor where the release's default backend attends them globally."""
+    release = release_get(workload.engine_version)
+    return not falls_back_to_v0(workload=workload, card=card) and card_family(card) not in release.chunk_global
 
 
 def format_reasons(*, workload: Workload, card: Card) -> tuple[list[Reason], list[str]]:
@@ -654,11 +664,14 @@ def tp_efficiency(*, step: Any, hw: Any, layers: int) -> Decimal:
     return Decimal(1 - allreduce / step.seconds).quantize(Decimal("0.01"))
 
 
-def model_cost(*, workload: Workload, gpu_count: int) -> Any:
-    """What one GPU of the group reads and computes per token (performance.ModelCost)."""
+def model_cost(*, workload: Workload, gpu_count: int, chunked: bool = True) -> Any:
+    """What one GPU of the group reads and computes per token (performance.ModelCost).
+    `chunked`: the engine attends Llama 4's chunked layers within their chunk
+    (`chunked_attention_kept`); otherwise they count as full-attention layers."""
     from .performance import ModelCost
 
     arch = workload.arch
+    chunked_layers = arch.chunked_attention_layers if chunked else 0
     layout = arch_layout(arch)
     fmt = workload_format(workload)
     active = active_weight_bytes(layout=layout, fmt=fmt, gpu_count=gpu_count)
@@ -690,12 +703,12 @@ def model_cost(*, workload: Workload, gpu_count: int) -> Any:
         kv_bytes_per_token_layer=kv_cache_bytes_per_token_layer(
             arch=arch, kv_precision=workload.kv_precision, kv_heads=kv_heads_per_gpu(arch=arch, gpu_count=gpu_count)
         ),
-        full_layers=arch.full_attention_layers - (arch.chunked_attention_layers if arch.attention_chunk else 0),
+        full_layers=arch.full_attention_layers - (chunked_layers if arch.attention_chunk else 0),
         sliding_layers=arch.sliding_window_layers,
         window=arch.sliding_window,
         attention_width=arch.attention_heads * arch.head_dim // gpu_count,
         head_dim=arch.head_dim,
-        chunked_layers=arch.chunked_attention_layers if arch.attention_chunk else 0,
+        chunked_layers=chunked_layers if arch.attention_chunk else 0,
         chunk=arch.attention_chunk,
     )
 
@@ -742,7 +755,9 @@ def throughput_compute(
         kv_bytes=budget.kv_available(utilization),
     )
     prompt, output = workload_lengths(workload)
-    model = model_cost(workload=workload, gpu_count=gpu_count)
+    model = model_cost(
+        workload=workload, gpu_count=gpu_count, chunked=chunked_attention_kept(workload=workload, card=card)
+    )
     hw = card_hardware(workload=workload, card=card, gpu_count=gpu_count)
 
     def at(clients: int):

@@ -331,7 +331,8 @@ class _Stepper:
         self.attention_per_token = 4 * model.layers * model.attention_width
         # Chunked layers (Llama 4) attend within their chunk: the tokens a decoding query
         # attends, over all layers, and the same for a prompt's tokens in parts().
-        self.chunked, self.chunk = (model.chunked_layers, model.chunk) if model.chunk else (0, None)
+        self.chunked: int = model.chunked_layers if model.chunk else 0
+        self.chunk: int | None = model.chunk
         self.attended = context
         if self.chunked and self.chunk:
             low, high = positions or (context, context)

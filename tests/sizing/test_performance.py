@@ -274,3 +274,25 @@ def test_llama_4_decode_past_the_chunk_reads_the_full_layers_whole_and_the_chunk
     assert chunked[4] < full[4] and chunked[2] < full[2] / 2
     # Below the chunk nothing changes.
     assert _Stepper(cost, hw, 3000).parts(64, 0, 2000) == _Stepper(whole, hw, 3000).parts(64, 0, 2000)
+
+
+def test_chunked_layers_count_in_part_only_where_the_release_attends_them_so():
+    from sizing.engine import chunked_attention_kept, newest_version
+
+    def kept(gpu, version="0.9.2", kv="fp8"):
+        w = workload(slug="llama-4-scout", precision="fp8", kv_precision=kv, engine_version=version, context=32768)
+        return chunked_attention_kept(workload=w, card=card(gpu))
+
+    assert kept("h200-sxm") and kept("h100-sxm")  # V1's FlashAttention builds the chunks
+    assert not kept("a100-sxm")  # an FP8 cache starts 0.9.2's V0 engine, which attends globally
+    assert kept("a100-sxm", kv="auto")
+    assert not kept("b200")  # 0.9.2 prefers FlashInfer on Blackwell, which attends globally
+    assert kept("b200", version=newest_version()) and kept("a100-sxm", version=newest_version())
+    # What the answer says a step reads follows it: the whole context where it is not kept.
+    w = workload(slug="llama-4-scout", precision="fp8", kv_precision="fp8", context=32768, concurrency=8)
+    w = replace(w, input_tokens=20000, output_tokens=2000)
+    on_h200 = throughput_compute(workload=w, card=card("h200-sxm"), gpu_count=4)
+    on_b200 = throughput_compute(workload=w, card=card("b200"), gpu_count=4)
+    per = model_cost(workload=w, gpu_count=4).kv_bytes_per_token_layer
+    assert on_b200.kv_bytes_read_per_sequence_per_gpu == 48 * 21000 * per
+    assert on_h200.kv_bytes_read_per_sequence_per_gpu == (12 * 21000 + 36 * 4616) * per
