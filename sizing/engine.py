@@ -482,19 +482,6 @@ def kv_bytes_per_sequence(
     return blocks * BLOCK_SIZE * per_token
 
 
-def kv_bytes_read_per_step(*, arch: Arch, kv_precision: str, context: int, gpu_count: int) -> int:
-    """KV bytes one GPU reads for one sequence per decode step, on average over
-    the sequence's life (half its context; a sliding layer at most its window)."""
-    per_token = kv_cache_bytes_per_token_layer(
-        arch=arch, kv_precision=kv_precision, kv_heads=kv_heads_per_gpu(arch=arch, gpu_count=gpu_count)
-    )
-    half = -(-context // 2)
-    tokens = arch.full_attention_layers * half
-    if arch.sliding_window_layers:
-        tokens += arch.sliding_window_layers * min(half, arch.sliding_window or half)
-    return tokens * per_token
-
-
 @dataclass(frozen=True)
 class Budget:
     """One GPU's memory as vLLM spends it, for a workload."""
