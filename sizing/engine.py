@@ -658,7 +658,7 @@ def model_cost(*, workload: Workload, gpu_count: int, chunked: bool = True) -> A
     from .performance import ModelCost
 
     arch = workload.arch
-    chunked_layers = arch.chunked_attention_layers if chunked else 0
+    chunked_layers = arch.chunked_attention_layers if chunked and arch.attention_chunk else 0
     layout = arch_layout(arch)
     fmt = workload_format(workload)
     active = active_weight_bytes(layout=layout, fmt=fmt, gpu_count=gpu_count)
@@ -690,12 +690,12 @@ def model_cost(*, workload: Workload, gpu_count: int, chunked: bool = True) -> A
         kv_bytes_per_token_layer=kv_cache_bytes_per_token_layer(
             arch=arch, kv_precision=workload.kv_precision, kv_heads=kv_heads_per_gpu(arch=arch, gpu_count=gpu_count)
         ),
-        full_layers=arch.full_attention_layers - (chunked_layers if arch.attention_chunk else 0),
+        full_layers=arch.full_attention_layers - chunked_layers,
         sliding_layers=arch.sliding_window_layers,
         window=arch.sliding_window,
         attention_width=arch.attention_heads * arch.head_dim // gpu_count,
         head_dim=arch.head_dim,
-        chunked_layers=chunked_layers if arch.attention_chunk else 0,
+        chunked_layers=chunked_layers,
         chunk=arch.attention_chunk,
     )
 
