@@ -333,14 +333,10 @@ class _Stepper:
         # attends, over all layers, and the same for a prompt's tokens in parts().
         self.chunked: int = model.chunked_layers if model.chunk else 0
         self.chunk: int | None = model.chunk
-        self.attended = context
-        if self.chunked and self.chunk:
-            low, high = positions or (context, context)
-            span = chunk_span(self.chunk, low, high)
-            self.attended = (context * (model.layers - self.chunked) + span * self.chunked) / model.layers
+        self.layers = model.layers
+        self.attended = self._attended(context, *(positions or (context, context)))
         self.vector = hw.vector_flops or hw.flops
         self.prefill_rate = hw.attention_flops or hw.flops
-        self.layers = model.layers
         self.heads = model.attention_width / model.head_dim if model.head_dim else None
         self.head_s = hw.head_s
         self.fixed = hw.step_s + model.layers * hw.layer_s
@@ -349,6 +345,14 @@ class _Stepper:
         if hw.gpu_count > 1:
             n = hw.gpu_count
             self.reduce = (n, model.hidden, 2 * model.layers, hw.link_latency_s, hw.small_link_bytes_s, hw.link_bytes_s)
+
+    def _attended(self, whole: float, low: float, high: float) -> float:
+        """Tokens a query attends, averaged over the layers: `whole` in a full layer,
+        its chunk's part (queries at positions over [low, high]) in a chunked one."""
+        if not self.chunked or not self.chunk or high <= self.chunk:
+            return whole  # no chunked layer, or every query inside the first chunk
+        span = chunk_span(self.chunk, low, high)
+        return (whole * (self.layers - self.chunked) + span * self.chunked) / self.layers
 
     def parts(self, decode: float, prefill: float, prompt: float) -> tuple:
         """Step's fields, in its order, for `decode` sequences and `prefill` prompt
@@ -365,11 +369,7 @@ class _Stepper:
         linear_s = max(memory_s, compute_s)
         kv_bytes = decode * self.kv_per_sequence
         decode_flops = self.attention_per_token * decode * self.attended
-        prompt_attended = prompt / 2
-        if self.chunked and self.chunk and prompt > self.chunk:
-            span = chunk_span(self.chunk, 0, prompt)
-            prompt_attended = (prompt / 2 * (self.layers - self.chunked) + span * self.chunked) / self.layers
-        prefill_flops = self.attention_per_token * prefill * prompt_attended
+        prefill_flops = self.attention_per_token * prefill * self._attended(prompt / 2, 0, prompt)
         attention_s = max(kv_bytes / self.bandwidth, decode_flops / self.vector) + prefill_flops / self.prefill_rate
         if self.heads is not None:
             attention_s += decode * self.layers * self.heads * self.head_s
