@@ -643,17 +643,7 @@ class ScanRun:
                 # Its block left the chain and the block now at that height was recorded without
                 # it: its transaction, mined again in the new branch (so the reorg left it to that
                 # branch), no longer made this transfer (a contract that pays only before a time).
-                self.renew()  # before each write, as the blocks' steps renew after each block
-                gone = services.payment_uncount(
-                    chain=self.chain,
-                    txid=p.txid,
-                    position=p.position,
-                    reason=f"reorg: block {height} {p.block_hash} left the chain; not in the new branch's block",
-                    now=self.now,
-                    block_hash=p.block_hash,
-                )
-                if gone is not None and gone.status == PaymentStatus.REMOVED:
-                    self.report.uncounted += 1
+                self._left_uncount(p)
                 continue
             confirmations = tip_height - height + 1
             final = None if final_height is None else height <= final_height
@@ -709,20 +699,23 @@ class ScanRun:
             .order_by()
         )
         for p in left.only("txid", "position", "block_height", "block_hash"):
-            self.renew()
-            gone = services.payment_uncount(
-                chain=self.chain,
-                txid=p.txid,
-                position=p.position,
-                reason=(
-                    f"reorg: block {p.block_height} {p.block_hash} left the chain after the payment was confirmed; "
-                    "not in the new branch's block"
-                ),
-                now=self.now,
-                block_hash=p.block_hash,
-            )
-            if gone is not None and gone.status == PaymentStatus.REMOVED:
-                self.report.uncounted += 1
+            self._left_uncount(p, when=" after the payment was confirmed")
+
+    def _left_uncount(self, p: Payment, *, when: str = "") -> None:
+        """Un-count `p`, recorded in a block that left the chain and not in the new
+        branch's block at its height (while it is still recorded there), the lease
+        renewed before the write as the blocks' steps renew after each block."""
+        self.renew()
+        gone = services.payment_uncount(
+            chain=self.chain,
+            txid=p.txid,
+            position=p.position,
+            reason=f"reorg: block {p.block_height} {p.block_hash} left the chain{when}; not in the new branch's block",
+            now=self.now,
+            block_hash=p.block_hash,
+        )
+        if gone is not None and gone.status == PaymentStatus.REMOVED:
+            self.report.uncounted += 1
 
 
 # --- One run ------------------------------------------------------------------------------------
