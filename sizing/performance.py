@@ -12,7 +12,9 @@ One engine step (one forward pass over the sequences scheduled together) takes
 Bytes read per GPU: the weights every token uses, the experts the step's
 tokens are routed to (a MoE touches more experts as the batch grows, toward
 all of them), and each decoding sequence's KV cache at the mean context in
-flight. FLOPs per GPU: two per active parameter per token, plus attention.
+flight, read at a rate of its own (paged blocks per sequence and KV head,
+which reach less of the bandwidth than the weights' long tiles: a family's
+kv_bandwidth). FLOPs per GPU: two per active parameter per token, plus attention.
 The quantized layers' weights are read no faster than their GEMM kernel
 (Marlin, Machete, CUTLASS scaled_mm) streams them per SM and clock.
 
@@ -114,6 +116,9 @@ class Hardware:
     vector_flops: float = 0.0  # achievable FP32 FLOP/s of the CUDA cores / vector units (decode attention)
     moe_fraction: float = 0.0  # of the dense peak, what the routed experts' grouped GEMMs reach
     head_s: float = 0.0  # decode attention's fixed cost per sequence, layer and query head
+    # Of the peak bandwidth, what decode attention reaches reading the KV cache (paged
+    # blocks per sequence and KV head, not the weights' long tiles). 0: the weights' fraction.
+    kv_fraction: float = 0.0
     # What the format's GEMM kernel (Marlin, Machete, CUTLASS scaled_mm) streams of the
     # quantized layers' weights per second, bytes/s: the family's bytes per SM and clock x
     # the card's SMs x its boost clock. 0: no such limit (BF16, or no data).
@@ -213,6 +218,7 @@ def hardware(*, slug: str, family: str, weight_format: str, gpu_count: int, cata
         vector_flops=vector * 1e12 * fam["attention"],
         moe_fraction=fam["moe_compute"].get(compute, fam["moe_compute"]["bf16"]),
         head_s=fam["head_ns"] * 1e-9,
+        kv_fraction=fam["kv_bandwidth"],
         kernel_bytes_s=kernel_bytes_s,
         kernel=kernel["kernel"] if kernel_bytes_s else "",
     )
@@ -301,6 +307,7 @@ class _Stepper:
         "head_s",
         "heads",
         "kernel_s",
+        "kv_bandwidth",
         "kv_per_sequence",
         "layers",
         "linear_per_token",
@@ -320,6 +327,7 @@ class _Stepper:
         self.flops = hw.flops
         self.moe_flops = hw.peak_flops * (hw.moe_fraction or hw.compute_fraction)
         self.bandwidth = hw.bandwidth
+        self.kv_bandwidth = hw.peak_bandwidth * hw.kv_fraction if hw.kv_fraction else hw.bandwidth
         # The quantized layers' kernel streams their weights no faster than its own rate
         # (hw.kernel_bytes_s), however many tokens share them: kernel_s is what that adds to
         # reading them at the bandwidth. A step's GEMMs still wait on compute once their FLOPs
@@ -370,7 +378,7 @@ class _Stepper:
         kv_bytes = decode * self.kv_per_sequence
         decode_flops = self.attention_per_token * decode * self.attended
         prefill_flops = self.attention_per_token * prefill * self._attended(prompt / 2, 0, prompt)
-        attention_s = max(kv_bytes / self.bandwidth, decode_flops / self.vector) + prefill_flops / self.prefill_rate
+        attention_s = max(kv_bytes / self.kv_bandwidth, decode_flops / self.vector) + prefill_flops / self.prefill_rate
         if self.heads is not None:
             attention_s += decode * self.layers * self.heads * self.head_s
         fixed = self.fixed

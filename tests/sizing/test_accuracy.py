@@ -1,11 +1,19 @@
 """The speed model against published benchmarks: every row held to its band is
 inside it, and docs/sizing.md carries exactly the table the command writes."""
 
+import json
 from pathlib import Path
 
 from django.core.management import call_command
 
-from sizing.services import ACCURACY_END, ACCURACY_START, accuracy_document, accuracy_table, sizing_accuracy
+from sizing.services import (
+    ACCURACY_END,
+    ACCURACY_START,
+    BENCHMARKS_FILE,
+    accuracy_document,
+    accuracy_table,
+    sizing_accuracy,
+)
 
 DOC = Path(__file__).resolve().parent.parent.parent / "docs" / "sizing.md"
 
@@ -28,6 +36,16 @@ def test_every_published_row_is_inside_its_band():
     # Sources of both kinds, every row with its page.
     assert {r.row["source"] for r in held} == {"trtllm", "vllm"}
     assert all(r.row["url"].startswith("https://") for r in rows)
+
+
+def test_every_row_listed_apart_is_listed_by_a_rule_none_by_hand():
+    # The data file sets no row apart itself: each one listed apart is by a rule computed from
+    # memory (attention data parallelism) or from the config (chunked attention past the chunk).
+    data = json.loads(BENCHMARKS_FILE.read_text())
+    assert not [r for r in data["rows"] if "separately" in r]
+    apart = [r for r in sizing_accuracy() if r.separately and r.ratio is not None]
+    assert apart
+    assert all("attention data parallelism" in r.separately or "[Chunked Attention]" in r.separately for r in apart)
 
 
 def test_no_prediction_implies_more_than_the_dense_peak():

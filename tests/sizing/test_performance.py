@@ -296,3 +296,30 @@ def test_chunked_layers_count_in_part_only_where_the_release_attends_them_so():
     per = model_cost(workload=w, gpu_count=4).kv_bytes_per_token_layer
     assert on_b200.kv_bytes_read_per_sequence_per_gpu == 48 * 21000 * per
     assert on_h200.kv_bytes_read_per_sequence_per_gpu == (12 * 21000 + 36 * 4616) * per
+
+
+def test_decode_attention_reads_the_kv_cache_at_its_own_share_of_the_bandwidth():
+    # Scout (40 query heads over 8 KV heads) and Llama 3 70B (64 over 8) read as much KV per
+    # token and layer; Scout does 5/8 of the attention FLOPs per byte, so on a B200 its decode
+    # attention waits on the bytes, read at the family's KV share, not the weights' share.
+    def attention(slug, precision, gpu, sequences, context):
+        w = workload(slug=slug, precision=precision, kv_precision="fp8", context=8192)
+        cost, hw = model_cost(workload=w, gpu_count=1), card_hardware(workload=w, card=card(gpu), gpu_count=1)
+        return cost, hw, step(model=cost, hw=hw, decode=sequences, prefill=0, context=context, prompt=128)
+
+    scout, hw, s = attention("llama-4-scout", "nvfp4", "b200", 456, 1100)
+    assert hw.kv_fraction == 0.4 and hw.bandwidth_fraction == 0.75
+    kv_bytes = 456 * kv_read_bytes(scout, 1100)
+    assert s.attention_s == pytest.approx(kv_bytes / (8000e9 * 0.4))
+    # At the weights' share the same bytes would take 0.4 / 0.75 of that.
+    assert s.attention_s > kv_bytes / (8000e9 * hw.bandwidth_fraction) * 1.8
+    # The 70B's attention, 8 query heads to a KV head, is held by its FLOPs or its bytes alike.
+    big, _, s70 = attention("llama-3.1-70b", "nvfp4", "b200", 348, 1100)
+    by_bytes = 348 * kv_read_bytes(big, 1100) / (8000e9 * 0.4)
+    assert by_bytes * 0.9 < s70.attention_s < by_bytes * 1.1
+    # Hopper reads KV at 0.60 of its bandwidth; the families without a published row that tells
+    # the two apart (Ampere, Ada, CDNA 3) at the weights' share.
+    assert attention("llama-3.1-8b", "fp8", "h200-sxm", 64, 1100)[1].kv_fraction == 0.6
+    for gpu in ("a100-sxm", "l40s", "mi300x"):
+        _, other, _ = attention("llama-3.1-8b", "bf16", gpu, 64, 1100)
+        assert other.kv_fraction == other.bandwidth_fraction
