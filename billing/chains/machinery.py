@@ -628,6 +628,11 @@ class ScanRun:
                 chain=self.chain, status=PaymentStatus.PENDING, block_height__isnull=False
             ).select_related("request")
         )
+        # A payment whose block left the chain is un-counted only by a run that recorded the
+        # new branch up to the tip: a transaction mined again higher up in it is recorded
+        # there first (a run that stopped early, at its block budget or its lease, leaves
+        # the payment as it is for the run that gets there).
+        whole = self.report.caught_up
         # The chain's block at each height, where one is stored (the last CHAIN_REORG_WINDOW).
         heights = {p.block_height for p in pending if p.block_height is not None}
         stored = (
@@ -643,7 +648,8 @@ class ScanRun:
                 # Its block left the chain and the block now at that height was recorded without
                 # it: its transaction, mined again in the new branch (so the reorg left it to that
                 # branch), no longer made this transfer (a contract that pays only before a time).
-                self._left_uncount(p)
+                if whole:
+                    self._left_uncount(p)
                 continue
             confirmations = tip_height - height + 1
             final = None if final_height is None else height <= final_height
@@ -667,9 +673,9 @@ class ScanRun:
                 now=self.now,
             )
             updated += 1
-        if self.report.blocks or self.report.reorgs:
+        if whole and (self.report.blocks or self.report.reorgs):
             # Only blocks recorded can leave a confirmed payment in a block the chain no
-            # longer has; one missed by a run that stopped early is found at the next block.
+            # longer has, and only a run at the tip knows the new branch does not carry it.
             self._confirmed_left_uncount()
         self.report.confirmations_updated += updated
         return updated
@@ -679,8 +685,9 @@ class ScanRun:
         and whose transaction the new branch mined again without the transfer it made.
 
         The reorg left them to the new branch (`fork_apply`'s `again`), whose blocks this
-        run recorded: a transfer still made is recorded again there with its new block, so
-        what still names another block than the stored one at its height is gone. Read
+        run recorded up to the tip: a transfer still made is recorded again there with its
+        new block, so what still names another block than the stored one at its height is
+        gone. Read
         for the stored heights only (the last CHAIN_REORG_WINDOW), through the
         (chain, block_height) index; none, as a rule. Money already applied or credited
         is put before staff (`payment_uncount`)."""

@@ -453,6 +453,63 @@ def test_a_run_whose_lease_another_run_took_stops_after_what_it_committed(ltc, n
     assert ltc.state().height == start + 3 and status(ltc, invoice)[0] == InvoiceStatus.PROCESSING
 
 
+def test_a_payment_mined_again_higher_up_stays_counted_while_the_new_branch_is_recorded_in_parts(
+    ltc, node, monkeypatch
+):
+    """A reorg deeper than the policy mines a settled payment's transaction again two
+    blocks higher. The run that applied the fork stopped after the new branch's first
+    block (its lease taken), and the next run records one block more: neither reached
+    the block that carries the payment again, so neither un-counts it or puts its
+    invoice before staff; the run that records that block moves the payment to it."""
+    from core.models import AuditAction, AuditEntry, Lease
+
+    invoice = ltc.invoice()
+    txid = ltc.pay(invoice)
+    mined = node.mine(6)
+    ltc.scan()
+    [payment] = ltc.payments(invoice)
+    assert (payment.status, payment.block_hash) == (PaymentStatus.CONFIRMED, mined[0])
+    node.invalidate(mined[0])
+    assert txid in node.mempool()
+    address = node.new_address()
+    empty = [node.rpc.call("generateblock", address, [])["hash"] for _ in range(2)]
+    again = node.mine(6)  # the policy's 6 confirmations again, two blocks higher
+    assert txid in node.rpc.call("getblock", again[0])["tx"]
+
+    real = machinery.chain_run
+
+    def taken_after_the_new_branchs_first_block(watcher, *, renew, **kwargs):
+        def renewing():
+            if ChainBlock.objects.filter(chain="litecoin", block_hash=empty[0]).exists():
+                Lease.objects.filter(name="chain_scan:litecoin").update(owner="another-worker")
+            return renew()
+
+        return real(watcher, renew=renewing, **kwargs)
+
+    monkeypatch.setattr(machinery, "chain_run", taken_after_the_new_branchs_first_block)
+    report = ltc.scan()
+    assert (report.skipped, report.reorgs, report.blocks, report.uncounted) == ("lease_lost", 1, 1, 0)
+    monkeypatch.setattr(machinery, "chain_run", real)
+    Lease.objects.filter(name="chain_scan:litecoin").update(expires_at=timezone.now() - timedelta(seconds=1))
+    report = ltc.scan(max_blocks=1)  # the second empty block: the chain has moved on from the payment's old one
+    assert (report.blocks, report.caught_up, report.uncounted) == (1, False, 0)
+    assert ChainBlock.objects.get(chain="litecoin", height=payment.block_height).block_hash == empty[0]
+    payment.refresh_from_db()
+    assert (payment.status, payment.block_hash) == (PaymentStatus.CONFIRMED, mined[0])
+    assert not ltc.reload(invoice).needs_attention
+    report = ltc.scan()
+    assert (report.caught_up, report.uncounted) == (True, 0)
+    payment.refresh_from_db()
+    assert (payment.status, payment.block_hash, payment.disposition) == (
+        PaymentStatus.CONFIRMED,
+        again[0],
+        PaymentDisposition.APPLIED,
+    )
+    assert status(ltc, invoice) == (InvoiceStatus.SETTLED, InvoiceException.NONE)
+    assert not ltc.reload(invoice).needs_attention
+    assert not AuditEntry.objects.filter(action=AuditAction.PAYMENT_UNCOUNTED_AFTER_USE).exists()
+
+
 def test_a_cursor_moved_by_another_scanner_stops_this_one(ltc, node):
     invoice = ltc.invoice()
     ltc.pay(invoice)
