@@ -44,7 +44,7 @@ SMALL_MESSAGE_BYTES = 8 * 2**20
 # A card with no speed facts in the data file (staff added it): a BF16 peak of this
 # many FLOPs per byte of its catalog bandwidth (the cards listed have 150-400), an
 # FP32 vector rate of an eighth of that, PCIe Gen4, and its family's fractions (a
-# family not listed: CDNA 3's, the lowest).
+# family not listed: CDNA 3's, whose bandwidth share is the lowest).
 UNKNOWN_FLOPS_PER_BYTE = 150
 # Each format's compute on a card without tensor cores for it: vLLM's weight-only
 # kernels (Marlin) dequantize to BF16 and multiply in BF16.
@@ -117,7 +117,8 @@ class Hardware:
     moe_fraction: float = 0.0  # of the dense peak, what the routed experts' grouped GEMMs reach
     head_s: float = 0.0  # decode attention's fixed cost per sequence, layer and query head
     # Of the peak bandwidth, what decode attention reaches reading the KV cache (paged
-    # blocks per sequence and KV head, not the weights' long tiles). 0: the weights' fraction.
+    # blocks per sequence and KV head, not the weights' long tiles). 0 (a family with no
+    # kv_bandwidth): the weights' fraction.
     kv_fraction: float = 0.0
     # What the format's GEMM kernel (Marlin, Machete, CUTLASS scaled_mm) streams of the
     # quantized layers' weights per second, bytes/s: the family's bytes per SM and clock x
@@ -218,7 +219,7 @@ def hardware(*, slug: str, family: str, weight_format: str, gpu_count: int, cata
         vector_flops=vector * 1e12 * fam["attention"],
         moe_fraction=fam["moe_compute"].get(compute, fam["moe_compute"]["bf16"]),
         head_s=fam["head_ns"] * 1e-9,
-        kv_fraction=fam["kv_bandwidth"],
+        kv_fraction=fam.get("kv_bandwidth", 0.0),
         kernel_bytes_s=kernel_bytes_s,
         kernel=kernel["kernel"] if kernel_bytes_s else "",
     )
@@ -268,7 +269,7 @@ def kv_read_bytes(model: ModelCost, context: float, *, positions: tuple[float, f
 class Step:
     seconds: float
     linear_s: float  # the linear layers: max(weight bytes / bandwidth, FLOPs / compute)
-    attention_s: float  # attention: max(KV bytes / bandwidth, FLOPs / its rate)
+    attention_s: float  # attention: max(KV bytes / KV bandwidth, FLOPs / its rate)
     fixed_s: float
     bytes: float
     flops: float

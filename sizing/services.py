@@ -586,7 +586,7 @@ def sizing_accuracy(*, path: Path = BENCHMARKS_FILE) -> list[AccuracyRow]:
         if model.get("separately"):
             out.append(AccuracyRow(row, model["name"], None, published, None, band, model["separately"]))
             continue
-        apart = row.get("separately", "")
+        apart = ""  # set by the rules below only
         config = model["config"]
         config = published_config(config) if isinstance(config, str) else config
         arch = architecture_from_hf_config(config, slug=row["model"], name=model["name"])

@@ -314,12 +314,16 @@ def test_decode_attention_reads_the_kv_cache_at_its_own_share_of_the_bandwidth()
     # At the weights' share the same bytes would take 0.4 / 0.75 of that.
     assert s.attention_s > kv_bytes / (8000e9 * hw.bandwidth_fraction) * 1.8
     # The 70B's attention, 8 query heads to a KV head, is held by its FLOPs or its bytes alike.
-    big, _, s70 = attention("llama-3.1-70b", "nvfp4", "b200", 348, 1100)
+    big, hw70, s70 = attention("llama-3.1-70b", "nvfp4", "b200", 348, 1100)
     by_bytes = 348 * kv_read_bytes(big, 1100) / (8000e9 * 0.4)
-    assert by_bytes * 0.9 < s70.attention_s < by_bytes * 1.1
+    by_flops = 4 * big.layers * big.attention_width * 348 * 1100 / hw70.vector_flops
+    assert by_bytes * 0.9 < by_flops < by_bytes * 1.1
+    assert s70.attention_s == pytest.approx(max(by_bytes, by_flops))
+    # Scout's FLOPs, 5/8 of the 70B's per KV byte, are well under its bytes.
+    assert 4 * scout.layers * scout.attention_width * 456 * 1100 / hw.vector_flops < s.attention_s * 0.7
     # Hopper reads KV at 0.60 of its bandwidth; the families without a published row that tells
     # the two apart (Ampere, Ada, CDNA 3) at the weights' share.
     assert attention("llama-3.1-8b", "fp8", "h200-sxm", 64, 1100)[1].kv_fraction == 0.6
     for gpu in ("a100-sxm", "l40s", "mi300x"):
-        _, other, _ = attention("llama-3.1-8b", "bf16", gpu, 64, 1100)
-        assert other.kv_fraction == other.bandwidth_fraction
+        small, other, _ = attention("llama-3.1-8b", "bf16", gpu, 64, 1100)
+        assert other.kv_fraction == 0 and _Stepper(small, other, 1100).kv_bandwidth == other.bandwidth
