@@ -22,11 +22,16 @@ caller's lease (billing.chains.watchers takes it):
   cursor elsewhere than in blocks (a wallet's height, per-reference marks).
 - `run.fork_apply(fork, ...)`: payments of orphaned blocks un-counted (unless
   the new branch or the node's pool still holds them) and the cursor moved
-  back to the fork point, in one transaction.
+  back to the fork point, in one transaction; once the new branch's blocks of
+  that step are recorded, `run.fork_left_settle(fork)` un-counts a payment left
+  to them that they did not record again (its transaction no longer made the
+  transfer).
 - `run.confirmations_refresh(tip_height=..., final_height=...)`: payments in
   blocks brought up to date with the tip (and the finalized block, for a
   finality-tag policy); a payment, confirming or confirmed, whose block left
-  the chain and whose transfer the new branch's block does not carry, un-counted.
+  the chain and whose transfer the new branch's block does not carry, un-counted
+  once the new branch's blocks that could carry it are recorded (a run that
+  stopped inside a fork step leaves it to the next).
 
 `BlockWatcher` is the block walk block chains share (UTXO, EVM): follow the
 node from the stored cursor a step of blocks at a time, apply forks (walking
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from abc import abstractmethod
@@ -628,11 +634,10 @@ class ScanRun:
                 chain=self.chain, status=PaymentStatus.PENDING, block_height__isnull=False
             ).select_related("request")
         )
-        # A payment whose block left the chain is un-counted only by a run that recorded the
-        # new branch up to the tip: a transaction mined again higher up in it is recorded
-        # there first (a run that stopped early, at its block budget or its lease, leaves
-        # the payment as it is for the run that gets there).
-        whole = self.report.caught_up
+        # A payment whose block left the chain is un-counted once the new branch's blocks
+        # that could carry its transaction again are recorded (`left_below`): a run that
+        # stopped inside a fork step leaves it as it is for the run that gets there.
+        below = self.left_below()
         # The chain's block at each height, where one is stored (the last CHAIN_REORG_WINDOW).
         heights = {p.block_height for p in pending if p.block_height is not None}
         stored = (
@@ -648,7 +653,7 @@ class ScanRun:
                 # Its block left the chain and the block now at that height was recorded without
                 # it: its transaction, mined again in the new branch (so the reorg left it to that
                 # branch), no longer made this transfer (a contract that pays only before a time).
-                if whole:
+                if height <= below:
                     self._left_uncount(p)
                 continue
             confirmations = tip_height - height + 1
@@ -673,21 +678,48 @@ class ScanRun:
                 now=self.now,
             )
             updated += 1
-        if whole and (self.report.blocks or self.report.reorgs):
+        if self.report.blocks or self.report.reorgs:
             # Only blocks recorded can leave a confirmed payment in a block the chain no
-            # longer has, and only a run at the tip knows the new branch does not carry it.
-            self._confirmed_left_uncount()
+            # longer has.
+            self._confirmed_left_uncount(below=below)
         self.report.confirmations_updated += updated
         return updated
 
-    def _confirmed_left_uncount(self) -> None:
+    def left_below(self) -> float:
+        """The highest block a payment left to a new branch can be in and be known gone
+        when that branch's block at its height does not record it: every height once the
+        run recorded the chain up to the tip; otherwise those a fork step's blocks
+        (`BlockWatcher.step_blocks`, where `fork_apply`'s `again` comes from) below the
+        cursor, which the new branch's blocks of that step all lie under."""
+        if self.report.caught_up:
+            return math.inf
+        if self.report.height is None:  # the cursor this run's blocks reached
+            return -math.inf
+        return self.report.height - getattr(self.watcher, "step_blocks", 0)
+
+    def fork_left_settle(self, fork: Fork) -> None:
+        """After the new branch's blocks of a fork step are recorded: un-count the payments
+        `fork_apply` left to them (their transaction is in one) that they did not record
+        again, since the transaction no longer made the transfer (a contract that pays
+        only up to a block or a time)."""
+        gone = (
+            Payment.objects.filter(chain=self.chain, block_hash__in=[b.hash for b in fork.orphaned])
+            .exclude(status=PaymentStatus.REMOVED)
+            .only("txid", "position", "block_height", "block_hash", "status")
+        )
+        for p in gone:
+            after = " after the payment was confirmed" if p.status == PaymentStatus.CONFIRMED else ""
+            self._left_uncount(p, when=after)
+
+    def _confirmed_left_uncount(self, *, below: float) -> None:
         """Un-count confirmed payments whose block a reorg deeper than the policy took
         and whose transaction the new branch mined again without the transfer it made.
 
-        The reorg left them to the new branch (`fork_apply`'s `again`), whose blocks this
-        run recorded up to the tip: a transfer still made is recorded again there with its
-        new block, so what still names another block than the stored one at its height is
-        gone. Read
+        The reorg left them to the new branch (`fork_apply`'s `again`), whose blocks up to
+        `below` are recorded: a transfer still made is recorded again there with its new
+        block, so what still names another block than the stored one at its height is gone.
+        `fork_left_settle` finds them as a rule, at the end of the fork step; this finds
+        those of a run that stopped inside it. Read
         for the stored heights only (the last CHAIN_REORG_WINDOW), through the
         (chain, block_height) index; none, as a rule. Money already applied or credited
         is put before staff (`payment_uncount`)."""
@@ -705,6 +737,10 @@ class ScanRun:
             .filter(Exists(stored.filter(height=OuterRef("block_height")).exclude(block_hash=OuterRef("block_hash"))))
             .order_by()
         )
+        if below == -math.inf:
+            return
+        if below != math.inf:
+            left = left.filter(block_height__lte=int(below))
         for p in left.only("txid", "position", "block_height", "block_hash"):
             self._left_uncount(p, when=" after the payment was confirmed")
 
@@ -883,6 +919,8 @@ class BlockWatcher(Watcher):
             for block in step.blocks:
                 with run.block(block.block, previous_hash=block.previous_hash) as recorder:
                     self.block_record(run, recorder, block)
+            if step.fork is not None and step.blocks:
+                run.fork_left_settle(step.fork)
             budget -= len(step.blocks)
             report.height = step.tip_scanned.height if step.tip_scanned else None
             report.caught_up = step.caught_up

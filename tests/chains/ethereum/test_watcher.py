@@ -299,6 +299,29 @@ def test_a_confirmed_payment_whose_transfer_a_reorg_past_the_policy_took_is_unco
     assert (again.uncounted, AuditEntry.objects.filter(object_id=str(lost.pk)).count()) == (0, 1)
 
 
+def test_a_transfer_the_new_branch_dropped_is_uncounted_once_the_fork_steps_blocks_are_recorded(eth):
+    """The same reorg as above, in a run whose block budget (two) stops it short of the
+    tip: the fork step records the new branch's two blocks, the transaction in the
+    second paying the first invoice only. What the step's blocks did not record again
+    is un-counted at the end of the step, in that run, not left confirmed in a block
+    the chain no longer has until a run reaches the tip."""
+    always, until = eth.invoice("ETH"), eth.invoice("ETH")
+    last, raw = _paid_by_split_until(eth, always, until)
+    eth.node.mine(2)
+    eth.scan()
+    [lost] = eth.payments(until)
+    assert lost.status == PaymentStatus.CONFIRMED
+    eth.node.reorg(3, [(raw, 1)])
+    report = eth.scan(max_blocks=2)
+    assert (report.reorgs, report.blocks, report.caught_up, report.uncounted) == (1, 2, False, 1)
+    lost.refresh_from_db()
+    assert lost.status == PaymentStatus.REMOVED and "after the payment was confirmed" in lost.removal_reason
+    assert eth.reload(until).needs_attention
+    [kept] = eth.payments(always)
+    assert kept.counted and kept.block_height == last + 1
+    assert eth.scan().uncounted == 0  # the run that reaches the tip finds nothing more
+
+
 def test_a_replaced_transaction_never_counts_twice(eth):
     invoice = eth.invoice("ETH")
     payer = eth.node.accounts[7]
