@@ -649,6 +649,9 @@ class ScanRun:
             height = p.block_height
             if height is None:  # the filter leaves none out; the type does not know
                 continue
+            if self.report.height is not None and height > self.report.height:
+                # Above the cursor a fork moved back: its block is not recorded again yet.
+                continue
             if p.block_hash and stored.get(height, p.block_hash) != p.block_hash:
                 # Its block left the chain and the block now at that height was recorded without
                 # it: its transaction, mined again in the new branch (so the reorg left it to that
@@ -705,7 +708,7 @@ class ScanRun:
         gone = (
             Payment.objects.filter(chain=self.chain, block_hash__in=[b.hash for b in fork.orphaned])
             .exclude(status=PaymentStatus.REMOVED)
-            .only("txid", "position", "block_height", "block_hash", "status")
+            .only("txid", "position", "block_height", "block_hash", "status", "currency", "request_id")
         )
         for p in gone:
             after = " after the payment was confirmed" if p.status == PaymentStatus.CONFIRMED else ""
@@ -741,13 +744,18 @@ class ScanRun:
             return
         if below != math.inf:
             left = left.filter(block_height__lte=int(below))
-        for p in left.only("txid", "position", "block_height", "block_hash"):
+        for p in left.only("txid", "position", "block_height", "block_hash", "currency", "request_id"):
             self._left_uncount(p, when=" after the payment was confirmed")
 
     def _left_uncount(self, p: Payment, *, when: str = "") -> None:
         """Un-count `p`, recorded in a block that left the chain and not in the new
         branch's block at its height (while it is still recorded there), the lease
-        renewed before the write as the blocks' steps renew after each block."""
+        renewed before the write as the blocks' steps renew after each block. Only a payment
+        to a destination still watched: the blocks record no transfer to any other, so
+        one that is not is left as it is (on a UTXO chain the transaction mined again
+        pays what it paid)."""
+        if not watched_requests(currencies=[p.currency], now=self.now).filter(pk=p.request_id).exists():
+            return
         self.renew()
         gone = services.payment_uncount(
             chain=self.chain,

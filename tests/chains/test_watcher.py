@@ -513,6 +513,93 @@ def test_a_payment_mined_again_higher_up_stays_counted_while_the_new_branch_is_r
     assert not AuditEntry.objects.filter(action=AuditAction.PAYMENT_UNCOUNTED_AFTER_USE).exists()
 
 
+def test_a_confirming_payment_above_a_cursor_a_reorg_moved_back_is_not_counted_up_on_its_old_block(
+    ltc, node, monkeypatch
+):
+    """A payment 4 blocks above a reorg's fork point, at 2 of its 6 confirmations, is
+    mined again 10 blocks up the new branch. The run that applied the fork stopped after
+    the branch's first block (its lease taken) and the next records one block more: the
+    cursor is below the payment's old height, whose block the fork removed, so nothing
+    says that block is gone; its confirmations are not brought up to the tip on it (which
+    would settle its invoice on a block the chain no longer has) until the branch's block
+    that carries it is recorded."""
+    from core.models import Lease
+
+    invoice = ltc.invoice()
+    txid = ltc.pay(invoice)  # before the blocks below: its coins stay spendable when they go
+    address = node.new_address()
+    below = [node.rpc.call("generateblock", address, [])["hash"] for _ in range(4)]  # above the fork point
+    mined = node.mine(2)
+    ltc.scan()
+    [payment] = ltc.payments(invoice)
+    assert (payment.status, payment.confirmations, payment.block_hash) == (PaymentStatus.PENDING, 2, mined[0])
+    node.invalidate(below[0])
+    assert txid in node.mempool()
+    elsewhere = node.new_address()  # not the invalidated blocks again
+    empty = [node.rpc.call("generateblock", elsewhere, [])["hash"] for _ in range(10)]
+    again = node.mine(2)
+    assert txid in node.rpc.call("getblock", again[0])["tx"]
+
+    real = machinery.chain_run
+
+    def taken_after_the_new_branchs_first_block(watcher, *, renew, **kwargs):
+        def renewing():
+            if ChainBlock.objects.filter(chain="litecoin", block_hash=empty[0]).exists():
+                Lease.objects.filter(name="chain_scan:litecoin").update(owner="another-worker")
+            return renew()
+
+        return real(watcher, renew=renewing, **kwargs)
+
+    monkeypatch.setattr(machinery, "chain_run", taken_after_the_new_branchs_first_block)
+    assert ltc.scan().skipped == "lease_lost"
+    monkeypatch.setattr(machinery, "chain_run", real)
+    Lease.objects.filter(name="chain_scan:litecoin").update(expires_at=timezone.now() - timedelta(seconds=1))
+    report = ltc.scan(max_blocks=1)
+    assert (report.blocks, report.caught_up, report.uncounted) == (1, False, 0)
+    assert report.height < payment.block_height
+    payment.refresh_from_db()
+    assert (payment.status, payment.confirmations, payment.block_hash) == (PaymentStatus.PENDING, 2, mined[0])
+    assert status(ltc, invoice)[0] == InvoiceStatus.PROCESSING
+    ltc.scan()
+    payment.refresh_from_db()
+    assert (payment.status, payment.confirmations, payment.block_hash) == (PaymentStatus.PENDING, 2, again[0])
+
+
+def test_a_payment_to_a_destination_no_longer_watched_is_left_as_it_is_by_a_reorg(ltc, node, settings):
+    """One transaction pays two invoices; the second's destination has left the watched
+    set (its invoice's watch ended longer than WATCH_AFTER_CLOSE_DAYS ago) when a reorg
+    mines the transaction again one block higher. The new branch's block records the
+    first payment again and nothing for the second, which it no longer watches: the
+    transaction pays what it paid, so the second payment is not un-counted."""
+    from billing.chains.utxo.watcher import process_state_clear
+    from billing.models import Invoice
+    from devtools.litecoind import base_units_to_coins, script_to_address
+
+    first, second = ltc.invoice(), ltc.invoice()
+    outputs = {
+        script_to_address(i.active_request.match_key, hrp=node.hrp): base_units_to_coins(ltc.due(i))
+        for i in (first, second)
+    }
+    txid = node.wallet_rpc.call("sendmany", "", outputs)
+    mined = node.mine(2)
+    ltc.scan()
+    [kept] = ltc.payments(second)
+    assert (kept.status, kept.block_hash) == (PaymentStatus.PENDING, mined[0])
+    ended = timezone.now() - timedelta(days=settings.WATCH_AFTER_CLOSE_DAYS + 1)
+    Invoice.objects.filter(pk=second.pk).update(expires_at=ended, monitoring_until=ended)
+    process_state_clear()  # the watcher reads its watched set again
+    node.invalidate(mined[0])
+    node.rpc.call("generateblock", node.new_address(), [])
+    again = node.mine(3)
+    assert txid in node.rpc.call("getblock", again[0])["tx"]
+    report = ltc.scan()
+    assert (report.reorgs, report.uncounted) == (1, 0)
+    [moved] = ltc.payments(first)
+    assert (moved.status, moved.block_hash) == (PaymentStatus.PENDING, again[0])
+    kept.refresh_from_db()
+    assert (kept.status, kept.block_hash) == (PaymentStatus.PENDING, mined[0])
+
+
 def test_a_cursor_moved_by_another_scanner_stops_this_one(ltc, node):
     invoice = ltc.invoice()
     ltc.pay(invoice)
