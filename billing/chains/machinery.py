@@ -22,10 +22,10 @@ caller's lease (billing.chains.watchers takes it):
   cursor elsewhere than in blocks (a wallet's height, per-reference marks).
 - `run.fork_apply(fork, ...)`: payments of orphaned blocks un-counted (unless
   the new branch or the node's pool still holds them) and the cursor moved
-  back to the fork point, in one transaction; once the new branch's blocks of
-  that step are recorded, `run.fork_left_settle(fork)` un-counts a payment left
-  to them that they did not record again (its transaction no longer made the
-  transfer).
+  back to the fork point, in one transaction; the transaction of the new
+  branch's block that ends the fork step (in this run or the next) un-counts a
+  payment left to those blocks that they did not record again (its transaction
+  no longer made the transfer).
 - `run.confirmations_refresh(tip_height=..., final_height=...)`: payments in
   blocks brought up to date with the tip (and the finalized block, for a
   finality-tag policy); a payment, confirming or confirmed, whose block left
@@ -96,6 +96,11 @@ class LeaseLost(Exception):
 
 
 # --- ChainState -------------------------------------------------------------------------
+
+
+# ChainState.extra: the orphaned blocks a fork left payments in, to the new branch's
+# blocks up to a height (`ScanRun.fork_apply`, settled by the block at that height).
+FORK_LEFT = "fork_left"
 
 
 def chain_state(chain: str) -> ChainState:
@@ -521,6 +526,11 @@ class ScanRun:
             recorder = Recorder(self, state)
             yield recorder
             _cursor_store(state=state, block=block, extra=recorder.extra)
+            left = (state.extra or {}).get(FORK_LEFT)
+            if left and block.height >= left["until"]:
+                self._fork_left_settle(left["hashes"])
+                state.extra = {k: v for k, v in state.extra.items() if k != FORK_LEFT}
+                state.save(update_fields=["extra"])
         self.report.blocks += 1
         self.report.recorded += recorder.recorded
         self.report.uncounted += recorder.uncounted
@@ -531,6 +541,7 @@ class ScanRun:
         fork: Fork,
         *,
         again: Collection[str] = (),
+        until: int | None = None,
         unconfirmed: Callable[[list[str]], set[str]] | None = None,
     ) -> list[str]:
         """Un-count what the orphaned blocks carried and move the cursor back to the
@@ -538,10 +549,14 @@ class ScanRun:
         orphaned blocks carried (un-counted, unconfirmed again, or left to the
         new branch), for the watcher's caches.
 
-        `again`: txids the new branch's blocks (about to be recorded) carry:
-        left alone, their block records them next. `unconfirmed(txids)`: which
-        of the others the node holds unconfirmed again (they count with 0
-        confirmations instead of being un-counted).
+        `again`: txids the new branch's blocks up to height `until` (about to be
+        recorded) carry: left alone, their block records them next. Which orphaned
+        blocks such payments name is kept with the cursor (`ChainState.extra`,
+        FORK_LEFT) until the block at `until` is recorded, in whichever run: one of
+        them that block's transaction finds still naming an orphaned block is
+        un-counted there (`_fork_left_settle`). `unconfirmed(txids)`: which of the
+        others the node holds unconfirmed again (they count with 0 confirmations
+        instead of being un-counted).
         """
         self.renew()  # before the fork's writes, as before each block's
         orphaned = {b.hash: b for b in fork.orphaned}
@@ -617,7 +632,16 @@ class ScanRun:
                     len(orphaned),
                     lowest,
                 )
-            state.save(update_fields=["height", "block_hash"])
+            fields = ["height", "block_hash"]
+            left = {p.block_hash for p in hit if p.txid in again}
+            if left and until is not None:
+                # An earlier fork's blocks not settled yet stay with this one's: the new
+                # branch's blocks up to `until` are what may record any of them again.
+                kept = (state.extra or {}).get(FORK_LEFT) or {}
+                hashes = sorted(left | set(kept.get("hashes", ())))
+                state.extra = {**(state.extra or {}), FORK_LEFT: {"hashes": hashes, "until": until}}
+                fields.append("extra")
+            state.save(update_fields=fields)
         self.report.reorgs += 1
         self.report.uncounted += len(gone)
         return sorted({p.txid for p in hit})
@@ -700,19 +724,20 @@ class ScanRun:
             return -math.inf
         return self.report.height - getattr(self.watcher, "step_blocks", 0)
 
-    def fork_left_settle(self, fork: Fork) -> None:
-        """After the new branch's blocks of a fork step are recorded: un-count the payments
-        `fork_apply` left to them (their transaction is in one) that they did not record
-        again, since the transaction no longer made the transfer (a contract that pays
-        only up to a block or a time)."""
+    def _fork_left_settle(self, hashes: list[str]) -> None:
+        """Inside the transaction of the block at a fork's `until`: un-count the payments
+        `fork_apply` left to the new branch's blocks (their transaction is in one) that
+        they did not record again, still naming an orphaned block (`hashes`): the
+        transaction no longer made the transfer (a contract that pays only up to a block
+        or a time). The block's own renewal follows its commit."""
         gone = (
-            Payment.objects.filter(chain=self.chain, block_hash__in=[b.hash for b in fork.orphaned])
+            Payment.objects.filter(chain=self.chain, block_hash__in=hashes)
             .exclude(status=PaymentStatus.REMOVED)
             .only("txid", "position", "block_height", "block_hash", "status", "currency", "request_id")
         )
         for p in gone:
             after = " after the payment was confirmed" if p.status == PaymentStatus.CONFIRMED else ""
-            self._left_uncount(p, when=after)
+            self._left_uncount(p, when=after, renew=False)
 
     def _confirmed_left_uncount(self, *, below: float) -> None:
         """Un-count confirmed payments whose block a reorg deeper than the policy took
@@ -721,8 +746,8 @@ class ScanRun:
         The reorg left them to the new branch (`fork_apply`'s `again`), whose blocks up to
         `below` are recorded: a transfer still made is recorded again there with its new
         block, so what still names another block than the stored one at its height is gone.
-        `fork_left_settle` finds them as a rule, at the end of the fork step; this finds
-        those of a run that stopped inside it. Read
+        The block that ends the fork step finds them as a rule (`_fork_left_settle`);
+        this finds any other whose stored block says so. Read
         for the stored heights only (the last CHAIN_REORG_WINDOW), through the
         (chain, block_height) index; none, as a rule. Money already applied or credited
         is put before staff (`payment_uncount`)."""
@@ -747,7 +772,7 @@ class ScanRun:
         for p in left.only("txid", "position", "block_height", "block_hash", "currency", "request_id"):
             self._left_uncount(p, when=" after the payment was confirmed")
 
-    def _left_uncount(self, p: Payment, *, when: str = "") -> None:
+    def _left_uncount(self, p: Payment, *, when: str = "", renew: bool = True) -> None:
         """Un-count `p`, recorded in a block that left the chain and not in the new
         branch's block at its height (while it is still recorded there), the lease
         renewed before the write as the blocks' steps renew after each block. Only a payment
@@ -756,7 +781,8 @@ class ScanRun:
         pays what it paid)."""
         if not watched_requests(currencies=[p.currency], now=self.now).filter(pk=p.request_id).exists():
             return
-        self.renew()
+        if renew:
+            self.renew()
         gone = services.payment_uncount(
             chain=self.chain,
             txid=p.txid,
@@ -923,12 +949,14 @@ class BlockWatcher(Watcher):
                     continue
             if step.fork is not None:
                 again = set().union(*(self.block_txids(b) for b in step.blocks)) if step.blocks else set()
-                self.forked(run, run.fork_apply(step.fork, again=again, unconfirmed=lambda t: self.unconfirmed(run, t)))
+                until = step.blocks[-1].block.height if step.blocks else None
+                self.forked(
+                    run,
+                    run.fork_apply(step.fork, again=again, until=until, unconfirmed=lambda t: self.unconfirmed(run, t)),
+                )
             for block in step.blocks:
                 with run.block(block.block, previous_hash=block.previous_hash) as recorder:
                     self.block_record(run, recorder, block)
-            if step.fork is not None and step.blocks:
-                run.fork_left_settle(step.fork)
             budget -= len(step.blocks)
             report.height = step.tip_scanned.height if step.tip_scanned else None
             report.caught_up = step.caught_up

@@ -216,3 +216,20 @@ def xmr_destinations_bulk_create(invoice, *, first: int, count: int) -> None:
     ]
     # A batch stays well under the 65,535 parameters a PostgreSQL statement takes (a row binds ~17).
     PaymentRequest.objects.bulk_create(rows, batch_size=2_000)
+
+
+def lease_taken_once_recorded(real, *, chain: str, block_hash: str):
+    """`chain_run` (`real`) as a run whose lease another run takes at its first renewal
+    after it recorded `block_hash` on `chain` (it stalled past the lease meanwhile)."""
+    from billing.models import ChainBlock
+    from core.models import Lease
+
+    def run(watcher, *, renew, **kwargs):
+        def renewing():
+            if ChainBlock.objects.filter(chain=chain, block_hash=block_hash).exists():
+                Lease.objects.filter(name=f"chain_scan:{chain}").update(owner="another-worker")
+            return renew()
+
+        return real(watcher, renew=renewing, **kwargs)
+
+    return run

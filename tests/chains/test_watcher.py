@@ -28,6 +28,7 @@ from billing.models import (
 from billing.selectors import credit_balance_usd
 from billing.tasks import chain_scan as chain_scan_task
 from core.lease import single_flight
+from tests.chains.harness import lease_taken_once_recorded
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 
@@ -453,22 +454,6 @@ def test_a_run_whose_lease_another_run_took_stops_after_what_it_committed(ltc, n
     assert ltc.state().height == start + 3 and status(ltc, invoice)[0] == InvoiceStatus.PROCESSING
 
 
-def lease_taken_once_recorded(real, block_hash: str):
-    """`chain_run` as a run whose lease another run takes at its first renewal after it
-    recorded `block_hash` (it stalled past the lease meanwhile)."""
-    from core.models import Lease
-
-    def run(watcher, *, renew, **kwargs):
-        def renewing():
-            if ChainBlock.objects.filter(chain="litecoin", block_hash=block_hash).exists():
-                Lease.objects.filter(name="chain_scan:litecoin").update(owner="another-worker")
-            return renew()
-
-        return real(watcher, renew=renewing, **kwargs)
-
-    return run
-
-
 @pytest.mark.parametrize("confirmations", [6, 2])
 def test_a_payment_mined_again_higher_up_stays_counted_while_the_new_branch_is_recorded_in_parts(
     ltc, node, monkeypatch, confirmations
@@ -496,7 +481,7 @@ def test_a_payment_mined_again_higher_up_stays_counted_while_the_new_branch_is_r
     assert txid in node.rpc.call("getblock", again[0])["tx"]
 
     real = machinery.chain_run
-    monkeypatch.setattr(machinery, "chain_run", lease_taken_once_recorded(real, empty[0]))
+    monkeypatch.setattr(machinery, "chain_run", lease_taken_once_recorded(real, chain="litecoin", block_hash=empty[0]))
     report = ltc.scan()
     assert (report.skipped, report.reorgs, report.blocks, report.uncounted) == ("lease_lost", 1, 1, 0)
     monkeypatch.setattr(machinery, "chain_run", real)
@@ -548,7 +533,7 @@ def test_a_confirming_payment_above_a_cursor_a_reorg_moved_back_is_not_counted_u
     assert txid in node.rpc.call("getblock", again[0])["tx"]
 
     real = machinery.chain_run
-    monkeypatch.setattr(machinery, "chain_run", lease_taken_once_recorded(real, empty[0]))
+    monkeypatch.setattr(machinery, "chain_run", lease_taken_once_recorded(real, chain="litecoin", block_hash=empty[0]))
     assert ltc.scan().skipped == "lease_lost"
     monkeypatch.setattr(machinery, "chain_run", real)
     Lease.objects.filter(name="chain_scan:litecoin").update(expires_at=timezone.now() - timedelta(seconds=1))

@@ -28,6 +28,7 @@ from billing.models import (
 from billing.selectors import credit_balance_usd
 from billing.tasks import chain_scan as chain_scan_task
 from tests.chains.ethereum.rpc_proxy import logs_span_limit, trace_fails
+from tests.chains.harness import lease_taken_once_recorded
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 
@@ -299,12 +300,10 @@ def test_a_confirmed_payment_whose_transfer_a_reorg_past_the_policy_took_is_unco
     assert (again.uncounted, AuditEntry.objects.filter(object_id=str(lost.pk)).count()) == (0, 1)
 
 
-def test_a_transfer_the_new_branch_dropped_is_uncounted_once_the_fork_steps_blocks_are_recorded(eth):
-    """The same reorg as above, in a run whose block budget (two) stops it short of the
-    tip: the fork step records the new branch's two blocks, the transaction in the
-    second paying the first invoice only. What the step's blocks did not record again
-    is un-counted at the end of the step, in that run, not left confirmed in a block
-    the chain no longer has until a run reaches the tip."""
+def _confirmed_then_mined_again_a_block_later(eth):
+    """`_paid_by_split_until` confirmed (3 confirmations), then a reorg of its 3 blocks
+    that mines the transaction one block later: it pays the first invoice only.
+    (the invoice always paid, the one it no longer pays, the old block, that payment)."""
     always, until = eth.invoice("ETH"), eth.invoice("ETH")
     last, raw = _paid_by_split_until(eth, always, until)
     eth.node.mine(2)
@@ -312,6 +311,16 @@ def test_a_transfer_the_new_branch_dropped_is_uncounted_once_the_fork_steps_bloc
     [lost] = eth.payments(until)
     assert lost.status == PaymentStatus.CONFIRMED
     eth.node.reorg(3, [(raw, 1)])
+    return always, until, last, lost
+
+
+def test_a_transfer_the_new_branch_dropped_is_uncounted_once_the_fork_steps_blocks_are_recorded(eth):
+    """The same reorg as above, in a run whose block budget (two) stops it short of the
+    tip: the fork step records the new branch's two blocks, the transaction in the
+    second paying the first invoice only. What the step's blocks did not record again
+    is un-counted at the end of the step, in that run, not left confirmed in a block
+    the chain no longer has until a run reaches the tip."""
+    always, until, last, lost = _confirmed_then_mined_again_a_block_later(eth)
     report = eth.scan(max_blocks=2)
     assert (report.reorgs, report.blocks, report.caught_up, report.uncounted) == (1, 2, False, 1)
     lost.refresh_from_db()
@@ -320,6 +329,38 @@ def test_a_transfer_the_new_branch_dropped_is_uncounted_once_the_fork_steps_bloc
     [kept] = eth.payments(always)
     assert kept.counted and kept.block_height == last + 1
     assert eth.scan().uncounted == 0  # the run that reaches the tip finds nothing more
+
+
+def test_a_fork_steps_left_payments_are_settled_by_its_last_block_in_the_run_that_records_it(eth, monkeypatch):
+    """The same reorg, with two more blocks on the new branch. The run that applied the
+    fork (a block budget of three: its step is the new branch's first three blocks) lost
+    its lease after the first; the next run (a budget of two) records the other two of
+    the step and stops short of the tip. The block that ends the step un-counts what the
+    step's blocks did not record again, in that run, though no fork is seen in it and
+    the payment's height is less than a step below its cursor."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from core.models import Lease
+
+    always, _, last, lost = _confirmed_then_mined_again_a_block_later(eth)
+    eth.node.mine(2)
+    first = eth.node.rpc("eth_getBlockByNumber", hex(last), False)["hash"]
+    real = machinery.chain_run
+    monkeypatch.setattr(machinery, "chain_run", lease_taken_once_recorded(real, chain="ethereum", block_hash=first))
+    report = chain_scan(currency="ETH", force=True, max_blocks=3)
+    assert (report.skipped, report.reorgs, report.blocks, report.uncounted) == ("lease_lost", 1, 1, 0)
+    monkeypatch.setattr(machinery, "chain_run", real)
+    Lease.objects.filter(name="chain_scan:ethereum").update(expires_at=timezone.now() - timedelta(seconds=1))
+    report = eth.scan(max_blocks=2)
+    assert (report.reorgs, report.blocks, report.caught_up, report.uncounted) == (0, 2, False, 1)
+    lost.refresh_from_db()
+    assert lost.status == PaymentStatus.REMOVED and "after the payment was confirmed" in lost.removal_reason
+    [kept] = eth.payments(always)
+    assert kept.counted and kept.block_height == last + 1
+    assert "fork_left" not in eth.state().extra
+    assert eth.scan().uncounted == 0
 
 
 def test_a_replaced_transaction_never_counts_twice(eth):
