@@ -159,7 +159,27 @@ def cursor_store_at(*, chain: str, block: BlockRef, reason: str = "cursor set by
         ChainBlock.objects.filter(chain=chain).delete()
         ChainBlock.objects.create(chain=chain, height=block.height, block_hash=block.hash)
         state.height, state.block_hash = block.height, block.hash
-        state.save(update_fields=["height", "block_hash"])
+        fields = ["height", "block_hash"]
+        left = (state.extra or {}).get(FORK_LEFT)
+        if left:
+            # A fork's payments left to the new branch's blocks before they were all recorded:
+            # from a cursor moved by hand nothing says those blocks will be read, so none is
+            # un-counted for it; each is put before staff, still naming its orphaned block.
+            for p in Payment.objects.filter(chain=chain, block_hash__in=left["hashes"]).exclude(
+                status=PaymentStatus.REMOVED
+            ):
+                services.payment_flag(
+                    chain=chain,
+                    txid=p.txid,
+                    position=p.position,
+                    reason=(
+                        f"reorg: block {p.block_height} {p.block_hash} left the chain and the cursor was "
+                        "moved by hand before the new branch's blocks that could carry it again were read"
+                    ),
+                )
+            state.extra = {k: v for k, v in state.extra.items() if k != FORK_LEFT}
+            fields.append("extra")
+        state.save(update_fields=fields)
         audit_record(
             actor=None,
             action=AuditAction.CHAIN_CURSOR_SET,
@@ -560,8 +580,11 @@ class ScanRun:
         """
         self.renew()  # before the fork's writes, as before each block's
         orphaned = {b.hash: b for b in fork.orphaned}
+        # An earlier fork's payments not settled yet (their branch's step not recorded to
+        # its end) are in blocks that left the chain too: this fork judges them again.
+        earlier = ((chain_state(self.chain).extra or {}).get(FORK_LEFT) or {}).get("hashes", [])
         hit = list(
-            Payment.objects.filter(chain=self.chain, block_hash__in=list(orphaned))
+            Payment.objects.filter(chain=self.chain, block_hash__in=[*orphaned, *earlier])
             .exclude(status=PaymentStatus.REMOVED)
             .select_related("request")
         )
@@ -574,7 +597,7 @@ class ScanRun:
             for p in hit:
                 if p.txid in again:
                     continue  # mined again in the new branch: its block records it next
-                block = orphaned[p.block_hash]
+                block = orphaned.get(p.block_hash) or BlockRef(p.block_height or 0, p.block_hash)
                 if p.txid in in_pool:
                     services.payment_observe(
                         observation=services.Observation(
@@ -633,13 +656,12 @@ class ScanRun:
                     lowest,
                 )
             fields = ["height", "block_hash"]
-            left = {p.block_hash for p in hit if p.txid in again}
+            left = sorted({p.block_hash for p in hit if p.txid in again})
+            extra = {k: v for k, v in (state.extra or {}).items() if k != FORK_LEFT}
             if left and until is not None:
-                # An earlier fork's blocks not settled yet stay with this one's: the new
-                # branch's blocks up to `until` are what may record any of them again.
-                kept = (state.extra or {}).get(FORK_LEFT) or {}
-                hashes = sorted(left | set(kept.get("hashes", ())))
-                state.extra = {**(state.extra or {}), FORK_LEFT: {"hashes": hashes, "until": until}}
+                extra[FORK_LEFT] = {"hashes": left, "until": until}
+            if extra != (state.extra or {}):
+                state.extra = extra
                 fields.append("extra")
             state.save(update_fields=fields)
         self.report.reorgs += 1
@@ -730,8 +752,12 @@ class ScanRun:
         they did not record again, still naming an orphaned block (`hashes`): the
         transaction no longer made the transfer (a contract that pays only up to a block
         or a time). The block's own renewal follows its commit."""
+        back = set(
+            ChainBlock.objects.filter(chain=self.chain, block_hash__in=hashes).values_list("block_hash", flat=True)
+        )
         gone = (
-            Payment.objects.filter(chain=self.chain, block_hash__in=hashes)
+            # A block the chain came back to (recorded again since) names no orphan.
+            Payment.objects.filter(chain=self.chain, block_hash__in=[h for h in hashes if h not in back])
             .exclude(status=PaymentStatus.REMOVED)
             .only("txid", "position", "block_height", "block_hash", "status", "currency", "request_id")
         )

@@ -505,6 +505,41 @@ def test_a_payment_mined_again_higher_up_stays_counted_while_the_new_branch_is_r
     assert not AuditEntry.objects.filter(action=AuditAction.PAYMENT_UNCOUNTED_AFTER_USE).exists()
 
 
+def test_a_chain_that_comes_back_to_a_payments_block_keeps_it_counted(ltc, node, monkeypatch):
+    """A settled payment's block leaves the chain for a branch that mines its transaction
+    two blocks higher; the run that applied that fork stopped after the branch's first
+    block (its lease taken). Then the chain comes back to the payment's own blocks: the
+    next run applies that fork, records the payment again in its own block, and the end
+    of that step does not take it for one the new branch dropped."""
+    from core.models import AuditEntry, Lease
+
+    invoice = ltc.invoice()
+    txid = ltc.pay(invoice)
+    mined = node.mine(6)
+    ltc.scan()
+    [payment] = ltc.payments(invoice)
+    assert (payment.status, payment.block_hash) == (PaymentStatus.CONFIRMED, mined[0])
+    node.invalidate(mined[0])
+    elsewhere = node.new_address()
+    branch = [node.rpc.call("generateblock", elsewhere, [])["hash"] for _ in range(2)] + node.mine(6)
+    assert txid in node.rpc.call("getblock", branch[2])["tx"]
+    real = machinery.chain_run
+    monkeypatch.setattr(machinery, "chain_run", lease_taken_once_recorded(real, chain="litecoin", block_hash=branch[0]))
+    assert ltc.scan().skipped == "lease_lost"
+    monkeypatch.setattr(machinery, "chain_run", real)
+    Lease.objects.filter(name="chain_scan:litecoin").update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert ltc.state().extra["fork_left"]["hashes"] == [mined[0]]
+    node.reconsider(mined[0])
+    node.invalidate(branch[0])  # the payment's own branch is the chain again
+    report = ltc.scan()
+    assert (report.reorgs, report.uncounted) == (1, 0)
+    payment.refresh_from_db()
+    assert (payment.status, payment.block_hash) == (PaymentStatus.CONFIRMED, mined[0])
+    assert not ltc.reload(invoice).needs_attention
+    assert not AuditEntry.objects.filter(object_id=str(payment.pk)).exists()
+    assert "fork_left" not in ltc.state().extra
+
+
 def test_a_confirming_payment_above_a_cursor_a_reorg_moved_back_is_not_counted_up_on_its_old_block(
     ltc, node, monkeypatch
 ):

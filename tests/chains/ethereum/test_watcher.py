@@ -363,6 +363,38 @@ def test_a_fork_steps_left_payments_are_settled_by_its_last_block_in_the_run_tha
     assert eth.scan().uncounted == 0
 
 
+def test_a_cursor_moved_by_hand_inside_a_fork_step_puts_its_left_payments_before_staff(eth, monkeypatch):
+    """The run that applied the fork lost its lease inside the step; an operator then
+    moves the cursor to the tip (`scan_chain ETH --from`), so the step's blocks will not
+    be read. The payment the step left to them is neither un-counted nor quietly kept:
+    it is put before staff, and no later block takes it for one the new branch dropped."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from core.models import AuditEntry, Lease
+
+    _, until, last, lost = _confirmed_then_mined_again_a_block_later(eth)
+    first = eth.node.rpc("eth_getBlockByNumber", hex(last), False)["hash"]
+    real = machinery.chain_run
+    monkeypatch.setattr(machinery, "chain_run", lease_taken_once_recorded(real, chain="ethereum", block_hash=first))
+    assert eth.scan().skipped == "lease_lost"
+    monkeypatch.setattr(machinery, "chain_run", real)
+    Lease.objects.filter(name="chain_scan:ethereum").update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert eth.state().extra["fork_left"]["hashes"] == [lost.block_hash]
+    watcher_for(currency="ETH").cursor_set(height=eth.node.height())
+    assert "fork_left" not in eth.state().extra
+    lost.refresh_from_db()
+    assert lost.status == PaymentStatus.CONFIRMED and lost.flagged_at is not None
+    assert eth.reload(until).needs_attention
+    [flag] = AuditEntry.objects.filter(action="payment.flagged", object_id=str(lost.pk))
+    assert "the cursor was moved by hand" in flag.reason
+    eth.node.mine(1)
+    assert eth.scan().uncounted == 0
+    lost.refresh_from_db()
+    assert lost.status == PaymentStatus.CONFIRMED
+
+
 def test_a_replaced_transaction_never_counts_twice(eth):
     invoice = eth.invoice("ETH")
     payer = eth.node.accounts[7]
