@@ -233,3 +233,24 @@ def lease_taken_once_recorded(real, *, chain: str, block_hash: str):
         return real(watcher, renew=renewing, **kwargs)
 
     return run
+
+
+def scan_losing_the_lease_once_recorded(scan, monkeypatch, *, chain: str, block_hash: str, **kwargs):
+    """`scan(**kwargs)` as a run whose lease another run takes once it recorded
+    `block_hash` (`lease_taken_once_recorded`), then that lease expired as the other
+    run's would: its report."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from billing.chains import machinery
+    from core.models import Lease
+
+    real = machinery.chain_run
+    monkeypatch.setattr(machinery, "chain_run", lease_taken_once_recorded(real, chain=chain, block_hash=block_hash))
+    try:
+        report = scan(**kwargs)
+    finally:
+        monkeypatch.setattr(machinery, "chain_run", real)
+    Lease.objects.filter(name=f"chain_scan:{chain}").update(expires_at=timezone.now() - timedelta(seconds=1))
+    return report

@@ -28,7 +28,7 @@ from billing.models import (
 from billing.selectors import credit_balance_usd
 from billing.tasks import chain_scan as chain_scan_task
 from core.lease import single_flight
-from tests.chains.harness import lease_taken_once_recorded
+from tests.chains.harness import scan_losing_the_lease_once_recorded
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 
@@ -464,7 +464,7 @@ def test_a_payment_mined_again_higher_up_stays_counted_while_the_new_branch_is_r
     taken), and the next run records one block more: neither reached the block that
     carries the payment again, so neither un-counts it or puts its invoice before
     staff; the run that records that block moves the payment to it."""
-    from core.models import AuditAction, AuditEntry, Lease
+    from core.models import AuditAction, AuditEntry
 
     invoice = ltc.invoice()
     txid = ltc.pay(invoice)
@@ -480,12 +480,8 @@ def test_a_payment_mined_again_higher_up_stays_counted_while_the_new_branch_is_r
     again = node.mine(6)  # the policy's 6 confirmations again, two blocks higher
     assert txid in node.rpc.call("getblock", again[0])["tx"]
 
-    real = machinery.chain_run
-    monkeypatch.setattr(machinery, "chain_run", lease_taken_once_recorded(real, chain="litecoin", block_hash=empty[0]))
-    report = ltc.scan()
+    report = scan_losing_the_lease_once_recorded(ltc.scan, monkeypatch, chain="litecoin", block_hash=empty[0])
     assert (report.skipped, report.reorgs, report.blocks, report.uncounted) == ("lease_lost", 1, 1, 0)
-    monkeypatch.setattr(machinery, "chain_run", real)
-    Lease.objects.filter(name="chain_scan:litecoin").update(expires_at=timezone.now() - timedelta(seconds=1))
     report = ltc.scan(max_blocks=1)  # the second empty block: the chain has moved on from the payment's old one
     assert (report.blocks, report.caught_up, report.uncounted) == (1, False, 0)
     assert ChainBlock.objects.get(chain="litecoin", height=payment.block_height).block_hash == empty[0]
@@ -511,7 +507,7 @@ def test_a_chain_that_comes_back_to_a_payments_block_keeps_it_counted(ltc, node,
     block (its lease taken). Then the chain comes back to the payment's own blocks: the
     next run applies that fork, records the payment again in its own block, and the end
     of that step does not take it for one the new branch dropped."""
-    from core.models import AuditEntry, Lease
+    from core.models import AuditEntry
 
     invoice = ltc.invoice()
     txid = ltc.pay(invoice)
@@ -523,11 +519,10 @@ def test_a_chain_that_comes_back_to_a_payments_block_keeps_it_counted(ltc, node,
     elsewhere = node.new_address()
     branch = [node.rpc.call("generateblock", elsewhere, [])["hash"] for _ in range(2)] + node.mine(6)
     assert txid in node.rpc.call("getblock", branch[2])["tx"]
-    real = machinery.chain_run
-    monkeypatch.setattr(machinery, "chain_run", lease_taken_once_recorded(real, chain="litecoin", block_hash=branch[0]))
-    assert ltc.scan().skipped == "lease_lost"
-    monkeypatch.setattr(machinery, "chain_run", real)
-    Lease.objects.filter(name="chain_scan:litecoin").update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert (
+        scan_losing_the_lease_once_recorded(ltc.scan, monkeypatch, chain="litecoin", block_hash=branch[0]).skipped
+        == "lease_lost"
+    )
     assert ltc.state().extra["fork_left"]["hashes"] == [mined[0]]
     node.reconsider(mined[0])
     node.invalidate(branch[0])  # the payment's own branch is the chain again
@@ -550,7 +545,6 @@ def test_a_confirming_payment_above_a_cursor_a_reorg_moved_back_is_not_counted_u
     says that block is gone; its confirmations are not brought up to the tip on it (which
     would settle its invoice on a block the chain no longer has) until the branch's block
     that carries it is recorded."""
-    from core.models import Lease
 
     invoice = ltc.invoice()
     txid = ltc.pay(invoice)  # before the blocks below: its coins stay spendable when they go
@@ -567,11 +561,10 @@ def test_a_confirming_payment_above_a_cursor_a_reorg_moved_back_is_not_counted_u
     again = node.mine(2)
     assert txid in node.rpc.call("getblock", again[0])["tx"]
 
-    real = machinery.chain_run
-    monkeypatch.setattr(machinery, "chain_run", lease_taken_once_recorded(real, chain="litecoin", block_hash=empty[0]))
-    assert ltc.scan().skipped == "lease_lost"
-    monkeypatch.setattr(machinery, "chain_run", real)
-    Lease.objects.filter(name="chain_scan:litecoin").update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert (
+        scan_losing_the_lease_once_recorded(ltc.scan, monkeypatch, chain="litecoin", block_hash=empty[0]).skipped
+        == "lease_lost"
+    )
     report = ltc.scan(max_blocks=1)
     assert (report.blocks, report.caught_up, report.uncounted) == (1, False, 0)
     assert report.height < payment.block_height

@@ -28,7 +28,7 @@ from billing.models import (
 from billing.selectors import credit_balance_usd
 from billing.tasks import chain_scan as chain_scan_task
 from tests.chains.ethereum.rpc_proxy import logs_span_limit, trace_fails
-from tests.chains.harness import lease_taken_once_recorded
+from tests.chains.harness import scan_losing_the_lease_once_recorded
 
 pytestmark = [pytest.mark.chain, pytest.mark.django_db]
 
@@ -338,21 +338,14 @@ def test_a_fork_steps_left_payments_are_settled_by_its_last_block_in_the_run_tha
     the step and stops short of the tip. The block that ends the step un-counts what the
     step's blocks did not record again, in that run, though no fork is seen in it and
     the payment's height is less than a step below its cursor."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from core.models import Lease
 
     always, _, last, lost = _confirmed_then_mined_again_a_block_later(eth)
     eth.node.mine(2)
     first = eth.node.rpc("eth_getBlockByNumber", hex(last), False)["hash"]
-    real = machinery.chain_run
-    monkeypatch.setattr(machinery, "chain_run", lease_taken_once_recorded(real, chain="ethereum", block_hash=first))
-    report = chain_scan(currency="ETH", force=True, max_blocks=3)
+    report = scan_losing_the_lease_once_recorded(
+        eth.scan, monkeypatch, chain="ethereum", block_hash=first, max_blocks=3
+    )
     assert (report.skipped, report.reorgs, report.blocks, report.uncounted) == ("lease_lost", 1, 1, 0)
-    monkeypatch.setattr(machinery, "chain_run", real)
-    Lease.objects.filter(name="chain_scan:ethereum").update(expires_at=timezone.now() - timedelta(seconds=1))
     report = eth.scan(max_blocks=2)
     assert (report.reorgs, report.blocks, report.caught_up, report.uncounted) == (0, 2, False, 1)
     lost.refresh_from_db()
@@ -368,19 +361,15 @@ def test_a_cursor_moved_by_hand_inside_a_fork_step_puts_its_left_payments_before
     moves the cursor to the tip (`scan_chain ETH --from`), so the step's blocks will not
     be read. The payment the step left to them is neither un-counted nor quietly kept:
     it is put before staff, and no later block takes it for one the new branch dropped."""
-    from datetime import timedelta
 
-    from django.utils import timezone
-
-    from core.models import AuditEntry, Lease
+    from core.models import AuditEntry
 
     _, until, last, lost = _confirmed_then_mined_again_a_block_later(eth)
     first = eth.node.rpc("eth_getBlockByNumber", hex(last), False)["hash"]
-    real = machinery.chain_run
-    monkeypatch.setattr(machinery, "chain_run", lease_taken_once_recorded(real, chain="ethereum", block_hash=first))
-    assert eth.scan().skipped == "lease_lost"
-    monkeypatch.setattr(machinery, "chain_run", real)
-    Lease.objects.filter(name="chain_scan:ethereum").update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert (
+        scan_losing_the_lease_once_recorded(eth.scan, monkeypatch, chain="ethereum", block_hash=first).skipped
+        == "lease_lost"
+    )
     assert eth.state().extra["fork_left"]["hashes"] == [lost.block_hash]
     watcher_for(currency="ETH").cursor_set(height=eth.node.height())
     assert "fork_left" not in eth.state().extra
