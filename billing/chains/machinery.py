@@ -165,9 +165,25 @@ def cursor_store_at(*, chain: str, block: BlockRef, reason: str = "cursor set by
             # A fork's payments left to the new branch's blocks before they were all recorded:
             # from a cursor moved by hand nothing says those blocks will be read, so none is
             # un-counted for it; each is put before staff, still naming its orphaned block.
-            for p in Payment.objects.filter(chain=chain, block_hash__in=left["hashes"]).exclude(
-                status=PaymentStatus.REMOVED
+            for p in (
+                Payment.objects.filter(chain=chain, block_hash__in=left["hashes"])
+                .exclude(status=PaymentStatus.REMOVED)
+                .select_related("request")
             ):
+                if p.status == PaymentStatus.PENDING:
+                    # Not counted up on a block the chain no longer has: unconfirmed again,
+                    # until a block records it (or staff settle it).
+                    services.payment_observe(
+                        observation=services.Observation(
+                            currency=p.currency,
+                            txid=p.txid,
+                            output_index=p.output_index,
+                            position=p.position,
+                            match_key=p.request.match_key,
+                            amount=int(p.amount),
+                            confirmations=0,
+                        ),
+                    )
                 services.payment_flag(
                     chain=chain,
                     txid=p.txid,
@@ -627,6 +643,11 @@ class ScanRun:
                             ),
                             now=self.now,
                         )
+                elif p.block_hash not in orphaned:
+                    # An earlier fork's, its transaction in neither this branch's step nor the
+                    # pool: un-counted as one that branch dropped, unless its destination is no
+                    # longer watched (then the transaction may well still pay it).
+                    self._left_uncount(p, renew=False)
                 else:
                     services.payment_uncount(
                         chain=self.chain,

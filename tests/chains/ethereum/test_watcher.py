@@ -223,10 +223,10 @@ def test_a_payment_reincluded_in_the_new_branch_is_recorded_once(eth):
     assert CreditEntry.objects.count() == 0
 
 
-def _paid_by_split_until(eth, always, until) -> tuple[int, str]:
+def _paid_by_split_until(eth, always, until, *, later: int = 0) -> tuple[int, str]:
     """One transaction through the test forwarder paying `always`, and `until` only
-    if it is mined no later than the block it is mined in now: (that block's height,
-    the signed transaction, to mine it again later)."""
+    if it is mined no later than `later` blocks after the block it is mined in now:
+    (that block's height, the signed transaction, to mine it again later)."""
     last = eth.node.height() + 1  # the block the transaction is mined in
     txid = eth.node.transact(
         eth.evm.forwarder,
@@ -234,7 +234,7 @@ def _paid_by_split_until(eth, always, until) -> tuple[int, str]:
         Web3.to_checksum_address(eth.address(always)),
         eth.due(always),
         Web3.to_checksum_address(eth.address(until)),
-        last,
+        last + later,
         value=eth.due(always) + eth.due(until),
     )
     assert eth.node.mine() == last
@@ -300,17 +300,18 @@ def test_a_confirmed_payment_whose_transfer_a_reorg_past_the_policy_took_is_unco
     assert (again.uncounted, AuditEntry.objects.filter(object_id=str(lost.pk)).count()) == (0, 1)
 
 
-def _confirmed_then_mined_again_a_block_later(eth):
-    """`_paid_by_split_until` confirmed (3 confirmations), then a reorg of its 3 blocks
-    that mines the transaction one block later: it pays the first invoice only.
-    (the invoice always paid, the one it no longer pays, the old block, that payment)."""
+def _confirmed_then_mined_again_a_block_later(eth, *, confirmations=3):
+    """`_paid_by_split_until` at `confirmations` (3: confirmed, the policy here), then a
+    reorg of its blocks that mines the transaction one block later: it pays the first
+    invoice only. (the invoice always paid, the one it no longer pays, the old block,
+    that payment)."""
     always, until = eth.invoice("ETH"), eth.invoice("ETH")
     last, raw = _paid_by_split_until(eth, always, until)
-    eth.node.mine(2)
+    eth.node.mine(confirmations - 1)
     eth.scan()
     [lost] = eth.payments(until)
-    assert lost.status == PaymentStatus.CONFIRMED
-    eth.node.reorg(3, [(raw, 1)])
+    assert lost.status == (PaymentStatus.CONFIRMED if confirmations >= 3 else PaymentStatus.PENDING)
+    eth.node.reorg(confirmations, [(raw, 1)])
     return always, until, last, lost
 
 
@@ -356,32 +357,79 @@ def test_a_fork_steps_left_payments_are_settled_by_its_last_block_in_the_run_tha
     assert eth.scan().uncounted == 0
 
 
-def test_a_cursor_moved_by_hand_inside_a_fork_step_puts_its_left_payments_before_staff(eth, monkeypatch):
+@pytest.mark.parametrize("confirmations", [3, 2])
+def test_a_cursor_moved_by_hand_inside_a_fork_step_puts_its_left_payments_before_staff(eth, monkeypatch, confirmations):
     """The run that applied the fork lost its lease inside the step; an operator then
     moves the cursor to the tip (`scan_chain ETH --from`), so the step's blocks will not
-    be read. The payment the step left to them is neither un-counted nor quietly kept:
-    it is put before staff, and no later block takes it for one the new branch dropped."""
-
+    be read. The payment the step left to them, confirmed (3) or confirming (2), is
+    neither un-counted nor quietly kept: it is put before staff, a confirming one
+    unconfirmed again rather than counted up on a block the chain no longer has, and no
+    later block takes it for one the new branch dropped."""
     from core.models import AuditEntry
 
-    _, until, last, lost = _confirmed_then_mined_again_a_block_later(eth)
+    _, until, last, lost = _confirmed_then_mined_again_a_block_later(eth, confirmations=confirmations)
     first = eth.node.rpc("eth_getBlockByNumber", hex(last), False)["hash"]
+    orphaned = lost.block_hash
     assert (
         scan_losing_the_lease_once_recorded(eth.scan, monkeypatch, chain="ethereum", block_hash=first).skipped
         == "lease_lost"
     )
-    assert eth.state().extra["fork_left"]["hashes"] == [lost.block_hash]
+    assert eth.state().extra["fork_left"]["hashes"] == [orphaned]
     watcher_for(currency="ETH").cursor_set(height=eth.node.height())
     assert "fork_left" not in eth.state().extra
     lost.refresh_from_db()
-    assert lost.status == PaymentStatus.CONFIRMED and lost.flagged_at is not None
+    if confirmations == 3:
+        kept = (PaymentStatus.CONFIRMED, 3, orphaned)
+        assert eth.status(until)[0] == InvoiceStatus.SETTLED
+    else:
+        kept = (PaymentStatus.PENDING, 0, "")
+        assert eth.status(until)[0] == InvoiceStatus.PROCESSING
+    assert (lost.status, lost.confirmations, lost.block_hash) == kept and lost.flagged_at is not None
     assert eth.reload(until).needs_attention
     [flag] = AuditEntry.objects.filter(action="payment.flagged", object_id=str(lost.pk))
     assert "the cursor was moved by hand" in flag.reason
-    eth.node.mine(1)
+    eth.node.mine(3)
     assert eth.scan().uncounted == 0
     lost.refresh_from_db()
-    assert lost.status == PaymentStatus.CONFIRMED
+    assert (lost.status, lost.confirmations, lost.block_hash) == kept
+
+
+def test_a_second_fork_leaves_a_payment_to_a_destination_no_longer_watched_as_it_is(eth, monkeypatch, settings):
+    """One transaction pays two invoices (the forwarder, no time limit in reach); the
+    second's watch then ends. A reorg mines the transaction again a block later: the run
+    that applied it records the branch's first four blocks (the first invoice's payment
+    again, nothing for the second, no longer watched) and loses its lease short of the
+    step's end. A second reorg then replaces the blocks above the transaction's: the
+    second payment, still naming its first block, is judged by that fork; its
+    transaction is not in the new blocks, but it is still on the chain below them and
+    pays what it paid, so the payment is left as it is."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from billing.models import Invoice
+
+    always, other = eth.invoice("ETH"), eth.invoice("ETH")
+    last, raw = _paid_by_split_until(eth, always, other, later=100)
+    eth.node.mine(2)
+    eth.scan()
+    [kept] = eth.payments(other)
+    assert kept.status == PaymentStatus.CONFIRMED
+    ended = timezone.now() - timedelta(days=settings.WATCH_AFTER_CLOSE_DAYS + 1)
+    Invoice.objects.filter(pk=other.pk).update(expires_at=ended, monitoring_until=ended)
+    watcher_for(currency="ETH").process_state_clear()
+    eth.node.reorg(3, [(raw, 1)])
+    eth.node.mine(3)
+    fourth = eth.node.rpc("eth_getBlockByNumber", hex(last + 3), False)["hash"]
+    report = scan_losing_the_lease_once_recorded(eth.scan, monkeypatch, chain="ethereum", block_hash=fourth)
+    assert (report.skipped, report.reorgs, report.blocks, report.uncounted) == ("lease_lost", 1, 4, 0)
+    [moved] = eth.payments(always)
+    assert moved.block_height == last + 1
+    eth.node.reorg(4, [])  # the blocks above the transaction's
+    report = eth.scan()
+    assert (report.reorgs, report.uncounted) == (1, 0)
+    kept.refresh_from_db()
+    assert kept.status == PaymentStatus.CONFIRMED and kept.block_height == last
 
 
 def test_a_replaced_transaction_never_counts_twice(eth):
