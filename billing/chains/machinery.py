@@ -150,6 +150,24 @@ def state_extra_replace(*, chain: str, key: str, value: Any, reason: str) -> Any
     return before
 
 
+def _seen_again(p: Payment, *, confirmations: int, now: datetime | None = None, **where: Any) -> None:
+    """`p` seen again (its request loaded) at `confirmations`, in the block `where`
+    names (block_height, block_hash, final, matures_at_height), or in none."""
+    services.payment_observe(
+        observation=services.Observation(
+            currency=p.currency,
+            txid=p.txid,
+            output_index=p.output_index,
+            position=p.position,
+            match_key=p.request.match_key,
+            amount=int(p.amount),
+            confirmations=confirmations,
+            **where,
+        ),
+        now=now,
+    )
+
+
 def cursor_store_at(*, chain: str, block: BlockRef, reason: str = "cursor set by an operator") -> None:
     """Put the cursor on `block`, forgetting the stored blocks (an operator's move), with an audit row."""
     chain_state(chain)
@@ -173,17 +191,7 @@ def cursor_store_at(*, chain: str, block: BlockRef, reason: str = "cursor set by
                 if p.status == PaymentStatus.PENDING:
                     # Not counted up on a block the chain no longer has: unconfirmed again,
                     # until a block records it (or staff settle it).
-                    services.payment_observe(
-                        observation=services.Observation(
-                            currency=p.currency,
-                            txid=p.txid,
-                            output_index=p.output_index,
-                            position=p.position,
-                            match_key=p.request.match_key,
-                            amount=int(p.amount),
-                            confirmations=0,
-                        ),
-                    )
+                    _seen_again(p, confirmations=0)
                 services.payment_flag(
                     chain=chain,
                     txid=p.txid,
@@ -615,18 +623,7 @@ class ScanRun:
                     continue  # mined again in the new branch: its block records it next
                 block = orphaned.get(p.block_hash) or BlockRef(p.block_height or 0, p.block_hash)
                 if p.txid in in_pool:
-                    services.payment_observe(
-                        observation=services.Observation(
-                            currency=p.currency,
-                            txid=p.txid,
-                            output_index=p.output_index,
-                            position=p.position,
-                            match_key=p.request.match_key,
-                            amount=int(p.amount),
-                            confirmations=0,
-                        ),
-                        now=self.now,
-                    )
+                    _seen_again(p, confirmations=0, now=self.now)
                     log.warning(
                         "%s %s: block %d orphaned, the payment is unconfirmed again", self.chain, p.txid, block.height
                     )
@@ -731,21 +728,14 @@ class ScanRun:
             if confirmations < 1 or (confirmations == p.confirmations and not final):
                 continue
             self.renew()
-            services.payment_observe(
-                observation=services.Observation(
-                    currency=p.currency,
-                    txid=p.txid,
-                    output_index=p.output_index,
-                    position=p.position,
-                    match_key=p.request.match_key,
-                    amount=int(p.amount),
-                    confirmations=confirmations,
-                    block_height=height,
-                    block_hash=p.block_hash,
-                    final=final,
-                    matures_at_height=p.matures_at_height,
-                ),
+            _seen_again(
+                p,
+                confirmations=confirmations,
                 now=self.now,
+                block_height=height,
+                block_hash=p.block_hash,
+                final=final,
+                matures_at_height=p.matures_at_height,
             )
             updated += 1
         if self.report.blocks or self.report.reorgs:
