@@ -33,7 +33,6 @@ from .engine import (
     DATA,
     budget_compute,
     card_hardware,
-    chunked_attention_kept,
     engine_check,
     kv_tokens_capacity,
     launch_utilization,
@@ -199,9 +198,7 @@ def predict(
         range_ratio=float(range_ratio),
     )
     perf = serve(
-        model=model_cost(
-            workload=workload, gpu_count=gpu_count, chunked=chunked_attention_kept(workload=workload, card=card)
-        ),
+        model=model_cost(workload=workload, gpu_count=gpu_count, card=card),
         hw=card_hardware(workload=workload, card=card, gpu_count=gpu_count),
         serving=serving,
     )

@@ -651,13 +651,15 @@ def tp_efficiency(*, step: Any, hw: Any, layers: int) -> Decimal:
     return Decimal(1 - allreduce / step.seconds).quantize(Decimal("0.01"))
 
 
-def model_cost(*, workload: Workload, gpu_count: int, chunked: bool = True) -> Any:
-    """What one GPU of the group reads and computes per token (performance.ModelCost).
-    `chunked`: the engine attends Llama 4's chunked layers within their chunk
-    (`chunked_attention_kept`); otherwise they count as full-attention layers."""
+def model_cost(*, workload: Workload, gpu_count: int, card: Card | None = None) -> Any:
+    """What one GPU of the group of `card`s reads and computes per token
+    (performance.ModelCost). Llama 4's chunked layers attend within their chunk where
+    the release does so on that card (`chunked_attention_kept`; with no card, as V1's
+    backends do), otherwise they count as full-attention layers."""
     from .performance import ModelCost
 
     arch = workload.arch
+    chunked = card is None or chunked_attention_kept(workload=workload, card=card)
     chunked_layers = arch.chunked_attention_layers if chunked and arch.attention_chunk else 0
     layout = arch_layout(arch)
     fmt = workload_format(workload)
@@ -742,9 +744,7 @@ def throughput_compute(
         kv_bytes=budget.kv_available(utilization),
     )
     prompt, output = workload_lengths(workload)
-    model = model_cost(
-        workload=workload, gpu_count=gpu_count, chunked=chunked_attention_kept(workload=workload, card=card)
-    )
+    model = model_cost(workload=workload, gpu_count=gpu_count, card=card)
     hw = card_hardware(workload=workload, card=card, gpu_count=gpu_count)
 
     def at(clients: int):

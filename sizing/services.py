@@ -567,7 +567,6 @@ def sizing_accuracy(*, path: Path = BENCHMARKS_FILE) -> list[AccuracyRow]:
     from .engine import (
         budget_compute,
         card_hardware,
-        chunked_attention_kept,
         kv_tokens_capacity,
         model_cost,
     )
@@ -616,9 +615,7 @@ def sizing_accuracy(*, path: Path = BENCHMARKS_FILE) -> list[AccuracyRow]:
             gpu_count=count,
             kv_bytes=budget.kv_available(BENCH_UTILIZATION),
         )
-        cost = model_cost(
-            workload=workload, gpu_count=count, chunked=chunked_attention_kept(workload=workload, card=card)
-        )
+        cost = model_cost(workload=workload, gpu_count=count, card=card)
         hw = card_hardware(workload=workload, card=card, gpu_count=count)
         perf = serve(
             model=cost,
