@@ -788,6 +788,8 @@ class ScanRun:
         for the stored heights only (the last CHAIN_REORG_WINDOW), through the
         (chain, block_height) index; none, as a rule. Money already applied or credited
         is put before staff (`payment_uncount`)."""
+        if below == -math.inf:
+            return
         stored = ChainBlock.objects.filter(chain=self.chain)
         left = (
             # Driven from the stored blocks (at most CHAIN_REORG_WINDOW rows): the heights
@@ -802,8 +804,6 @@ class ScanRun:
             .filter(Exists(stored.filter(height=OuterRef("block_height")).exclude(block_hash=OuterRef("block_hash"))))
             .order_by()
         )
-        if below == -math.inf:
-            return
         if below != math.inf:
             left = left.filter(block_height__lte=int(below))
         for p in left.only("txid", "position", "block_height", "block_hash", "currency", "request_id"):

@@ -218,36 +218,29 @@ def xmr_destinations_bulk_create(invoice, *, first: int, count: int) -> None:
     PaymentRequest.objects.bulk_create(rows, batch_size=2_000)
 
 
-def lease_taken_once_recorded(real, *, chain: str, block_hash: str):
-    """`chain_run` (`real`) as a run whose lease another run takes at its first renewal
-    after it recorded `block_hash` on `chain` (it stalled past the lease meanwhile)."""
-    from billing.models import ChainBlock
-    from core.models import Lease
-
-    def run(watcher, *, renew, **kwargs):
-        def renewing():
-            if ChainBlock.objects.filter(chain=chain, block_hash=block_hash).exists():
-                Lease.objects.filter(name=f"chain_scan:{chain}").update(owner="another-worker")
-            return renew()
-
-        return real(watcher, renew=renewing, **kwargs)
-
-    return run
-
-
 def scan_losing_the_lease_once_recorded(scan, monkeypatch, *, chain: str, block_hash: str, **kwargs):
-    """`scan(**kwargs)` as a run whose lease another run takes once it recorded
-    `block_hash` (`lease_taken_once_recorded`), then that lease expired as the other
-    run's would: its report."""
+    """`scan(**kwargs)` as a run whose lease another run takes at its first renewal after
+    it recorded `block_hash` on `chain` (it stalled past the lease meanwhile), then that
+    lease expired as the other run's would: its report."""
     from datetime import timedelta
 
     from django.utils import timezone
 
     from billing.chains import machinery
+    from billing.models import ChainBlock
     from core.models import Lease
 
     real = machinery.chain_run
-    monkeypatch.setattr(machinery, "chain_run", lease_taken_once_recorded(real, chain=chain, block_hash=block_hash))
+
+    def run(watcher, *, renew, **options):
+        def renewing():
+            if ChainBlock.objects.filter(chain=chain, block_hash=block_hash).exists():
+                Lease.objects.filter(name=f"chain_scan:{chain}").update(owner="another-worker")
+            return renew()
+
+        return real(watcher, renew=renewing, **options)
+
+    monkeypatch.setattr(machinery, "chain_run", run)
     try:
         report = scan(**kwargs)
     finally:
